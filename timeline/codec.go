@@ -1,0 +1,259 @@
+package timeline
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// An Encoder writes records as NDJSON, one record a line. It buffers: call
+// Flush (or Close) to push what it holds to the writer. An Encoder is not safe
+// for concurrent use; a server with many handlers funnels records to one
+// encoding goroutine.
+type Encoder struct {
+	w   *bufio.Writer
+	buf []byte
+	err error
+}
+
+// NewEncoder returns an Encoder writing to w.
+func NewEncoder(w io.Writer) *Encoder {
+	return &Encoder{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 512)}
+}
+
+// EncodeMeta writes the meta record. It belongs first in a stream.
+func (e *Encoder) EncodeMeta(m *Meta) error {
+	if e.err != nil {
+		return e.err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("timeline: encoding meta: %w", err)
+	}
+	e.buf = append(e.buf[:0], `{"type":"meta",`...)
+	e.buf = append(e.buf, b[1:]...)
+	e.buf = append(e.buf, '\n')
+	return e.write()
+}
+
+// EncodeAttempt writes one attempt record.
+func (e *Encoder) EncodeAttempt(a *Attempt) error {
+	if e.err != nil {
+		return e.err
+	}
+	e.buf = AppendAttempt(e.buf[:0], a)
+	e.buf = append(e.buf, '\n')
+	return e.write()
+}
+
+// EncodeOutcome writes one outcome record.
+func (e *Encoder) EncodeOutcome(o *Outcome) error {
+	if e.err != nil {
+		return e.err
+	}
+	e.buf = AppendOutcome(e.buf[:0], o)
+	e.buf = append(e.buf, '\n')
+	return e.write()
+}
+
+func (e *Encoder) write() error {
+	if _, err := e.w.Write(e.buf); err != nil {
+		e.err = fmt.Errorf("timeline: write: %w", err)
+	}
+	return e.err
+}
+
+// Flush writes any buffered records to the underlying writer.
+func (e *Encoder) Flush() error {
+	if e.err != nil {
+		return e.err
+	}
+	if err := e.w.Flush(); err != nil {
+		e.err = fmt.Errorf("timeline: flush: %w", err)
+	}
+	return e.err
+}
+
+// AppendAttempt appends the JSON object of a (without a newline) to b.
+func AppendAttempt(b []byte, a *Attempt) []byte {
+	b = append(b, `{"type":"attempt","client":`...)
+	b = appendString(b, a.Client)
+	b = append(b, `,"key":`...)
+	b = appendString(b, a.Key)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(a.Attempt), 10)
+	b = append(b, `,"method":`...)
+	b = appendString(b, a.Method)
+	b = append(b, `,"path":`...)
+	b = appendString(b, a.Path)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, a.At, 10)
+	b = append(b, `,"done":`...)
+	b = strconv.AppendInt(b, a.Done, 10)
+	if a.Status != 0 {
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(a.Status), 10)
+	}
+	if a.Fault != "" {
+		b = append(b, `,"fault":`...)
+		b = appendString(b, a.Fault)
+	}
+	if a.Phase != "" {
+		b = append(b, `,"phase":`...)
+		b = appendString(b, a.Phase)
+	}
+	if a.RetryAfter != "" {
+		b = append(b, `,"retry_after":`...)
+		b = appendString(b, a.RetryAfter)
+	}
+	if a.HasNotBefore {
+		b = append(b, `,"not_before":`...)
+		b = strconv.AppendInt(b, a.NotBefore, 10)
+	}
+	if a.Idempotent {
+		b = append(b, `,"idem":true`...)
+	}
+	if a.RateLimit != "" {
+		b = append(b, `,"ratelimit":`...)
+		b = appendString(b, a.RateLimit)
+	}
+	return append(b, '}')
+}
+
+// AppendOutcome appends the JSON object of o (without a newline) to b.
+func AppendOutcome(b []byte, o *Outcome) []byte {
+	b = append(b, `{"type":"outcome","client":`...)
+	b = appendString(b, o.Client)
+	b = append(b, `,"key":`...)
+	b = appendString(b, o.Key)
+	b = append(b, `,"scheduled":`...)
+	b = strconv.AppendInt(b, o.Scheduled, 10)
+	b = append(b, `,"start":`...)
+	b = strconv.AppendInt(b, o.Start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, o.End, 10)
+	b = append(b, `,"result":`...)
+	b = appendString(b, o.Result)
+	if o.Status != 0 {
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(o.Status), 10)
+	}
+	if o.Attempts != 0 {
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(o.Attempts), 10)
+	}
+	if o.Error != "" {
+		b = append(b, `,"error":`...)
+		b = appendString(b, o.Error)
+	}
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string. Plain printable ASCII, the
+// common case, is copied as is; anything else goes through encoding/json so
+// the escaping is exactly JSON's (invalid UTF-8 becomes U+FFFD).
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// A SyntaxError is a line of the stream that is not a valid record.
+type SyntaxError struct {
+	Line int    // 1-based line number in the stream
+	Msg  string // what is wrong
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("timeline: line %d: %s", e.Line, e.Msg)
+}
+
+// Record is one decoded line. Type says which of the fields is valid; a type
+// this version does not know is returned with only Type set, so a newer
+// writer's streams still decode.
+type Record struct {
+	Type    string
+	Meta    *Meta // a fresh value for each meta record
+	Attempt Attempt
+	Outcome Outcome
+}
+
+// A Decoder reads records from an NDJSON stream. It is not safe for
+// concurrent use.
+type Decoder struct {
+	r    *bufio.Reader
+	line int
+	long []byte
+	p    parser
+}
+
+// NewDecoder returns a Decoder reading from r.
+func NewDecoder(r io.Reader) *Decoder {
+	return &Decoder{r: bufio.NewReaderSize(r, 256<<10)}
+}
+
+// Line is the number of the last line read (1-based; 0 before the first).
+func (d *Decoder) Line() int { return d.line }
+
+// Decode reads the next record into rec, reusing its storage. It returns
+// io.EOF at the end of the stream and a *SyntaxError naming the line for a
+// malformed or truncated record. Blank lines are skipped.
+func (d *Decoder) Decode(rec *Record) error {
+	for {
+		line, err := d.readLine()
+		if err != nil {
+			return err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if err := d.p.record(line, rec); err != nil {
+			return &SyntaxError{Line: d.line, Msg: err.Error()}
+		}
+		return nil
+	}
+}
+
+// readLine returns the next line without its newline. A last line that is
+// not terminated by a newline is still returned; a truncated record on it is
+// caught by the parser.
+func (d *Decoder) readLine() ([]byte, error) {
+	line, err := d.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		d.long = append(d.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = d.r.ReadSlice('\n')
+			d.long = append(d.long, line...)
+		}
+		line = d.long
+	}
+	if len(line) > 0 {
+		d.line++
+		if err == io.EOF {
+			err = nil
+		}
+	}
+	if err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("timeline: line %d: read: %w", d.line+1, err)
+	}
+	return bytes.TrimSuffix(line, []byte{'\n'}), nil
+}
+
+// errTruncated is what a record cut short says.
+var errTruncated = errors.New("unexpected end of record (truncated line?)")

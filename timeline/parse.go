@@ -1,0 +1,383 @@
+package timeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// parser decodes one NDJSON line. Attempt and outcome records, the bulk of
+// every stream, are parsed by hand in one pass without reflection; the meta
+// record, one per stream, goes through encoding/json. Keys it does not know
+// are skipped, so records may grow new fields.
+type parser struct {
+	b    []byte
+	i    int
+	strs map[string]string // interned short strings (methods, phases, results)
+}
+
+func (p *parser) record(line []byte, rec *Record) error {
+	p.b, p.i = line, 0
+	rec.Type = ""
+	rec.Meta = nil
+	rec.Attempt = Attempt{}
+	rec.Outcome = Outcome{}
+	a, o := &rec.Attempt, &rec.Outcome
+	var pending error // a value that did not fit before the type was known
+	p.ws()
+	if !p.eat('{') {
+		return p.errf("want '{' to open a record")
+	}
+	p.ws()
+	if p.eat('}') {
+		return errors.New(`record has no "type"`)
+	}
+	for {
+		p.ws()
+		key, err := p.rawString()
+		if err != nil {
+			return err
+		}
+		p.ws()
+		if !p.eat(':') {
+			return p.errf("want ':' after key %q", key)
+		}
+		p.ws()
+		vs := p.i
+		switch string(key) {
+		case "type":
+			rec.Type, err = p.str(true)
+		case "client":
+			a.Client, err = p.str(false)
+			o.Client = a.Client
+		case "key":
+			a.Key, err = p.str(false)
+			o.Key = a.Key
+		case "attempt":
+			a.Attempt, err = p.int()
+		case "method":
+			a.Method, err = p.str(true)
+		case "path":
+			a.Path, err = p.str(false)
+		case "at":
+			a.At, err = p.int64()
+		case "done":
+			a.Done, err = p.int64()
+		case "status":
+			a.Status, err = p.int()
+			o.Status = a.Status
+		case "fault":
+			a.Fault, err = p.str(true)
+		case "phase":
+			a.Phase, err = p.str(true)
+		case "retry_after":
+			a.RetryAfter, err = p.str(true)
+		case "not_before":
+			a.NotBefore, err = p.int64()
+			a.HasNotBefore = err == nil
+		case "idem":
+			a.Idempotent, err = p.bool()
+		case "ratelimit":
+			a.RateLimit, err = p.str(false)
+		case "scheduled":
+			o.Scheduled, err = p.int64()
+		case "start":
+			o.Start, err = p.int64()
+		case "end":
+			o.End, err = p.int64()
+		case "result":
+			o.Result, err = p.str(true)
+		case "attempts":
+			o.Attempts, err = p.int()
+		case "error":
+			o.Error, err = p.str(false)
+		default:
+			err = p.skip()
+		}
+		if err != nil {
+			err = fmt.Errorf("key %q: %w", key, err)
+			if rec.Type != TypeMeta && rec.Type != "" {
+				return err
+			}
+			// Meta fields share names with ours but not their types (its
+			// start is a date); the meta path below re-reads the whole line.
+			p.i = vs
+			if serr := p.skip(); serr != nil {
+				return err
+			}
+			if pending == nil {
+				pending = err
+			}
+		}
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat('}') {
+			break
+		}
+		if p.i >= len(p.b) {
+			return errTruncated
+		}
+		return p.errf("want ',' or '}' after the value of %q", key)
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return p.errf("data after the record")
+	}
+	if pending != nil && rec.Type != TypeMeta {
+		return pending
+	}
+	switch rec.Type {
+	case "":
+		return errors.New(`record has no "type"`)
+	case TypeMeta:
+		rec.Attempt, rec.Outcome = Attempt{}, Outcome{}
+		m := new(Meta)
+		if err := json.Unmarshal(p.b, m); err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
+		rec.Meta = m
+	case TypeAttempt:
+		rec.Outcome = Outcome{}
+		if a.Attempt < 1 {
+			return errors.New(`attempt record needs "attempt" >= 1`)
+		}
+	case TypeOutcome:
+		rec.Attempt = Attempt{}
+		if o.Result == "" {
+			return errors.New(`outcome record needs a "result"`)
+		}
+	default:
+		rec.Attempt, rec.Outcome = Attempt{}, Outcome{}
+	}
+	return nil
+}
+
+func (p *parser) errf(format string, args ...any) error {
+	if p.i >= len(p.b) {
+		return errTruncated
+	}
+	return fmt.Errorf("column %d: %s", p.i+1, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// rawString returns the bytes of a string without escapes, or its decoded
+// form when it has them (keys and values alike).
+func (p *parser) rawString() ([]byte, error) {
+	if !p.eat('"') {
+		return nil, p.errf("want a string")
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			p.i++
+			return s, nil
+		case c == '\\':
+			return p.escapedString(start - 1)
+		case c < 0x20:
+			return nil, p.errf("control character in string")
+		}
+		p.i++
+	}
+	return nil, errTruncated
+}
+
+// escapedString decodes the string starting at the quote at start through
+// encoding/json, which knows every escape.
+func (p *parser) escapedString(start int) ([]byte, error) {
+	p.i = start + 1
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '\\':
+			p.i += 2
+			continue
+		case '"':
+			p.i++
+			var s string
+			if err := json.Unmarshal(p.b[start:p.i], &s); err != nil {
+				return nil, fmt.Errorf("bad string: %w", err)
+			}
+			return []byte(s), nil
+		}
+		p.i++
+	}
+	return nil, errTruncated
+}
+
+// str reads a string value. Interned strings (a few distinct values repeated
+// on every line) are shared rather than allocated each time.
+func (p *parser) str(intern bool) (string, error) {
+	b, err := p.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !intern || len(b) > 32 {
+		return string(b), nil
+	}
+	if s, ok := p.strs[string(b)]; ok { // no allocation for the lookup
+		return s, nil
+	}
+	if p.strs == nil || len(p.strs) > 4096 {
+		p.strs = make(map[string]string)
+	}
+	s := string(b)
+	p.strs[s] = s
+	return s, nil
+}
+
+func (p *parser) int64() (int64, error) {
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	var n uint64
+	digits := 0
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		if c < '0' || c > '9' {
+			break
+		}
+		if n > (1<<63-1)/10 {
+			return 0, p.errf("number out of range")
+		}
+		n = n*10 + uint64(c-'0')
+		digits++
+		p.i++
+	}
+	if digits == 0 {
+		if p.i >= len(p.b) {
+			return 0, errTruncated
+		}
+		return 0, p.errf("want an integer")
+	}
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '.', 'e', 'E':
+			// A float where an integer belongs: accept it only if it is whole.
+			p.i = start
+			return p.float()
+		}
+	}
+	if n > 1<<63-1 {
+		return 0, p.errf("number out of range")
+	}
+	if p.b[start] == '-' {
+		return -int64(n), nil
+	}
+	return int64(n), nil
+}
+
+func (p *parser) float() (int64, error) {
+	start := p.i
+	for p.i < len(p.b) && (p.b[p.i] == '-' || p.b[p.i] == '+' || p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E' || (p.b[p.i] >= '0' && p.b[p.i] <= '9')) {
+		p.i++
+	}
+	f, err := strconv.ParseFloat(string(p.b[start:p.i]), 64)
+	if err != nil || f != float64(int64(f)) {
+		return 0, fmt.Errorf("column %d: want an integer", start+1)
+	}
+	return int64(f), nil
+}
+
+func (p *parser) int() (int, error) {
+	n, err := p.int64()
+	if err != nil {
+		return 0, err
+	}
+	if n < -1<<31 || n > 1<<31-1 {
+		return 0, p.errf("number out of range")
+	}
+	return int(n), nil
+}
+
+func (p *parser) bool() (bool, error) {
+	switch {
+	case len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "true":
+		p.i += 4
+		return true, nil
+	case len(p.b)-p.i >= 5 && string(p.b[p.i:p.i+5]) == "false":
+		p.i += 5
+		return false, nil
+	}
+	return false, p.errf("want true or false")
+}
+
+// skip passes over one JSON value of any kind, checking its syntax.
+func (p *parser) skip() error {
+	start := p.i
+	depth := 0
+	for {
+		p.ws()
+		if p.i >= len(p.b) {
+			return errTruncated
+		}
+		switch c := p.b[p.i]; {
+		case c == '{' || c == '[':
+			depth++
+			p.i++
+			continue
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return p.errf("unexpected %q", c)
+			}
+			depth--
+			p.i++
+		case c == '"':
+			if _, err := p.rawString(); err != nil {
+				return err
+			}
+		case c == ',' || c == ':':
+			if depth == 0 {
+				return p.errf("unexpected %q", c)
+			}
+			p.i++
+			continue
+		default:
+			s := p.i
+			for p.i < len(p.b) && !isDelim(p.b[p.i]) {
+				p.i++
+			}
+			tok := p.b[s:p.i]
+			if !json.Valid(tok) {
+				return fmt.Errorf("column %d: bad value %q", s+1, tok)
+			}
+		}
+		if depth == 0 {
+			if !json.Valid(p.b[start:p.i]) {
+				return fmt.Errorf("column %d: bad value", start+1)
+			}
+			return nil
+		}
+	}
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ':', ' ', '\t', '\r', '\n', '"', '{', '[':
+		return true
+	}
+	return false
+}

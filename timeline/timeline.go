@@ -1,0 +1,170 @@
+// Package timeline owns the records of a retrylab run — one meta record, then
+// an attempt per request the stub server saw and an outcome per logical
+// request a simulated client made — and their streaming NDJSON codec.
+//
+// All instants are nanoseconds since the run's start on the monotonic clock,
+// so nothing downstream parses dates. The package is a leaf: it imports only
+// the standard library.
+package timeline
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Format is the version of the record layout written in Meta.Format.
+const Format = 1
+
+// Record types, the value of each line's "type" field.
+const (
+	TypeMeta    = "meta"
+	TypeAttempt = "attempt"
+	TypeOutcome = "outcome"
+)
+
+// Faults recorded in Attempt.Fault instead of a status.
+const (
+	FaultReset = "reset" // the server closed the connection without a response
+	FaultHang  = "hang"  // the server held the request until the client gave up
+)
+
+// Outcome results, the value of Outcome.Result.
+const (
+	ResultOK           = "ok"            // a 2xx response reached the caller
+	ResultGaveUp       = "gave-up"       // the client stopped after its attempt cap or gave up otherwise
+	ResultBudget       = "budget"        // the client's retry budget ran out
+	ResultNonRetryable = "non-retryable" // the client stopped on a status it must not retry
+	ResultError        = "error"         // any other failure (transport error, unexpected status)
+	ResultHung         = "hung"          // the harness watchdog fired: the call never returned in time
+	ResultCanceled     = "canceled"      // the run was stopped (duration cap, SIGINT) mid-request
+)
+
+// Meta is the first record of every timeline. It carries everything the
+// analyzer and the reports need, so a timeline file stands alone.
+type Meta struct {
+	Format int    `json:"format"`
+	Tool   string `json:"tool,omitempty"` // retrylab version that wrote it
+	Go     string `json:"go,omitempty"`   // Go version that built the tool
+
+	// Recorder is "run" for a fleet run (outcomes present) or "serve" for a
+	// server-only recording (no outcomes: a client outside the harness).
+	Recorder string `json:"recorder"`
+	// Virtual is true when the run happened in virtual time (retrylabtest).
+	Virtual bool `json:"virtual,omitempty"`
+
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	// Source is the whole scenario as JSON, as the scenarios package encodes
+	// it; downstream code reads the typed fields below and keeps Source only
+	// to reproduce the run.
+	Source json.RawMessage `json:"source,omitempty"`
+
+	Subject        string  `json:"subject,omitempty"`
+	SubjectVersion string  `json:"subject_version,omitempty"` // module version of the library under test
+	Policy         *Policy `json:"policy,omitempty"`          // the subject's stated policy, when it has one
+	Summary        string  `json:"summary,omitempty"`         // the subject's own configuration summary
+
+	Seed  int64     `json:"seed"`
+	Start time.Time `json:"start"`           // wall-clock instant of time zero
+	Shard string    `json:"shard,omitempty"` // "i/n" when the run is one shard of many
+	// Duration is the run's hard cap in nanoseconds (0: none).
+	Duration int64 `json:"duration,omitempty"`
+
+	Phases []Phase  `json:"phases,omitempty"`
+	Fleet  *Fleet   `json:"fleet,omitempty"`
+	Quota  *Quota   `json:"quota,omitempty"`
+	Expect *Expect  `json:"expect,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
+}
+
+// Policy is the retry policy a subject states; the analyzer checks the
+// timeline against it. Durations are nanoseconds; zero means unstated.
+type Policy struct {
+	Base        int64  `json:"base,omitempty"`
+	Cap         int64  `json:"cap,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	Budget      int64  `json:"budget,omitempty"`
+	Jitter      string `json:"jitter,omitempty"` // full | equal | decorrelated | none | ...
+	// Retryable is the set of statuses the subject retries, when stated.
+	Retryable []int `json:"retryable,omitempty"`
+}
+
+// Phase is one phase of the stub server's schedule, as laid out in time.
+type Phase struct {
+	Name       string `json:"name"`
+	Start      int64  `json:"start"`         // ns since the run's start
+	End        int64  `json:"end,omitempty"` // ns; 0 for the last phase (until the run ends)
+	Respond    string `json:"respond"`       // ok | quota | status 503 | mix ... | fault reset ...
+	RetryAfter string `json:"retry_after,omitempty"`
+}
+
+// Fleet is what the simulated clients were asked to do.
+type Fleet struct {
+	Clients  int    `json:"clients"`
+	Requests int    `json:"requests"` // logical requests per client
+	Start    string `json:"start,omitempty"`
+	Think    int64  `json:"think,omitempty"`   // ns between a client's logical requests
+	Method   string `json:"method,omitempty"`  // GET, POST, ...
+	Timeout  int64  `json:"timeout,omitempty"` // per-logical-request watchdog, ns
+}
+
+// Quota is the stub server's published quota, when it has one.
+type Quota struct {
+	Algorithm string  `json:"algorithm"`
+	Rate      float64 `json:"rate"` // requests per second
+	Burst     int     `json:"burst,omitempty"`
+	Key       string  `json:"key,omitempty"`
+}
+
+// Expect is the scenario's expectations: which checks to run and their
+// thresholds.
+type Expect struct {
+	Checks     []string           `json:"checks,omitempty"`
+	Skip       []string           `json:"skip,omitempty"`
+	Thresholds map[string]float64 `json:"thresholds,omitempty"`
+}
+
+// Attempt is one request the stub server saw, written by the server.
+type Attempt struct {
+	Client  string `json:"client"`  // simulated client id
+	Key     string `json:"key"`     // logical request key; a retry is a later arrival with the same key
+	Attempt int    `json:"attempt"` // 1-based, by arrival order per logical request
+	Method  string `json:"method"`
+	Path    string `json:"path"`
+	At      int64  `json:"at"`   // arrival, ns since the run's start
+	Done    int64  `json:"done"` // response written (or fault applied), ns
+	Status  int    `json:"status,omitempty"`
+	Fault   string `json:"fault,omitempty"` // reset | hang, instead of a status
+	Phase   string `json:"phase,omitempty"`
+
+	// RetryAfter is the raw Retry-After value sent, "" when none.
+	RetryAfter string `json:"retry_after,omitempty"`
+	// NotBefore is the earliest instant (ns since the run's start) at which
+	// the server allowed the next attempt. Valid only when HasNotBefore: it is
+	// absent when the server set no Retry-After or sent an unusable one.
+	NotBefore    int64 `json:"-"`
+	HasNotBefore bool  `json:"-"`
+
+	Idempotent bool   `json:"idem,omitempty"`      // an Idempotency-Key header was present
+	RateLimit  string `json:"ratelimit,omitempty"` // rate-limit headers sent, "Name: value" joined by "; "
+}
+
+// Latency is how long the server held the request.
+func (a *Attempt) Latency() time.Duration { return time.Duration(a.Done - a.At) }
+
+// Outcome is one logical request as the simulated client saw it, written by
+// the runner.
+type Outcome struct {
+	Client    string `json:"client"`
+	Key       string `json:"key"`
+	Scheduled int64  `json:"scheduled"` // when the fleet meant to start it, ns
+	Start     int64  `json:"start"`     // when the caller was invoked, ns
+	End       int64  `json:"end"`       // when the caller returned (or the watchdog fired), ns
+	Result    string `json:"result"`
+	Status    int    `json:"status,omitempty"`   // final status, 0 when none
+	Attempts  int    `json:"attempts,omitempty"` // attempts the client saw, when it can tell
+	Error     string `json:"error,omitempty"`
+}
+
+// Duration is how long the logical request took from the caller's view.
+func (o *Outcome) Duration() time.Duration { return time.Duration(o.End - o.Start) }
