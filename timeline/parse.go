@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // parser decodes one NDJSON line. Attempt and outcome records, the bulk of
@@ -188,13 +189,20 @@ func (p *parser) rawString() ([]byte, error) {
 		return nil, p.errf("want a string")
 	}
 	start := p.i
+	high := false
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
 			s := p.b[start:p.i]
+			if high && !utf8.Valid(s) {
+				// encoding/json turns invalid UTF-8 into U+FFFD; so do we.
+				return p.escapedString(start - 1)
+			}
 			p.i++
 			return s, nil
+		case c >= utf8.RuneSelf:
+			high = true
 		case c == '\\':
 			return p.escapedString(start - 1)
 		case c < 0x20:

@@ -1,0 +1,63 @@
+package timeline
+
+import (
+	"bytes"
+	"io"
+	"testing"
+)
+
+// FuzzDecoder feeds arbitrary streams to the decoder: it must never panic,
+// must name a line for what it rejects, and every record it accepts must
+// survive a re-encode and decode unchanged.
+func FuzzDecoder(f *testing.F) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	enc.EncodeMeta(sampleMeta())
+	for _, a := range sampleAttempts() {
+		enc.EncodeAttempt(&a)
+	}
+	for _, o := range sampleOutcomes() {
+		enc.EncodeOutcome(&o)
+	}
+	enc.Flush()
+	f.Add(buf.Bytes())
+	for _, line := range bytes.Split(buf.Bytes(), []byte("\n")) {
+		f.Add(line)
+	}
+	f.Add([]byte(`{"type":"attempt","attempt":1,"x":[{"y":"\u00e9\n"}],"at":-0}`))
+	f.Add([]byte(`{"type":"outcome","result":"ok","start":1e2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := NewDecoder(bytes.NewReader(data))
+		var rec Record
+		for n := 0; n < 1000; n++ {
+			err := dec.Decode(&rec)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				if se, ok := err.(*SyntaxError); !ok || se.Line < 1 {
+					t.Fatalf("error %v; want a *SyntaxError with a line", err)
+				}
+				return
+			}
+			var out bytes.Buffer
+			e := NewEncoder(&out)
+			switch rec.Type {
+			case TypeAttempt:
+				e.EncodeAttempt(&rec.Attempt)
+			case TypeOutcome:
+				e.EncodeOutcome(&rec.Outcome)
+			default:
+				continue
+			}
+			e.Flush()
+			var again Record
+			if err := NewDecoder(&out).Decode(&again); err != nil {
+				t.Fatalf("re-decoding %q: %v", out.Bytes(), err)
+			}
+			if again.Attempt != rec.Attempt || again.Outcome != rec.Outcome {
+				t.Fatalf("round trip changed the record:\n got %+v %+v\nwant %+v %+v", again.Attempt, again.Outcome, rec.Attempt, rec.Outcome)
+			}
+		}
+	})
+}
