@@ -1,0 +1,45 @@
+# retrylab — build, test, benchmark.
+GO      ?= go
+PKGS    ?= ./...
+BENCHTIME ?= 1x
+
+.PHONY: all build test vet fmt-check race bench fuzz run validation clean
+
+all: build test
+
+build:
+	$(GO) build -o bin/retrylab ./cmd/retrylab
+
+## test: what CI runs — formatting, vet, and every test under the race detector.
+test: fmt-check vet race
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+race:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## bench: every benchmark once through; figures go to BENCHMARKS.md by hand.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+## fuzz: a short run of every fuzz target (FUZZTIME each).
+FUZZTIME ?= 10s
+fuzz:
+	@for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## run: the main job on the built-in defaults.
+run:
+	$(GO) run ./cmd/retrylab run outage-date
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,207 @@
+// Command retrylab load-tests the retry logic of HTTP clients: it throttles
+// them with a stub server, records every attempt, and judges the timeline.
+//
+// Exit status: 0 when every check passes, 1 when the verdict fails, 2 for bad
+// input or usage, 3 when the run itself could not be carried out.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the verdict failed
+	exitUsage  = 2 // bad input: flags, scenario, timeline
+	exitError  = 3 // the run could not be carried out
+)
+
+// errVerdictFailed is returned when a verdict was printed and failed; the
+// verdict itself is the message, so nothing more is printed.
+var errVerdictFailed = errors.New("verdict failed")
+
+// usageError is bad input: a flag, an argument, a scenario or a timeline.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// badInput marks err as bad input (exit 2) unless it is nil.
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &usageError{err}
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errVerdictFailed):
+		return exitFailed
+	case errors.Is(err, pflag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "retrylab: %v\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "retrylab: %v\n", err)
+		return exitError
+	}
+}
+
+// env is what a subcommand may touch of the outside world.
+type env struct {
+	stdout, stderr io.Writer
+	// tty is true when stderr is a terminal (progress bars are drawn).
+	tty bool
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"serve":     {"run the throttling stub server for a client outside the harness", cmdServe},
+		"version":   {"print the version", cmdVersion},
+		"help":      {"show help for a command", cmdHelp},
+		"scenarios": {"list the built-in scenarios", cmdScenarios},
+		"run":       {"run a scenario against a subject and judge it", cmdRun},
+		"analyze":   {"judge a recorded timeline", cmdAnalyze},
+		"report":    {"write the HTML report of a timeline", cmdReport},
+		"compare":   {"run several subjects on one scenario and rank them", cmdCompare},
+	}
+}
+
+// run is the whole program, testable in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	e := &env{stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return usagef("no command given")
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" {
+		printUsage(stdout)
+		return nil
+	}
+	if name == "-v" || name == "--version" {
+		name = "version"
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		printUsage(stderr)
+		return usagef("unknown command %q", name)
+	}
+	return cmd.run(ctx, e, args[1:])
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "retrylab load-tests the retry logic of HTTP clients.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: retrylab COMMAND [flags] [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'retrylab help COMMAND' for a command's flags.")
+	fmt.Fprintln(w, "Exit status: 0 pass, 1 verdict failed, 2 bad input, 3 run error.")
+}
+
+// newFlags returns a flag set whose errors name the flag and come back as
+// usage errors (exit 2).
+func newFlags(name, usage string, e *env) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: retrylab %s\n\nFlags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, mapping errors to usage errors.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return &usageError{err}
+	}
+	return nil
+}
+
+func cmdVersion(ctx context.Context, e *env, args []string) error {
+	fmt.Fprintf(e.stdout, "retrylab %s\n", version)
+	return nil
+}
+
+func cmdHelp(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		printUsage(e.stdout)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok || args[0] == "help" {
+		return usagef("unknown command %q", args[0])
+	}
+	e2 := *e
+	e2.stderr = e.stdout
+	err := cmd.run(ctx, &e2, []string{"--help"})
+	if errors.Is(err, pflag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && !strings.EqualFold(os.Getenv("TERM"), "dumb")
+}

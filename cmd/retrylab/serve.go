@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// defaultServe is the server `retrylab serve` runs without --scenario: one
+// short phase per Retry-After form, then a quota, so a client meets every
+// form a real provider (or a broken one) sends.
+//
+//go:embed default-serve.yaml
+var defaultServe []byte
+
+const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE] [--duration D] [--allow-remote]"
+
+type serveOptions struct {
+	scenario    string
+	addr        string
+	record      string
+	duration    time.Duration
+	allowRemote bool
+	seed        int64
+}
+
+func cmdServe(ctx context.Context, e *env, args []string) error {
+	var o serveOptions
+	fs := newFlags("serve", serveUsage, e)
+	fs.StringVar(&o.scenario, "scenario", "", "scenario `FILE` or built-in name whose server: section to serve (default: every Retry-After form in turn)")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
+	fs.StringVar(&o.record, "record", "", "write the timeline of every request to `FILE` (NDJSON)")
+	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long (0: only on SIGINT/SIGTERM)")
+	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
+	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve takes no arguments (got %q); use --scenario", fs.Args())
+	}
+	if o.duration < 0 {
+		return usagef("--duration must be >= 0, got %v", o.duration)
+	}
+	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
+		return err
+	}
+
+	name, desc, cfg, source, err := loadServerConfig(o.scenario)
+	if err != nil {
+		return badInput(err)
+	}
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	start := time.Now()
+
+	var (
+		rec  *timeline.Recorder
+		file *os.File
+	)
+	if o.record != "" {
+		file, err = os.Create(o.record)
+		if err != nil {
+			ln.Close()
+			return badInput(fmt.Errorf("--record: %w", err))
+		}
+		enc := timeline.NewEncoder(file)
+		meta := &timeline.Meta{
+			Format:      timeline.Format,
+			Tool:        version,
+			Recorder:    "serve",
+			Scenario:    name,
+			Description: desc,
+			Source:      source,
+			Seed:        o.seed,
+			Start:       start,
+		}
+		if err := enc.EncodeMeta(meta); err != nil {
+			ln.Close()
+			file.Close()
+			return err
+		}
+		rec = timeline.NewRecorder(enc, 0)
+	}
+
+	srv, err := stubserver.New(cfg, stubserver.Options{Start: start, Recorder: rec, Seed: o.seed})
+	if err != nil {
+		ln.Close()
+		closeRecording(rec, file)
+		return badInput(err)
+	}
+
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
+	fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
+	fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
+	if o.record != "" {
+		fmt.Fprintf(e.stdout, "  recording to %s\n", o.record)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var timer <-chan time.Time
+	if o.duration > 0 {
+		t := time.NewTimer(o.duration)
+		defer t.Stop()
+		timer = t.C
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case <-timer:
+	case serveErr = <-served:
+	}
+
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	st := srv.Stats()
+	if err := closeRecording(rec, file); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	fmt.Fprintf(e.stdout, "retrylab: stopped after %v: %d requests (%d ok, %d 429, %d 503, %d other, %d faults)\n",
+		time.Since(start).Round(time.Millisecond), st.Attempts, st.OK, st.Throttled429, st.Unavailable503, st.Other, st.Faults)
+	if serveErr != nil && !errors.Is(serveErr, net.ErrClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+// loadServerConfig returns the server to run: a scenario file's server:
+// section, a built-in scenario's, or the default.
+func loadServerConfig(arg string) (name, desc string, cfg stubserver.Config, source []byte, err error) {
+	if arg == "" {
+		cfg, err = scenarios.ParseServer("default-serve.yaml", defaultServe)
+		return "default", "every Retry-After form in turn, then a quota", cfg, nil, err
+	}
+	sc, err := scenarios.Resolve(arg)
+	if err != nil {
+		return "", "", cfg, nil, err
+	}
+	return sc.Name, sc.Description, sc.Server, nil, nil
+}
+
+func closeRecording(rec *timeline.Recorder, f *os.File) error {
+	var err error
+	if rec != nil {
+		err = rec.Close()
+	}
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// checkLoopback refuses a listen or target address outside loopback unless
+// allowed: a load tool must not become the outage.
+func checkLoopback(flag, addr string, allow bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: %v", flag, addr, err)
+	}
+	if allow {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return usagef("%s %s is not a loopback address; pass --allow-remote to use it", flag, addr)
+	}
+	return nil
+}
