@@ -1,0 +1,118 @@
+package timeline
+
+import (
+	"sync"
+	"time"
+)
+
+// flushDelay is how long a Recorder lets encoded records sit in the
+// encoder's buffer before it flushes them while idle, so a live recording
+// can be followed without a write per record under load.
+const flushDelay = 100 * time.Millisecond
+
+// item is one record on its way to the encoding goroutine.
+type item struct {
+	outcome bool
+	a       Attempt
+	o       Outcome
+}
+
+// A Recorder hands records from many goroutines to one goroutine that
+// encodes them, so the callers (the stub server's handlers, the fleet) never
+// wait for disk I/O — only for room in the buffer. It never drops a record:
+// when the buffer is full, Attempt and Outcome block until there is room.
+//
+// Records are written in the order the calls returned. The Recorder
+// flushes the encoder when it has been idle for a short while and on Close.
+// Attempt and Outcome are safe for concurrent use; they must not be called
+// after (or concurrently with) Close.
+type Recorder struct {
+	enc  *Encoder
+	ch   chan item
+	done chan struct{}
+	once sync.Once
+	err  error // first write error; read after done is closed
+}
+
+// NewRecorder starts a Recorder writing to enc with room for buffer records
+// in flight (at least 1). The caller writes the meta record with
+// enc.EncodeMeta before, and must not use enc until Close returns.
+func NewRecorder(enc *Encoder, buffer int) *Recorder {
+	if buffer < 1 {
+		buffer = 1
+	}
+	r := &Recorder{enc: enc, ch: make(chan item, buffer), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// Attempt queues a copy of a for encoding; a may be reused when it returns.
+func (r *Recorder) Attempt(a *Attempt) {
+	r.ch <- item{a: *a}
+}
+
+// Outcome queues a copy of o for encoding; o may be reused when it returns.
+func (r *Recorder) Outcome(o *Outcome) {
+	r.ch <- item{outcome: true, o: *o}
+}
+
+// Close waits until every queued record is encoded, flushes the encoder, and
+// returns the first write error, if any. It does not close the encoder's
+// writer. Calling Close again returns the same error.
+func (r *Recorder) Close() error {
+	r.once.Do(func() { close(r.ch) })
+	<-r.done
+	return r.err
+}
+
+func (r *Recorder) loop() {
+	defer close(r.done)
+	var (
+		timer   *time.Timer
+		timerC  <-chan time.Time
+		pending bool // encoded but not flushed
+	)
+	record := func(it *item) {
+		var err error
+		if it.outcome {
+			err = r.enc.EncodeOutcome(&it.o)
+		} else {
+			err = r.enc.EncodeAttempt(&it.a)
+		}
+		if err != nil && r.err == nil {
+			r.err = err
+		}
+		pending = true
+	}
+	for {
+		select {
+		case it, ok := <-r.ch:
+			if !ok {
+				if timer != nil {
+					timer.Stop()
+				}
+				if err := r.enc.Flush(); err != nil && r.err == nil {
+					r.err = err
+				}
+				return
+			}
+			record(&it)
+			if timerC == nil {
+				if timer == nil {
+					timer = time.NewTimer(flushDelay)
+				} else {
+					timer.Reset(flushDelay)
+				}
+				timerC = timer.C
+			}
+		case <-timerC:
+			timerC = nil
+			if pending {
+				pending = false
+				if err := r.enc.Flush(); err != nil && r.err == nil {
+					r.err = err
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package timeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestRecorderConcurrentNoLoss(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	if err := enc.EncodeMeta(&Meta{Format: Format, Recorder: "serve"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(enc, 4) // a small buffer forces backpressure
+	const goroutines, each = 8, 500
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			a := Attempt{Client: fmt.Sprint(g), Method: "GET"}
+			for i := range each {
+				a.Key = fmt.Sprintf("%d/%d", g, i)
+				a.Attempt = i + 1
+				rec.Attempt(&a) // a is reused: the Recorder must copy
+				if i%100 == 0 {
+					rec.Outcome(&Outcome{Client: a.Client, Key: a.Key, Result: ResultOK})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := rec.Close(); err != nil {
+		t.Fatalf("Close() = %v; want nil", err)
+	}
+	dec := NewDecoder(&buf)
+	var r Record
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for {
+		err := dec.Decode(&r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[r.Type]++
+		if r.Type == TypeAttempt {
+			if seen[r.Attempt.Key] {
+				t.Errorf("key %q recorded twice", r.Attempt.Key)
+			}
+			seen[r.Attempt.Key] = true
+		}
+	}
+	want := map[string]int{TypeMeta: 1, TypeAttempt: goroutines * each, TypeOutcome: goroutines * each / 100}
+	for k, w := range want {
+		if counts[k] != w {
+			t.Errorf("records of type %s = %d; want %d", k, counts[k], w)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the Recorder writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+func TestRecorderFlushesWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		rec := NewRecorder(NewEncoder(&buf), 16)
+		rec.Attempt(&Attempt{Client: "1", Key: "1/0"})
+		synctest.Wait()
+		if n := buf.Len(); n != 0 {
+			t.Errorf("bytes written before the flush delay = %d; want 0 (buffered)", n)
+		}
+		time.Sleep(flushDelay)
+		synctest.Wait()
+		if n := buf.Len(); n == 0 {
+			t.Errorf("bytes written after the flush delay = 0; want the record")
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+type recFailWriter struct{ err error }
+
+func (f recFailWriter) Write([]byte) (int, error) { return 0, f.err }
+
+func TestRecorderCloseReturnsWriteError(t *testing.T) {
+	boom := errors.New("disk full")
+	rec := NewRecorder(NewEncoder(recFailWriter{boom}), 1)
+	for range 3 {
+		rec.Attempt(&Attempt{Client: "1"}) // must not block after the error
+	}
+	err := rec.Close()
+	if !errors.Is(err, boom) {
+		t.Errorf("Close() = %v; want an error wrapping %v", err, boom)
+	}
+	if err2 := rec.Close(); err2 != err {
+		t.Errorf("second Close() = %v; want %v", err2, err)
+	}
+}
