@@ -1,0 +1,110 @@
+package stubserver
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// HugeSeconds is the delay the `huge` Retry-After form sends: one year
+// (365 days) of valid delay-seconds, which a robust client caps rather than
+// honours.
+const HugeSeconds = 365 * 24 * 60 * 60
+
+// garbageValue is what the `garbage` form sends: neither delay-seconds nor
+// an HTTP-date.
+const garbageValue = "soon, maybe"
+
+// cachedSeconds holds the decimal strings of small delays, so the common
+// Retry-After values cost no allocation.
+var cachedSeconds = func() [][]string {
+	c := make([][]string, 3601)
+	for i := range c {
+		c[i] = []string{strconv.Itoa(i)}
+	}
+	return c
+}()
+
+// secondsValue returns a one-element header value holding n.
+func secondsValue(n int64) []string {
+	if n >= 0 && n < int64(len(cachedSeconds)) {
+		return cachedSeconds[n]
+	}
+	return []string{strconv.FormatInt(n, 10)}
+}
+
+// ceilSeconds rounds d up to whole seconds (0 for d <= 0).
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// retryAfter is the Retry-After header for a delay of d from now (the
+// response instant; nowRun is the same instant in run time). It returns the
+// header value (nil: none) and the not_before to record.
+func (s *Server) retryAfter(form string, d time.Duration, now time.Time, nowRun int64) (v []string, notBefore int64, ok bool) {
+	switch form {
+	case FormDelta:
+		n := ceilSeconds(d)
+		return secondsValue(n), nowRun + n*int64(time.Second), true
+	case FormDate:
+		t := now.Round(0).Add(max(d, 0))
+		if t.Nanosecond() != 0 {
+			t = t.Truncate(time.Second).Add(time.Second)
+		}
+		return []string{t.UTC().Format(http.TimeFormat)}, int64(t.Sub(s.startWall)), true
+	case FormPastDate:
+		t := now.Round(0).Truncate(time.Second).Add(-time.Hour)
+		return []string{t.UTC().Format(http.TimeFormat)}, nowRun, true
+	case FormNegative:
+		return []string{"-" + strconv.FormatInt(max(1, ceilSeconds(d)), 10)}, 0, false
+	case FormGarbage:
+		return []string{garbageValue}, 0, false
+	case FormFractional:
+		f := strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
+		if f[len(f)-1] == '0' {
+			f = f[:len(f)-1] + "5"
+		}
+		return []string{f}, 0, false
+	case FormHuge:
+		return secondsValue(HugeSeconds), nowRun + HugeSeconds*int64(time.Second), true
+	}
+	return nil, 0, false
+}
+
+// rateHeaders sets the rate-limit headers of family for dec at now and
+// returns them as recorded in timeline.Attempt.RateLimit.
+func (s *Server) rateHeaders(h http.Header, dec *Decision, now time.Time) string {
+	switch s.cfg.Headers {
+	case HeadersIETF:
+		reset := ceilSeconds(dec.Reset)
+		v := `"default";r=` + strconv.Itoa(dec.Remaining) + ";t=" + strconv.FormatInt(reset, 10)
+		h["Ratelimit-Policy"] = s.policyValue
+		h["Ratelimit"] = []string{v}
+		return "RateLimit-Policy: " + s.policyValue[0] + "; RateLimit: " + v
+	case HeadersXRateLimit:
+		reset := now.Add(dec.Reset)
+		epoch := reset.Unix()
+		if reset.Nanosecond() != 0 {
+			epoch++
+		}
+		rem := strconv.Itoa(dec.Remaining)
+		ep := strconv.FormatInt(epoch, 10)
+		h["X-Ratelimit-Limit"] = s.limitValue
+		h["X-Ratelimit-Remaining"] = []string{rem}
+		h["X-Ratelimit-Reset"] = []string{ep}
+		return "X-RateLimit-Limit: " + s.limitValue[0] + "; X-RateLimit-Remaining: " + rem + "; X-RateLimit-Reset: " + ep
+	}
+	return ""
+}
+
+// policyHeader is the RateLimit-Policy value of a quota: one policy named
+// "default" of q units per w seconds (a window shorter than a second is
+// published as w=1, the field's resolution).
+func policyHeader(limit int, window time.Duration) string {
+	w := max(1, int64(math.Ceil(window.Seconds())))
+	return `"default";q=` + strconv.Itoa(limit) + ";w=" + strconv.FormatInt(w, 10)
+}

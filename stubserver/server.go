@@ -1,0 +1,516 @@
+// Package stubserver owns the throttling stub server: phases, behaviours,
+// Retry-After forms, rate-limit headers, quotas and their limiters, faults,
+// and the recording of one timeline attempt per request.
+package stubserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// Hardening limits of the http.Server that Serve runs.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 64 << 10
+	// MaxBodyBytes bounds a request body: the server reads and discards up
+	// to this much, and a longer body fails the read (the connection is not
+	// reused).
+	MaxBodyBytes = 1 << 20
+)
+
+// Options are the run-time settings of a Server; the zero value is usable.
+type Options struct {
+	// Start is time zero of the run (zero: time.Now() in New). Every
+	// recorded instant is time.Since(Start) on the monotonic clock.
+	Start time.Time
+	// Recorder receives one attempt per request (nil: record nothing).
+	// The Server never closes it.
+	Recorder *timeline.Recorder
+	// Seed seeds the mix draws and the Retry-After spread.
+	Seed int64
+	// NewLimiter builds the quota's Limiter (nil: NewMemoryLimiter).
+	NewLimiter func(Quota) (Limiter, error)
+	// Logger gets limiter and connection errors (nil: silent).
+	Logger *slog.Logger
+}
+
+// Stats are the Server's running totals, for progress displays.
+type Stats struct {
+	Attempts       int64 // requests received (excluding /metrics and /healthz)
+	OK             int64 // 2xx responses
+	Throttled429   int64
+	Unavailable503 int64
+	Other          int64 // any other status
+	Faults         int64 // resets and hangs
+}
+
+// A Server is the stub: an http.Handler answering by the phase schedule, and
+// the http.Server that Serve runs. It is safe for concurrent use.
+type Server struct {
+	cfg       Config
+	start     time.Time
+	startWall time.Time
+	phases    []phase
+	rec       *timeline.Recorder
+	log       *slog.Logger
+
+	lim         Limiter
+	quotaKey    string
+	policyValue []string // RateLimit-Policy
+	limitValue  []string // X-RateLimit-Limit
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	attempts attemptCounter
+	stats    struct{ attempts, ok, t429, u503, other, faults atomic.Int64 }
+	metrics  *metrics
+
+	httpSrv  *http.Server
+	stopping chan struct{}
+	stopOnce sync.Once
+	inflight sync.WaitGroup
+}
+
+// phase is a Phase laid out in run time.
+type phase struct {
+	Phase
+	start, end int64 // ns; end 0: until the run ends
+	latency    time.Duration
+	cum        []float64 // cumulative mix weights
+	desc       string
+	raDesc     string
+}
+
+// New builds a Server for cfg. It fails with an error wrapping
+// ErrInvalidConfig (and the FieldErrors) when cfg does not validate, or with
+// the limiter's error.
+func New(cfg Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		start:    opts.Start,
+		rec:      opts.Recorder,
+		log:      opts.Logger,
+		rand:     rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
+		stopping: make(chan struct{}),
+	}
+	if s.start.IsZero() {
+		s.start = time.Now()
+	}
+	s.startWall = s.start.Round(0)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.attempts.cur = make(map[string]int32)
+	if len(cfg.Phases) == 0 {
+		cfg.Phases = []Phase{{Name: "ok"}}
+	}
+	var at int64
+	for i, p := range cfg.Phases {
+		if p.Name == "" {
+			p.Name = "phase-" + strconv.Itoa(i)
+		}
+		ph := phase{Phase: p, start: at, latency: cfg.Latency}
+		if p.Latency != 0 {
+			ph.latency = p.Latency
+		}
+		if i < len(cfg.Phases)-1 {
+			at += int64(p.For)
+			ph.end = at
+		}
+		var sum float64
+		for _, w := range p.Respond.Mix {
+			sum += w.Weight
+			ph.cum = append(ph.cum, sum)
+		}
+		ph.desc, ph.raDesc = describe(p)
+		s.phases = append(s.phases, ph)
+	}
+	if q := cfg.Quota; q != nil {
+		newLim := opts.NewLimiter
+		if newLim == nil {
+			newLim = NewMemoryLimiter
+		}
+		lim, err := newLim(*q)
+		if err != nil {
+			return nil, err
+		}
+		s.lim = lim
+		s.quotaKey = q.Key
+		n := max(1, int(q.Limit))
+		s.policyValue = []string{policyHeader(n, quotaPer(q))}
+		s.limitValue = []string{strconv.Itoa(n)}
+	}
+	s.metrics = newMetrics(s)
+	s.httpSrv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+func describe(p Phase) (respond, retryAfter string) {
+	r := p.Respond
+	switch r.Kind {
+	case "", RespondOK:
+		respond = RespondOK
+	case RespondQuota:
+		respond = RespondQuota
+	case RespondStatus:
+		respond = "status " + strconv.Itoa(r.Status)
+	case RespondFault:
+		respond = "fault " + r.Fault
+	case RespondMix:
+		var b strings.Builder
+		b.WriteString("mix")
+		for _, w := range r.Mix {
+			b.WriteByte(' ')
+			if w.Fault != "" {
+				b.WriteString(w.Fault)
+			} else {
+				b.WriteString(strconv.Itoa(w.Status))
+			}
+			b.WriteByte(':')
+			b.WriteString(strconv.FormatFloat(w.Weight, 'g', -1, 64))
+		}
+		respond = b.String()
+	}
+	ra := p.RetryAfter
+	if ra.Form == "" || ra.Form == FormNone {
+		return respond, ""
+	}
+	v := ra.Value
+	if v == "" || v == ValueFixed {
+		v = ra.Fixed.String()
+	}
+	retryAfter = ra.Form + " " + v
+	if ra.Spread > 0 {
+		retryAfter += " spread " + ra.Spread.String()
+	}
+	return respond, retryAfter
+}
+
+// Phases is the schedule laid out in run time, for timeline.Meta.Phases.
+func (s *Server) Phases() []timeline.Phase {
+	out := make([]timeline.Phase, len(s.phases))
+	for i, p := range s.phases {
+		out[i] = timeline.Phase{Name: p.Name, Start: p.start, End: p.end, Respond: p.desc, RetryAfter: p.raDesc}
+	}
+	return out
+}
+
+// Stats returns the running totals.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Attempts:       s.stats.attempts.Load(),
+		OK:             s.stats.ok.Load(),
+		Throttled429:   s.stats.t429.Load(),
+		Unavailable503: s.stats.u503.Load(),
+		Other:          s.stats.other.Load(),
+		Faults:         s.stats.faults.Load(),
+	}
+}
+
+// Serve accepts connections on l with a hardened http.Server
+// (ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes) until Shutdown, then
+// returns nil; other errors are returned as they are. Serve may be called
+// for several listeners.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.httpSrv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops the server gracefully: it releases hanging and delayed
+// requests, stops accepting, waits for active requests to finish (or ctx to
+// end), and returns. After it returns nil every answered request has been
+// handed to the Recorder; the caller then closes the Recorder.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	err := s.httpSrv.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("stubserver: shutdown: %w", err)
+	}
+	return nil
+}
+
+// phaseAt returns the phase holding run instant at.
+func (s *Server) phaseAt(at int64) (int, *phase) {
+	for i := range s.phases {
+		p := &s.phases[i]
+		if p.end == 0 || at < p.end {
+			return i, p
+		}
+	}
+	i := len(s.phases) - 1
+	return i, &s.phases[i]
+}
+
+var (
+	contentTypeText = []string{"text/plain; charset=utf-8"}
+	healthBody      = []byte("ok\n")
+	statusBodies    = func() [][]byte {
+		b := make([][]byte, 600)
+		for i := 200; i < 600; i++ {
+			t := http.StatusText(i)
+			if t == "" {
+				t = "Status"
+			}
+			b[i] = []byte(strconv.Itoa(i) + " " + t + "\n")
+		}
+		return b
+	}()
+)
+
+// ServeHTTP answers r by the phase at its arrival: /metrics (Prometheus)
+// and /healthz are served apart and not recorded; every other request is
+// recorded as one timeline attempt.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/metrics":
+		s.metrics.handler.ServeHTTP(w, r)
+		return
+	case "/healthz":
+		w.Header()["Content-Type"] = contentTypeText
+		w.Write(healthBody)
+		return
+	}
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	arrive := time.Now()
+	client, key := Identify(r)
+	a := timeline.Attempt{
+		Client:     client,
+		Key:        key,
+		Attempt:    s.attempts.next(key),
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		At:         int64(arrive.Sub(s.start)),
+		Idempotent: r.Header.Get("Idempotency-Key") != "",
+	}
+	s.stats.attempts.Add(1)
+	pi, ph := s.phaseAt(a.At)
+	a.Phase = ph.Name
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		io.Copy(io.Discard, r.Body)
+	}
+
+	status, fault := ph.Respond.Status, ph.Respond.Fault
+	switch ph.Respond.Kind {
+	case "", RespondOK, RespondQuota:
+		status = http.StatusOK
+	case RespondMix:
+		m := ph.Respond.Mix[s.pick(ph.cum)]
+		status, fault = m.Status, m.Fault
+	}
+
+	if fault == FaultHang {
+		select {
+		case <-r.Context().Done():
+		case <-s.stopping:
+		}
+		// A client that gave up is gone; one the server let go of at
+		// shutdown must not get an answer either.
+		s.fault(w, &a, pi, timeline.FaultHang, r.Context().Err() == nil)
+		return
+	}
+	if ph.latency > 0 {
+		t := time.NewTimer(ph.latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		case <-s.stopping:
+		}
+		t.Stop()
+	}
+	if fault == FaultReset {
+		s.fault(w, &a, pi, timeline.FaultReset, true)
+		return
+	}
+
+	now := time.Now()
+	nowRun := int64(now.Sub(s.start))
+	h := w.Header()
+	var limDelay time.Duration // the limiter's retry-in
+	if ph.Respond.Kind == RespondQuota {
+		dec, err := s.lim.Take(r.Context(), s.limitKey(r, client), now)
+		switch {
+		case err != nil:
+			s.log.Error("stubserver: limiter", "err", err)
+			status = http.StatusServiceUnavailable
+		default:
+			if !dec.Allowed {
+				status = http.StatusTooManyRequests
+				s.metrics.quotaRejected.Add(1)
+			} else if dec.Remaining == 0 {
+				s.metrics.quotaExhausted.Add(1)
+			}
+			limDelay = dec.RetryIn
+			a.RateLimit = s.rateHeaders(h, &dec, now)
+		}
+	}
+	if throttling(status) {
+		var d time.Duration
+		switch ph.RetryAfter.Value {
+		case "", ValueFixed:
+			d = ph.RetryAfter.Fixed
+		case ValueLimiter:
+			d = limDelay
+		case ValuePhaseEnd:
+			d = time.Duration(ph.end - nowRun)
+		}
+		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d+s.spread(ph), now, nowRun); v != nil {
+			h["Retry-After"] = v
+			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
+		}
+	}
+	h["Content-Type"] = contentTypeText
+	w.WriteHeader(status)
+	if status != http.StatusNoContent && status != http.StatusNotModified {
+		w.Write(statusBodies[status])
+	}
+	a.Status = status
+	a.Done = int64(time.Since(s.start))
+	s.count(pi, status)
+	if s.rec != nil {
+		s.rec.Attempt(&a)
+	}
+}
+
+// throttling reports whether status carries Retry-After: 429 and 5xx.
+func throttling(status int) bool { return status == http.StatusTooManyRequests || status >= 500 }
+
+// fault records a and then applies the fault: the connection is closed
+// without a response (reset), or — for a hang the server let go of at
+// shutdown — aborted so the client sees no answer either.
+func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f string, abort bool) {
+	a.Fault = f
+	a.Done = int64(time.Since(s.start))
+	s.stats.faults.Add(1)
+	if f == FaultReset {
+		s.metrics.count(pi, codeReset)
+	} else {
+		s.metrics.count(pi, codeHang)
+	}
+	if s.rec != nil {
+		s.rec.Attempt(a)
+	}
+	if !abort {
+		return
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0) // RST, not FIN: a reset
+	}
+	conn.Close()
+}
+
+func (s *Server) count(pi, status int) {
+	switch {
+	case status >= 200 && status < 300:
+		s.stats.ok.Add(1)
+	case status == http.StatusTooManyRequests:
+		s.stats.t429.Add(1)
+	case status == http.StatusServiceUnavailable:
+		s.stats.u503.Add(1)
+	default:
+		s.stats.other.Add(1)
+	}
+	s.metrics.count(pi, status)
+}
+
+// pick draws an index from cumulative weights.
+func (s *Server) pick(cum []float64) int {
+	s.randMu.Lock()
+	x := s.rand.Float64() * cum[len(cum)-1]
+	s.randMu.Unlock()
+	for i, c := range cum {
+		if x < c {
+			return i
+		}
+	}
+	return len(cum) - 1
+}
+
+// spread draws the phase's Retry-After spread, uniform in [0, Spread).
+func (s *Server) spread(ph *phase) time.Duration {
+	if ph.RetryAfter.Spread <= 0 {
+		return 0
+	}
+	s.randMu.Lock()
+	d := time.Duration(s.rand.Int64N(int64(ph.RetryAfter.Spread)))
+	s.randMu.Unlock()
+	return d
+}
+
+// limitKey is the quota key of r.
+func (s *Server) limitKey(r *http.Request, client string) string {
+	switch s.quotaKey {
+	case KeyClient:
+		return client
+	case KeyAPIKey:
+		return apiKey(r)
+	case KeyEndpoint:
+		return endpoint(r)
+	}
+	return ""
+}
+
+// attemptCounter numbers arrivals per key. It keeps two generations of
+// keys, each at most maxKeys: when the current one fills, it becomes the
+// previous one and the older is forgotten, so a key idle for two
+// generations starts again at 1.
+type attemptCounter struct {
+	mu        sync.Mutex
+	cur, prev map[string]int32
+}
+
+func (c *attemptCounter) next(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.cur[key]
+	if !ok && c.prev != nil {
+		n = c.prev[key]
+	}
+	if !ok && len(c.cur) >= maxKeys {
+		c.prev, c.cur = c.cur, make(map[string]int32, maxKeys)
+	}
+	n++
+	c.cur[key] = n
+	return int(n)
+}
