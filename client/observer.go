@@ -1,0 +1,92 @@
+package client
+
+import (
+	"net/http"
+	"time"
+)
+
+// Observer is told what a Transport does, for metrics and tracing. Its
+// methods are called synchronously from RoundTrip, possibly from many
+// goroutines at once: they must be fast, safe for concurrent use, and must
+// not modify the request. Embed NopObserver to implement only some methods.
+type Observer interface {
+	// Attempt follows every attempt sent, with its result.
+	Attempt(AttemptEvent)
+	// Retry precedes every wait before a retry.
+	Retry(RetryEvent)
+	// GiveUp follows a call that ends with a *RetryError.
+	GiveUp(GiveUpEvent)
+	// PacingWait precedes a wait imposed by the key's bucket or slow-down.
+	PacingWait(PacingEvent)
+	// Throttled follows every 429 response.
+	Throttled(ThrottledEvent)
+}
+
+// NopObserver is an Observer that does nothing: the default.
+type NopObserver struct{}
+
+func (NopObserver) Attempt(AttemptEvent)     {}
+func (NopObserver) Retry(RetryEvent)         {}
+func (NopObserver) GiveUp(GiveUpEvent)       {}
+func (NopObserver) PacingWait(PacingEvent)   {}
+func (NopObserver) Throttled(ThrottledEvent) {}
+
+// AttemptEvent describes one attempt's result.
+type AttemptEvent struct {
+	Request  *http.Request // the caller's request
+	Key      string        // its quota key
+	Attempt  int           // 1-based
+	Status   int           // 0 when Err is set
+	Err      error
+	Duration time.Duration // until the response headers or the error
+}
+
+// WaitSource says what set a wait.
+type WaitSource string
+
+const (
+	SourceRetryAfter WaitSource = "retry-after" // the response's Retry-After
+	SourceBackoff    WaitSource = "backoff"     // the jittered backoff
+	SourceBucket     WaitSource = "bucket"      // the key's token bucket
+	SourceSlowDown   WaitSource = "slow-down"   // the key's proactive slow-down
+)
+
+// RetryEvent describes a retry about to wait.
+type RetryEvent struct {
+	Request *http.Request
+	Key     string
+	Attempt int           // the attempt that failed; the retry is Attempt+1
+	Status  int           // the failed attempt's status, 0 for an error
+	Err     error         // the failed attempt's error
+	Reason  string        // "429", "503", ... or "network"
+	Wait    time.Duration // the wait before the retry
+	Source  WaitSource    // SourceRetryAfter or SourceBackoff
+}
+
+// GiveUpEvent describes a call that failed.
+type GiveUpEvent struct {
+	Request  *http.Request
+	Key      string
+	Attempts int
+	Status   int
+	Elapsed  time.Duration
+	Err      *RetryError // what RoundTrip returns; Err.Reason says why
+}
+
+// PacingEvent describes a wait imposed before an attempt.
+type PacingEvent struct {
+	Request *http.Request
+	Key     string
+	Attempt int
+	Wait    time.Duration
+	Source  WaitSource // SourceBucket or SourceSlowDown
+}
+
+// ThrottledEvent describes a 429 response.
+type ThrottledEvent struct {
+	Request       *http.Request
+	Key           string
+	Attempt       int
+	RetryAfter    time.Duration // valid if HasRetryAfter
+	HasRetryAfter bool
+}

@@ -1,0 +1,127 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// state returns the key's state, making it when create is set (else nil if
+// there is none).
+func (t *Transport) state(key string, create bool) *keyState {
+	t.mu.RLock()
+	ks := t.keys[key]
+	t.mu.RUnlock()
+	if ks != nil || !create {
+		return ks
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ks = t.keys[key]; ks == nil {
+		ks = &keyState{}
+		if t.cfg.Rate > 0 {
+			ks.bucket = rate.NewLimiter(rate.Limit(t.cfg.Rate), t.cfg.Burst)
+		}
+		t.keys[key] = ks
+	}
+	return ks
+}
+
+// pace waits until the key's bucket and slow-down allow an attempt. A wait
+// that would reach budgetEnd is not started: pace returns it with
+// ErrBudgetExhausted, its reservations given back. A wait ended by ctx
+// returns ctx's error.
+func (t *Transport) pace(ctx context.Context, req *http.Request, key string, attempt int, budgetEnd time.Time) (time.Duration, error) {
+	if t.cfg.Rate <= 0 && !t.slowing.Load() {
+		return 0, nil
+	}
+	ks := t.state(key, t.cfg.Rate > 0)
+	if ks == nil {
+		return 0, nil
+	}
+	now := time.Now()
+	var (
+		wait time.Duration
+		src  = SourceBucket
+		res  *rate.Reservation
+	)
+	if ks.bucket != nil {
+		res = ks.bucket.ReserveN(now, 1)
+		wait = res.DelayFrom(now)
+	}
+	if sd := ks.slowDelay(now); sd > wait {
+		wait, src = sd, SourceSlowDown
+	}
+	if wait <= 0 {
+		return 0, ctx.Err()
+	}
+	if !now.Add(wait).Before(budgetEnd) {
+		if res != nil {
+			res.CancelAt(now)
+		}
+		return wait, ErrBudgetExhausted
+	}
+	t.obs.PacingWait(PacingEvent{Request: req, Key: key, Attempt: attempt, Wait: wait, Source: src})
+	if err := sleep(ctx, wait); err != nil {
+		if res != nil {
+			res.CancelAt(time.Now())
+		}
+		return 0, err
+	}
+	return 0, nil
+}
+
+// slowDelay takes the next slow-down slot, returning how long until it.
+func (ks *keyState) slowDelay(now time.Time) time.Duration {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if !now.Before(ks.slowUntil) {
+		return 0
+	}
+	slot := ks.slowNext
+	if slot.Before(now) {
+		slot = now
+	}
+	if !slot.Before(ks.slowUntil) {
+		// Past the reset a fresh quota starts: release at the reset.
+		return ks.slowUntil.Sub(now)
+	}
+	ks.slowNext = slot.Add(ks.slowEvery)
+	return slot.Sub(now)
+}
+
+// observeHeaders reads a response's rate-limit headers: below SlowDownBelow
+// of the limit (or at 0 remaining), the key's remaining quota is spread evenly
+// until the reset; at or above it, the slow-down ends.
+func (t *Transport) observeHeaders(resp *http.Response, key string, now time.Time) {
+	h := resp.Header
+	if len(h["Ratelimit"]) == 0 && len(h["X-Ratelimit-Remaining"]) == 0 && len(h["Ratelimit-Remaining"]) == 0 {
+		return
+	}
+	rl, ok := ParseRateLimit(h, now)
+	if !ok {
+		return
+	}
+	low := rl.Remaining == 0 || (rl.Limit > 0 && float64(rl.Remaining) < SlowDownBelow*float64(rl.Limit))
+	if !low || rl.Reset <= 0 {
+		if ks := t.state(key, false); ks != nil {
+			ks.mu.Lock()
+			ks.slowUntil = time.Time{}
+			ks.mu.Unlock()
+		}
+		return
+	}
+	t.slowing.Store(true)
+	ks := t.state(key, true)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	until := now.Add(rl.Reset)
+	every := rl.Reset / time.Duration(rl.Remaining+1)
+	ks.slowUntil = until
+	ks.slowEvery = every
+	if next := now.Add(every); ks.slowNext.Before(next) {
+		ks.slowNext = next
+	}
+}

@@ -1,0 +1,375 @@
+// Package client owns the reference retry and pacing layer: an
+// http.RoundTripper that paces requests with a token bucket per quota key,
+// retries only what is retryable, honours Retry-After, jitters every computed
+// backoff, and bounds every call by attempts and elapsed time.
+package client
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Transport is a retrying, self-pacing http.RoundTripper. Make one with New;
+// the zero Transport is not usable. A Transport is safe for concurrent use by
+// many goroutines, and should be reused: its buckets and slow-down state are
+// per Transport.
+//
+// A call's life: wait for the key's bucket and slow-down; send the attempt;
+// on success, a non-retryable status, or a request that cannot be replayed,
+// return the response as it is; on a retryable status or transient network
+// error, wait (Retry-After if the response has a usable one, else the
+// jittered backoff) and try again, until MaxAttempts or the Budget runs out
+// or the request's context ends. A call that fails returns a nil response and
+// a *RetryError; responses that are retried are drained (up to DrainLimit
+// bytes) and closed so their connections are reused.
+//
+// One layer: while a Transport runs a call, the request's context carries a
+// marker; any Transport of this package that sees it (a nested layer) passes
+// the request straight to its next transport, so attempts never multiply.
+type Transport struct {
+	next      http.RoundTripper
+	cfg       Config
+	obs       Observer
+	retryable [10]uint64 // bit set of statuses 0..639
+
+	randMu sync.Mutex
+	rnd    *rand.Rand
+
+	mu      sync.RWMutex
+	keys    map[string]*keyState
+	slowing atomic.Bool // some key has had a slow-down: look keys up
+}
+
+// New returns a Transport that sends attempts through next (nil:
+// http.DefaultTransport) under cfg, defaults applied (see Config.Effective).
+func New(next http.RoundTripper, cfg Config) *Transport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	e := cfg.Effective()
+	t := &Transport{next: next, cfg: e, obs: e.Observer, rnd: e.Rand, keys: make(map[string]*keyState)}
+	if t.rnd == nil {
+		t.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	for _, s := range e.Retryable {
+		if s >= 0 && s < 640 {
+			t.retryable[s/64] |= 1 << (s % 64)
+		}
+	}
+	return t
+}
+
+// Config returns the Transport's effective configuration.
+func (t *Transport) Config() Config { return t.cfg }
+
+// CloseIdleConnections closes the idle connections of the next transport, if
+// it has that method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// layerKey marks a context as inside a Transport's call.
+type layerKey struct{}
+
+// layerCtx is the call's context: the caller's, plus the one-layer marker.
+type layerCtx struct{ context.Context }
+
+func (c *layerCtx) Value(key any) any {
+	if key == (layerKey{}) {
+		return true
+	}
+	return c.Context.Value(key)
+}
+
+// errAttemptTimeout is the cause of an attempt ended by AttemptTimeout.
+var errAttemptTimeout = errors.New("client: attempt timed out")
+
+// RoundTrip sends req, retrying and pacing as the Transport's doc says. It
+// does not modify req; it closes req.Body, also on errors.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if ctx.Value(layerKey{}) != nil {
+		return t.next.RoundTrip(req) // an outer Transport retries
+	}
+	cfg := &t.cfg
+	start := time.Now()
+	key := cfg.Key(req)
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	header := req.Header
+	if !idempotent(req) {
+		switch {
+		case hasIdempotencyKey(req.Header):
+		case cfg.AddIdempotencyKey:
+			header = req.Header.Clone()
+			if header == nil {
+				header = make(http.Header)
+			}
+			header.Set("Idempotency-Key", t.newKey())
+		default:
+			replayable = false
+		}
+	}
+	lctx := &layerCtx{ctx}
+	budgetEnd := start.Add(cfg.Budget)
+	var prev time.Duration // previous backoff, for decorrelated jitter
+	fail := func(attempts, status int, reason, err error, wait time.Duration) (*http.Response, error) {
+		re := &RetryError{Method: method(req), URL: req.URL.Redacted(), Attempts: attempts, Status: status,
+			Elapsed: time.Since(start), Wait: wait, Reason: reason, Err: err}
+		t.obs.GiveUp(GiveUpEvent{Request: req, Key: key, Attempts: attempts, Status: status, Elapsed: re.Elapsed, Err: re})
+		return nil, re
+	}
+	for attempt := 1; ; attempt++ {
+		if wait, err := t.pace(ctx, req, key, attempt, budgetEnd); err != nil {
+			if attempt == 1 {
+				closeBody(req)
+			}
+			return fail(attempt-1, 0, err, nil, wait)
+		}
+		// The attempt.
+		areq := req.WithContext(lctx)
+		areq.Header = header
+		if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
+			body, err := req.GetBody()
+			if err != nil {
+				return fail(attempt-1, 0, nil, err, 0)
+			}
+			areq.Body = body
+		}
+		resp, err, cause, cancel := t.send(lctx, areq, budgetEnd)
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		now := time.Now()
+		t.obs.Attempt(AttemptEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Duration: now.Sub(start)})
+		if resp != nil {
+			t.observeHeaders(resp, key, now)
+		}
+		// Decide.
+		var retry bool
+		switch {
+		case err != nil:
+			switch {
+			case ctx.Err() != nil:
+				cancel(nil)
+				return fail(attempt, 0, ctx.Err(), err, 0)
+			case cause == ErrBudgetExhausted:
+				cancel(nil)
+				return fail(attempt, 0, ErrBudgetExhausted, err, 0)
+			case cause == errAttemptTimeout:
+				retry = true
+			default:
+				retry = cfg.RetryError(err)
+			}
+		default:
+			if status == http.StatusTooManyRequests {
+				ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now)
+				t.obs.Throttled(ThrottledEvent{Request: req, Key: key, Attempt: attempt, RetryAfter: ra, HasRetryAfter: ok})
+			}
+			retry = t.isRetryable(status)
+		}
+		if !retry || !replayable {
+			if err != nil {
+				cancel(nil)
+				return fail(attempt, 0, nil, err, 0)
+			}
+			return t.deliver(resp, cancel), nil
+		}
+		// A retryable failure.
+		if attempt >= cfg.MaxAttempts {
+			discard(resp, cancel)
+			return fail(attempt, status, ErrAttemptsExhausted, err, 0)
+		}
+		wait, src := time.Duration(0), SourceBackoff
+		if resp != nil {
+			if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+				wait, src = ra, SourceRetryAfter
+				if cfg.RetryAfterJitter > 0 {
+					wait = satAdd(wait, t.uniform(cfg.RetryAfterJitter))
+				}
+			}
+		}
+		if src == SourceBackoff {
+			wait = t.delay(attempt, prev)
+			prev = wait
+		}
+		discard(resp, cancel)
+		if !now.Add(wait).Before(budgetEnd) || wait >= cfg.Budget {
+			return fail(attempt, status, ErrBudgetExhausted, err, wait)
+		}
+		reason := "network"
+		if resp != nil {
+			reason = strconv.Itoa(status)
+		}
+		t.obs.Retry(RetryEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Reason: reason, Wait: wait, Source: src})
+		if err := sleep(ctx, wait); err != nil {
+			return fail(attempt, status, err, nil, 0)
+		}
+	}
+}
+
+// send runs one attempt, bounded by the budget and AttemptTimeout unless the
+// caller's deadline comes first. cause is set when the Transport's own timer
+// ended the attempt (ErrBudgetExhausted or errAttemptTimeout). cancel
+// releases the attempt's context; call it once the response is done with
+// (deliver arranges that for a response given to the caller).
+func (t *Transport) send(lctx *layerCtx, areq *http.Request, budgetEnd time.Time) (resp *http.Response, err, cause error, cancel context.CancelCauseFunc) {
+	limit, why := budgetEnd, ErrBudgetExhausted
+	if at := t.cfg.AttemptTimeout; at > 0 {
+		if end := time.Now().Add(at); end.Before(limit) {
+			limit, why = end, errAttemptTimeout
+		}
+	}
+	if d, ok := lctx.Deadline(); ok && !d.After(limit) {
+		// The caller's deadline ends the attempt first: no timer needed.
+		resp, err = t.next.RoundTrip(areq)
+		return resp, err, nil, nopCancel
+	}
+	actx, cancel := context.WithCancelCause(lctx)
+	timer := time.AfterFunc(time.Until(limit), func() { cancel(why) })
+	resp, err = t.next.RoundTrip(areq.WithContext(actx))
+	if !timer.Stop() {
+		cause = context.Cause(actx)
+		if err == nil {
+			// The timer fired as the response came: its body is unusable.
+			discard(resp, nopCancel)
+			resp, err = nil, cause
+		}
+	}
+	return resp, err, cause, cancel
+}
+
+func nopCancel(error) {}
+
+// deliver returns resp to the caller; its body releases the attempt's
+// context when closed.
+func (t *Transport) deliver(resp *http.Response, cancel context.CancelCauseFunc) *http.Response {
+	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+// discard drains (up to DrainLimit bytes) and closes a response that will
+// not be returned, so its connection can be reused, then releases it.
+func discard(resp *http.Response, cancel context.CancelCauseFunc) {
+	if resp != nil && resp.Body != nil {
+		io.CopyN(io.Discard, resp.Body, DrainLimit)
+		resp.Body.Close()
+	}
+	cancel(nil)
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+func (t *Transport) isRetryable(status int) bool {
+	return status >= 0 && status < 640 && t.retryable[status/64]&(1<<(status%64)) != 0
+}
+
+// delay draws the backoff before retry n.
+func (t *Transport) delay(retry int, prev time.Duration) time.Duration {
+	t.randMu.Lock()
+	defer t.randMu.Unlock()
+	return t.cfg.Jitter.Delay(t.rnd, t.cfg.Base, t.cfg.Cap, retry, prev)
+}
+
+func (t *Transport) uniform(d time.Duration) time.Duration {
+	t.randMu.Lock()
+	defer t.randMu.Unlock()
+	return uniform(t.rnd, d)
+}
+
+// newKey returns a fresh Idempotency-Key: 128 bits from the Transport's Rand.
+func (t *Transport) newKey() string {
+	var b [16]byte
+	t.randMu.Lock()
+	for i := 0; i < 16; i += 8 {
+		v := t.rnd.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	t.randMu.Unlock()
+	return hex.EncodeToString(b[:])
+}
+
+func satAdd(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return 1<<63 - 1
+}
+
+// sleep waits d or until ctx ends, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+func method(r *http.Request) string {
+	if r.Method == "" {
+		return http.MethodGet
+	}
+	return r.Method
+}
+
+// idempotent reports whether r's method is idempotent (RFC 9110 section
+// 9.2.2): GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+func idempotent(r *http.Request) bool {
+	switch r.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func hasIdempotencyKey(h http.Header) bool {
+	return h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != ""
+}
+
+// keyState is a quota key's bucket and slow-down.
+type keyState struct {
+	bucket *rate.Limiter // nil without a Rate
+
+	mu        sync.Mutex
+	slowUntil time.Time     // slow-down active before this instant
+	slowNext  time.Time     // next free slot
+	slowEvery time.Duration // slot spacing
+}
