@@ -1,0 +1,356 @@
+// Package analyzer owns the checks that judge a retrylab timeline and the
+// verdict they produce, with its encoders (text, JSON, JUnit XML, Markdown).
+package analyzer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// ErrNoRecords is returned by Analyze for a stream without a single record.
+var ErrNoRecords = errors.New("analyzer: empty timeline")
+
+// Options tune an Analyzer. The zero value runs the scenario's checks (or
+// every check) with the scenario's thresholds (or the defaults).
+//
+// Precedence, lowest first: the defaults (some derived from the stated
+// policy), the scenario's expect block (meta.Expect), then Options.
+type Options struct {
+	// Checks selects checks explicitly (--check flags) and overrides their
+	// parameters. A check named here runs even when the scenario's
+	// expect.checks leaves it out.
+	Checks []CheckSpec
+	// Skip lists check ids to skip (--skip), on top of the scenario's
+	// expect.skip.
+	Skip []string
+	// Policy, when non-nil, replaces the policy the timeline states.
+	Policy *timeline.Policy
+	// Examples is how many offending examples each check keeps (0: 5).
+	Examples int
+	// IdleTimeout drops the state of a logical request that has seen no
+	// attempt and no outcome for this long in stream time (0: 5 minutes).
+	// It bounds memory for server-only recordings, which have no outcomes.
+	IdleTimeout time.Duration
+}
+
+// Validate reports the first unknown check id or parameter in o.
+func (o Options) Validate() error {
+	for _, s := range o.Checks {
+		if _, err := ParseCheckSpec(s.String()); err != nil {
+			return err
+		}
+	}
+	for _, id := range o.Skip {
+		if _, ok := lookupDef(id); !ok {
+			return unknownCheck(id)
+		}
+	}
+	if o.Examples < 0 {
+		return errors.New("analyzer: Examples must be >= 0")
+	}
+	return nil
+}
+
+// Analyze reads a whole timeline from r and judges it. The first record
+// should be the meta record; without it the checks that need the scenario
+// skip. A malformed line is an error wrapping a *timeline.SyntaxError that
+// names it.
+func Analyze(r io.Reader, opts Options) (*Verdict, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	dec := timeline.NewDecoder(r)
+	rec := new(timeline.Record)
+	if err := dec.Decode(rec); err != nil {
+		if err == io.EOF {
+			return nil, ErrNoRecords
+		}
+		return nil, fmt.Errorf("analyzer: %w", err)
+	}
+	var an *Analyzer
+	if rec.Type == timeline.TypeMeta {
+		an = New(rec.Meta, opts)
+	} else {
+		an = New(nil, opts)
+		an.Add(rec)
+	}
+	for {
+		err := dec.Decode(rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("analyzer: %w", err)
+		}
+		an.Add(rec)
+	}
+	return an.Result(), nil
+}
+
+// checkCfg is one check's resolved configuration.
+type checkCfg struct {
+	def       *checkDef
+	selected  bool   // runs (else reported as skipped)
+	explicit  bool   // named by expect.checks or Options.Checks
+	skipBy    string // who skipped it, "" when not skipped
+	threshold float64
+	thrSet    bool // threshold came from expect or a flag
+	thrFrom   string
+	params    map[string]paramValue
+}
+
+func (c *checkCfg) num(name string, def float64) float64 {
+	if v, ok := c.params[name]; ok {
+		return v.num
+	}
+	return def
+}
+
+// An Analyzer judges one timeline fed to it record by record. It keeps
+// per-logical-request state only while the request is open (until its
+// outcome, or IdleTimeout without news) and bounded samples otherwise, so
+// memory does not grow with the number of attempts.
+//
+// An Analyzer is not safe for concurrent use. Result may be called more than
+// once; each call judges what was added so far.
+type Analyzer struct {
+	meta     *timeline.Meta
+	policy   *timeline.Policy
+	opts     Options
+	cfg      []*checkCfg // by checkDefs index
+	warnings []Warning
+	maxEx    int
+
+	// resolved parameters
+	raTol      int64
+	instWindow int64
+	waveSlack  int64
+	waveWindow int64
+	waveMin    int64
+	nonRetry   [600]bool
+	budgetTol  int64
+	budget     int64
+	pacingOn   bool
+	warmup     int64
+	jbTol      int64
+	attCap     int
+	firstExp   int
+	jbBounded  bool
+	idle       int64
+
+	// stream state
+	keys       map[string]*keyState
+	free       []*keyState
+	now        int64
+	first      int64
+	seen       bool
+	lastSweep  int64
+	sinceSweep int
+	unpaired   int64
+	quotaPh    map[string]int64 // quota phase name → start
+	lastPhase  string
+	lastPhQ    bool
+	lastPhSt   int64
+
+	fig      Figures
+	statuses [600]int64
+	faults   map[string]int64
+	results  map[string]int64
+
+	ra     counter
+	inst   counter
+	instEx float64 // expected instant retries under the stated policy
+	nonr   counter
+	idem   counter
+	att    counter
+	maxAtt int
+	bud    counter
+	pace   counter
+	jb     counter
+	waves  [2 * waveGroups]welford
+	wavEx  [2 * waveGroups][]Example
+	sync   syncWindows
+}
+
+// counter counts offenders among judged events and keeps the first examples.
+type counter struct {
+	judged, bad int64
+	ex          []Example
+	worst       int64
+}
+
+func (c *counter) offend(max int, ex func() Example) {
+	c.bad++
+	if len(c.ex) < max {
+		c.ex = append(c.ex, ex())
+	}
+}
+
+// New returns an Analyzer for a timeline whose meta record is meta (nil when
+// the timeline has none: checks that need it skip).
+func New(meta *timeline.Meta, opts Options) *Analyzer {
+	a := &Analyzer{
+		meta:    meta,
+		opts:    opts,
+		maxEx:   opts.Examples,
+		keys:    make(map[string]*keyState),
+		faults:  make(map[string]int64),
+		results: make(map[string]int64),
+	}
+	if a.maxEx == 0 {
+		a.maxEx = 5
+	}
+	if meta != nil {
+		a.policy = meta.Policy
+		a.fig.Scenario, a.fig.Subject, a.fig.Version = meta.Scenario, meta.Subject, meta.SubjectVersion
+		a.fig.Recorder, a.fig.Seed, a.fig.Virtual = meta.Recorder, meta.Seed, meta.Virtual
+	} else {
+		a.warnings = append(a.warnings, Warning{ID: WarnNoMeta, Message: "the timeline has no meta record: checks that need the scenario or the stated policy skip"})
+	}
+	if opts.Policy != nil {
+		a.policy = opts.Policy
+	}
+	a.resolve()
+	return a
+}
+
+func (a *Analyzer) resolve() {
+	var expect *timeline.Expect
+	if a.meta != nil {
+		expect = a.meta.Expect
+	}
+	a.cfg = make([]*checkCfg, len(checkDefs))
+	for i := range checkDefs {
+		a.cfg[i] = &checkCfg{def: &checkDefs[i], selected: true, params: map[string]paramValue{}}
+	}
+	cfgOf := func(id string) *checkCfg {
+		for _, c := range a.cfg {
+			if c.def.id == id {
+				return c
+			}
+		}
+		return nil
+	}
+	if expect != nil {
+		if len(expect.Checks) > 0 {
+			for _, c := range a.cfg {
+				c.selected = false
+			}
+			for _, id := range expect.Checks {
+				if c := cfgOf(id); c != nil {
+					c.selected, c.explicit = true, true
+				} else {
+					a.warnings = append(a.warnings, Warning{ID: "unknown-check", Message: fmt.Sprintf("the scenario's expect.checks names an unknown check %q; ignored", id)})
+				}
+			}
+		}
+		for _, id := range expect.Skip {
+			if c := cfgOf(id); c != nil {
+				c.skipBy = "the scenario's expect.skip"
+			}
+		}
+		for k, v := range expect.Thresholds {
+			id, param, hasParam := strings.Cut(k, ".")
+			c := cfgOf(id)
+			var kind paramKind
+			known := c != nil
+			if known && hasParam {
+				kind, known = c.def.params[param]
+			}
+			if !known {
+				a.warnings = append(a.warnings, Warning{ID: "unknown-threshold", Message: fmt.Sprintf("the scenario's expect.thresholds names an unknown check or parameter %q; ignored", k)})
+				continue
+			}
+			if !hasParam || param == "threshold" {
+				c.threshold, c.thrSet, c.thrFrom = v, true, "expect"
+				continue
+			}
+			if kind == kindStatuses {
+				c.params[param] = paramValue{statuses: []int{int(v)}}
+			} else {
+				c.params[param] = paramValue{num: v}
+			}
+		}
+	}
+	for _, s := range a.opts.Checks {
+		c := cfgOf(s.ID)
+		if c == nil {
+			continue // Validate reports it
+		}
+		c.selected, c.explicit = true, true
+		for k, v := range s.Params {
+			kind := c.def.params[k]
+			if k == "threshold" {
+				kind = kindNumber
+			}
+			pv, err := parseParam(kind, v)
+			if err != nil {
+				continue
+			}
+			if k == "threshold" {
+				c.threshold, c.thrSet, c.thrFrom = pv.num, true, "flag"
+			} else {
+				c.params[k] = pv
+			}
+		}
+	}
+	for _, id := range a.opts.Skip {
+		if c := cfgOf(id); c != nil {
+			c.skipBy = "--skip"
+		}
+	}
+
+	sec := func(s float64) int64 { return int64(s * float64(time.Second)) }
+	a.raTol = sec(cfgOf(CheckRetryAfter).num("tolerance", 0.005))
+	a.instWindow = sec(cfgOf(CheckInstantRetry).num("window", 0.050))
+	wc := cfgOf(CheckWaves)
+	a.waveSlack = sec(wc.num("slack", 0.050))
+	a.waveWindow = sec(wc.num("window", 0.100))
+	a.waveMin = int64(wc.num("min_samples", 20))
+	statuses := []int{400, 401, 403, 404, 422}
+	if v, ok := cfgOf(CheckNonRetryable).params["statuses"]; ok {
+		statuses = v.statuses
+	}
+	for _, s := range statuses {
+		a.nonRetry[s] = true
+	}
+	bc := cfgOf(CheckBudget)
+	if a.policy != nil {
+		a.budget = a.policy.Budget
+	}
+	if v, ok := bc.params["budget"]; ok {
+		a.budget = sec(v.num)
+	}
+	tol := max(time.Second, time.Duration(a.budget)/10)
+	a.budgetTol = sec(bc.num("tolerance", tol.Seconds()))
+	pc := cfgOf(CheckPacing)
+	a.warmup = sec(pc.num("warmup", 2))
+	a.pacingOn = pc.explicit && a.meta != nil && a.meta.Quota != nil
+	if a.pacingOn {
+		a.quotaPh = make(map[string]int64)
+		for _, ph := range a.meta.Phases {
+			if strings.HasPrefix(ph.Respond, "quota") {
+				a.quotaPh[ph.Name] = ph.Start
+			}
+		}
+	}
+	jc := cfgOf(CheckJitterBounds)
+	a.jbTol = sec(jc.num("tolerance", 0.025))
+	a.firstExp = int(jc.num("first_exponent", 0))
+	a.jbBounded = a.policy != nil && a.policy.Base > 0 && !(a.policy.Jitter == "decorrelated" && a.policy.Cap <= 0)
+	if ac := cfgOf(CheckAttempts); ac.thrSet {
+		a.attCap = int(ac.threshold)
+	} else if a.policy != nil {
+		a.attCap = a.policy.MaxAttempts
+	}
+	a.idle = int64(a.opts.IdleTimeout)
+	if a.idle <= 0 {
+		a.idle = int64(5 * time.Minute)
+	}
+	a.sync.window = a.waveWindow
+}

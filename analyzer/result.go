@@ -1,0 +1,295 @@
+package analyzer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// fullJitterCV is the coefficient of variation of a uniform delay on [0, b]:
+// the spread of waits that full jitter gives, the reference of waves.
+var fullJitterCV = 1 / math.Sqrt(3)
+
+// maxWaveIndex caps the waves figure (waits with no spread at all).
+const maxWaveIndex = 1000
+
+// Default thresholds.
+const (
+	defaultWaves   = 4.0 // × less spread than full jitter
+	defaultInstant = 50.0
+	defaultPacing  = 1.0
+	defaultJitter  = 1.0
+	defaultAmp     = 5.0
+)
+
+// Result judges what was added so far.
+func (a *Analyzer) Result() *Verdict {
+	v := &Verdict{Pass: true, Figures: a.fig}
+	f := &v.Figures
+	if a.seen {
+		f.Span = a.now - a.first
+	}
+	if len(a.results) > 0 {
+		f.Results = make(map[string]int64, len(a.results))
+		for k, n := range a.results {
+			f.Results[k] = n
+		}
+	}
+	for s, n := range a.statuses {
+		if n > 0 {
+			if f.Statuses == nil {
+				f.Statuses = make(map[string]int64)
+			}
+			f.Statuses[strconv.Itoa(s)] = n
+		}
+	}
+	for k, n := range a.faults {
+		if f.Statuses == nil {
+			f.Statuses = make(map[string]int64)
+		}
+		f.Statuses[k] = n
+	}
+	for _, c := range a.cfg {
+		r := a.judge(c)
+		r.ID, r.Unit = c.def.id, c.def.unit
+		switch {
+		case c.skipBy != "":
+			r.Status, r.Reason, r.Examples = StatusSkip, "skipped by "+c.skipBy, nil
+		case !c.selected:
+			r.Status, r.Reason, r.Examples = StatusSkip, "not in the scenario's expect.checks", nil
+		}
+		if r.Status != StatusFail {
+			r.Examples = nil
+		} else {
+			v.Pass = false
+		}
+		v.Checks = append(v.Checks, r)
+	}
+	v.Warnings = append(v.Warnings, a.warnings...)
+	if s := a.sync; s.best >= 10 {
+		v.Warnings = append(v.Warnings, Warning{
+			ID: WarnServerSync,
+			Message: fmt.Sprintf("server-induced synchronization: %d retries waited exactly as Retry-After said, and %d of them arrived within one %s window at %s",
+				s.total, s.best, fmtDur(a.waveWindow), fmtNS(s.bestAt)),
+			Remedy: "spread Retry-After on the server (retry_after.spread), or add jitter on top of Retry-After in the client",
+		})
+	}
+	unpaired := a.unpaired
+	for _, st := range a.keys {
+		for _, x := range st.att {
+			if !x.prevDone {
+				unpaired++
+			}
+		}
+	}
+	if unpaired > 0 {
+		v.Warnings = append(v.Warnings, Warning{ID: WarnUnordered,
+			Message: fmt.Sprintf("%d retries could not be paired with the attempt before them (records out of order, lost, or idle past %s); they were not judged by the pairwise checks", unpaired, fmtDur(a.idle))})
+	}
+	return v
+}
+
+// verdict fills status from figure and threshold.
+func verdict(c *checkCfg, figure, def float64, samples int64, reason string) CheckResult {
+	thr := def
+	if c.thrSet {
+		thr = c.threshold
+	}
+	r := CheckResult{Status: StatusPass, Figure: figure, Threshold: thr, Samples: samples, Reason: reason}
+	if figure > thr {
+		r.Status = StatusFail
+	}
+	return r
+}
+
+func skip(reason string) CheckResult { return CheckResult{Status: StatusSkip, Reason: reason} }
+
+func pct(n, d int64) float64 {
+	if d == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(d)
+}
+
+func (a *Analyzer) judge(c *checkCfg) CheckResult {
+	var r CheckResult
+	switch c.def.id {
+	case CheckRetryAfter:
+		if a.ra.judged == 0 {
+			return verdict(c, 0, 0, 0, "no retry followed a response with a usable Retry-After")
+		}
+		r = verdict(c, float64(a.ra.bad), 0, a.ra.judged, fmt.Sprintf("%d of %d retries after a usable Retry-After arrived more than %s before not_before",
+			a.ra.bad, a.ra.judged, fmtDur(a.raTol)))
+		if a.ra.bad > 0 {
+			r.Reason += fmt.Sprintf(" (worst: %s early)", fmtDur(a.ra.worst))
+		}
+		r.Examples = a.ra.ex
+	case CheckInstantRetry:
+		if a.inst.judged == 0 {
+			return verdict(c, 0, defaultInstant, 0, "no retry followed a 429/5xx without a usable Retry-After")
+		}
+		def, why := defaultInstant, ""
+		if a.policy != nil && a.policy.Base > 0 {
+			exp := 100 * a.instEx / float64(a.inst.judged)
+			def = max(defaultInstant, min(90, exp+10))
+			why = fmt.Sprintf("; the stated policy's jitter gives %.1f%%", exp)
+		}
+		r = verdict(c, pct(a.inst.bad, a.inst.judged), def, a.inst.judged, fmt.Sprintf("%d of %d retries after a 429/5xx without a usable Retry-After came within %s%s",
+			a.inst.bad, a.inst.judged, fmtDur(a.instWindow), why))
+		r.Examples = a.inst.ex
+	case CheckWaves:
+		return a.judgeWaves(c)
+	case CheckNonRetryable:
+		r = verdict(c, float64(a.nonr.bad), 0, a.nonr.judged, fmt.Sprintf("retries after %s", a.nonRetryList()))
+		r.Examples = a.nonr.ex
+	case CheckIdempotency:
+		if a.idem.judged == 0 {
+			return verdict(c, 0, 0, 0, "no POST or PATCH request was retried")
+		}
+		r = verdict(c, float64(a.idem.bad), 0, a.idem.judged, fmt.Sprintf("%d of %d POST/PATCH retries carried no Idempotency-Key", a.idem.bad, a.idem.judged))
+		r.Examples = a.idem.ex
+	case CheckAttempts:
+		if a.attCap <= 0 {
+			return skip("no stated max_attempts in the policy and no threshold")
+		}
+		r = verdict(c, float64(a.maxAtt), float64(a.attCap), a.fig.Requests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d", a.att.bad, a.attCap))
+		r.Examples = a.att.ex
+	case CheckBudget:
+		if a.meta != nil && a.meta.Recorder == "serve" {
+			return skip("a serve recording has no client outcomes")
+		}
+		if a.fig.Outcomes == 0 {
+			return skip("the timeline has no outcomes")
+		}
+		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", fmtDur(a.budgetTol), fmtDur(a.budget), a.bud.judged)
+		if a.budget <= 0 {
+			why = fmt.Sprintf("failed logical requests that hung (of %d failed); no stated budget, so durations were not judged", a.bud.judged)
+		}
+		r = verdict(c, float64(a.bud.bad), 0, a.bud.judged, why)
+		r.Examples = a.bud.ex
+	case CheckAmplification:
+		if a.fig.Requests == 0 {
+			return skip("no attempts in the timeline")
+		}
+		def := defaultAmp
+		if a.policy != nil && a.policy.MaxAttempts > 0 {
+			def = float64(a.policy.MaxAttempts)
+		}
+		amp := float64(a.fig.Attempts) / float64(a.fig.Requests)
+		share := pct(a.fig.Retries, a.fig.Attempts)
+		r = verdict(c, amp, def, a.fig.Requests, fmt.Sprintf("%d attempts for %d logical requests; retries are %.1f%% of traffic", a.fig.Attempts, a.fig.Requests, share))
+		if lim, ok := c.params["retry_share"]; ok {
+			r.Reason += fmt.Sprintf(" (limit %.1f%%)", lim.num)
+			if share > lim.num {
+				r.Status = StatusFail
+				r.Examples = []Example{{Detail: fmt.Sprintf("retries are %.1f%% of traffic; the limit is %.1f%%", share, lim.num)}}
+			}
+		}
+		if r.Status == StatusFail && r.Examples == nil {
+			r.Examples = []Example{{Detail: fmt.Sprintf("%.2f attempts per logical request; the limit is %.2f", amp, r.Threshold)}}
+		}
+	case CheckPacing:
+		if a.meta == nil || a.meta.Quota == nil {
+			return skip("no published quota")
+		}
+		if !a.pacingOn {
+			return skip("self-throttling not expected: list pacing in expect.checks or pass --check pacing")
+		}
+		if a.pace.judged == 0 {
+			return skip(fmt.Sprintf("no steady-state attempt in a quota phase (the first %s of each is warm-up)", fmtDur(a.warmup)))
+		}
+		r = verdict(c, pct(a.pace.bad, a.pace.judged), defaultPacing, a.pace.judged, fmt.Sprintf("%d of %d steady-state attempts in quota phases got 429 (the first %s of each phase is warm-up)", a.pace.bad, a.pace.judged, fmtDur(a.warmup)))
+		r.Examples = a.pace.ex
+	case CheckJitterBounds:
+		switch {
+		case a.policy == nil:
+			return skip("no stated policy")
+		case a.policy.Base <= 0:
+			return skip("the stated policy has no base delay")
+		case !a.jbBounded:
+			return skip("decorrelated jitter without a stated cap has no upper bound")
+		case a.pacingOn:
+			return skip("the client is expected to self-throttle, and its limiter's waits cannot be told from its backoff")
+		case a.jb.judged == 0:
+			return verdict(c, 0, defaultJitter, 0, "no retry paced by the client's own backoff")
+		}
+		r = verdict(c, pct(a.jb.bad, a.jb.judged), defaultJitter, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", a.jb.bad, a.jb.judged, fmtDur(a.jbTol)))
+		if a.jb.bad > 0 {
+			r.Reason += fmt.Sprintf(" (worst: %s over)", fmtDur(a.jb.worst))
+		}
+		r.Examples = a.jb.ex
+	}
+	return r
+}
+
+func (a *Analyzer) nonRetryList() string {
+	var s []string
+	for st, on := range a.nonRetry {
+		if on {
+			s = append(s, strconv.Itoa(st))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// judgeWaves computes the synchronization index: how many times less spread
+// the client-paced waits are than full jitter's. Waits are grouped by retry
+// number (and whether they followed a Retry-After, in which case the wait is
+// the time beyond the allowed instant); each group's coefficient of variation
+// is pooled as the root mean square weighted by group size.
+func (a *Analyzer) judgeWaves(c *checkCfg) CheckResult {
+	var n int64
+	var sum float64
+	type grp struct {
+		g  int
+		cv float64
+	}
+	var groups []grp
+	for g := range a.waves {
+		w := &a.waves[g]
+		if w.n < 5 {
+			continue
+		}
+		cv := w.cv()
+		if math.IsNaN(cv) {
+			cv = 0 // zero waits: lockstep
+		}
+		n += w.n
+		sum += float64(w.n) * cv * cv
+		groups = append(groups, grp{g, cv})
+	}
+	if n < a.waveMin {
+		return skip(fmt.Sprintf("only %d client-paced retries in groups of 5 or more; need %d", n, a.waveMin))
+	}
+	d := math.Sqrt(sum / float64(n))
+	idx := float64(maxWaveIndex)
+	if d > fullJitterCV/maxWaveIndex {
+		idx = fullJitterCV / d
+	}
+	r := verdict(c, idx, defaultWaves, n, fmt.Sprintf("client-paced retry waits spread %.3f (pooled coefficient of variation over %d retries; full jitter: %.3f)", d, n, fullJitterCV))
+	if a.fig.ServerPaced > 0 {
+		r.Reason += fmt.Sprintf("; %d server-paced retries excluded", a.fig.ServerPaced)
+	}
+	if r.Status == StatusFail {
+		sort.Slice(groups, func(i, j int) bool { return groups[i].cv < groups[j].cv })
+		for _, g := range groups[:min(len(groups), a.maxEx)] {
+			w := &a.waves[g.g]
+			k := g.g%waveGroups + 1
+			what := fmt.Sprintf("retry %d", k)
+			if k == waveGroups {
+				what = fmt.Sprintf("retries %d+", k)
+			}
+			if g.g >= waveGroups {
+				what += " (time beyond Retry-After)"
+			}
+			ex := Example{Detail: fmt.Sprintf("%s: %d waits, mean %s, spread %.3f", what, w.n, fmtDur(int64(w.mean*1e9)), g.cv)}
+			if e := a.wavEx[g.g]; len(e) > 0 {
+				ex.Client, ex.Key, ex.Attempt, ex.At, ex.Prev = e[0].Client, e[0].Key, e[0].Attempt, e[0].At, e[0].Prev
+			}
+			r.Examples = append(r.Examples, ex)
+		}
+	}
+	return r
+}

@@ -1,0 +1,210 @@
+package analyzer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrUnknownCheck is wrapped by errors about a check id this version does
+// not know.
+var ErrUnknownCheck = errors.New("unknown check")
+
+// A CheckSpec selects a check and overrides its parameters, the value of a
+// --check flag: "waves", "waves:threshold=2.5",
+// "retry-after:tolerance=10ms,threshold=0". Parameters absent from Params
+// keep the value from the scenario's expect block or the default.
+type CheckSpec struct {
+	ID     string
+	Params map[string]string // validated by ParseCheckSpec
+}
+
+func (s CheckSpec) String() string {
+	if len(s.Params) == 0 {
+		return s.ID
+	}
+	keys := make([]string, 0, len(s.Params))
+	for k := range s.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(s.ID)
+	for i, k := range keys {
+		if i == 0 {
+			b.WriteByte(':')
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + s.Params[k])
+	}
+	return b.String()
+}
+
+type paramKind int
+
+const (
+	kindNumber   paramKind = iota // a finite number >= 0
+	kindDuration                  // a Go duration ("10ms") or seconds ("0.01")
+	kindStatuses                  // HTTP statuses joined by '|' or '+' ("400|404")
+)
+
+type checkDef struct {
+	id     string
+	unit   string
+	params map[string]paramKind // besides "threshold"
+}
+
+// checkDefs is every check, in report order.
+var checkDefs = []checkDef{
+	{CheckRetryAfter, "early retries", map[string]paramKind{"tolerance": kindDuration}},
+	{CheckInstantRetry, "%", map[string]paramKind{"window": kindDuration}},
+	{CheckWaves, "× full jitter", map[string]paramKind{"min_samples": kindNumber, "slack": kindDuration, "window": kindDuration}},
+	{CheckNonRetryable, "retries", map[string]paramKind{"statuses": kindStatuses}},
+	{CheckIdempotency, "retries", nil},
+	{CheckAttempts, "attempts", nil},
+	{CheckBudget, "requests", map[string]paramKind{"tolerance": kindDuration, "budget": kindDuration}},
+	{CheckAmplification, "attempts/request", map[string]paramKind{"retry_share": kindNumber}},
+	{CheckPacing, "% 429", map[string]paramKind{"warmup": kindDuration}},
+	{CheckJitterBounds, "%", map[string]paramKind{"tolerance": kindDuration, "first_exponent": kindNumber}},
+}
+
+func lookupDef(id string) (*checkDef, bool) {
+	for i := range checkDefs {
+		if checkDefs[i].id == id {
+			return &checkDefs[i], true
+		}
+	}
+	return nil, false
+}
+
+func unknownCheck(id string) error {
+	return fmt.Errorf("analyzer: %w %q (known: %s)", ErrUnknownCheck, id, strings.Join(CheckIDs(), ", "))
+}
+
+// ParseCheckSpec parses a --check value: a check id, optionally followed by
+// ':' and comma-separated key=value parameters. "threshold" is a number for
+// every check; durations take Go syntax ("10ms") or seconds; status sets are
+// joined by '|' ("statuses=400|404"). Unknown ids and parameters are errors
+// that name them.
+func ParseCheckSpec(s string) (CheckSpec, error) {
+	id, rest, hasParams := strings.Cut(strings.TrimSpace(s), ":")
+	id = strings.TrimSpace(id)
+	def, ok := lookupDef(id)
+	if !ok {
+		return CheckSpec{}, unknownCheck(id)
+	}
+	spec := CheckSpec{ID: id}
+	if !hasParams {
+		return spec, nil
+	}
+	if strings.TrimSpace(rest) == "" {
+		return CheckSpec{}, fmt.Errorf("analyzer: check %s: empty parameter list after ':'", id)
+	}
+	spec.Params = make(map[string]string)
+	for _, kv := range strings.Split(rest, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return CheckSpec{}, fmt.Errorf("analyzer: check %s: parameter %q: want key=value", id, kv)
+		}
+		if _, dup := spec.Params[k]; dup {
+			return CheckSpec{}, fmt.Errorf("analyzer: check %s: parameter %q given twice", id, k)
+		}
+		kind, ok := def.params[k]
+		if k == "threshold" {
+			kind, ok = kindNumber, true
+		}
+		if !ok {
+			return CheckSpec{}, fmt.Errorf("analyzer: check %s: unknown parameter %q (known: %s)", id, k, strings.Join(def.paramNames(), ", "))
+		}
+		if _, err := parseParam(kind, v); err != nil {
+			return CheckSpec{}, fmt.Errorf("analyzer: check %s: %s=%q: %w", id, k, v, err)
+		}
+		spec.Params[k] = v
+	}
+	return spec, nil
+}
+
+func (d *checkDef) paramNames() []string {
+	names := []string{"threshold"}
+	for k := range d.params {
+		names = append(names, k)
+	}
+	sort.Strings(names[1:])
+	return names
+}
+
+// ParseCheckIDs parses a comma-separated list of check ids (a --skip value).
+func ParseCheckIDs(s string) ([]string, error) {
+	var ids []string
+	for _, id := range strings.Split(s, ",") {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		if _, ok := lookupDef(id); !ok {
+			return nil, unknownCheck(id)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// paramValue is a parsed parameter: a number (durations in seconds) or a
+// status set.
+type paramValue struct {
+	num      float64
+	statuses []int
+}
+
+func parseParam(kind paramKind, v string) (paramValue, error) {
+	switch kind {
+	case kindDuration:
+		if d, err := time.ParseDuration(v); err == nil {
+			if d < 0 {
+				return paramValue{}, errors.New("negative duration")
+			}
+			return paramValue{num: d.Seconds()}, nil
+		}
+		f, err := parseNumber(v)
+		if err != nil {
+			return paramValue{}, errors.New("want a duration such as 10ms, or seconds")
+		}
+		return paramValue{num: f}, nil
+	case kindStatuses:
+		var st []int
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == '|' || r == '+' || r == ' ' }) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 100 || n > 599 {
+				return paramValue{}, fmt.Errorf("%q is not an HTTP status", f)
+			}
+			st = append(st, n)
+		}
+		if len(st) == 0 {
+			return paramValue{}, errors.New("want statuses joined by '|', such as 400|404")
+		}
+		return paramValue{statuses: st}, nil
+	default:
+		f, err := parseNumber(v)
+		if err != nil {
+			return paramValue{}, err
+		}
+		return paramValue{num: f}, nil
+	}
+}
+
+func parseNumber(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, errors.New("want a number")
+	}
+	if f < 0 {
+		return 0, errors.New("want a number >= 0")
+	}
+	return f, nil
+}

@@ -1,0 +1,459 @@
+package analyzer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// waveGroups is how many retry numbers the waves statistic keeps apart; later
+// retries share the last group.
+const waveGroups = 16
+
+// closeGrace is how long (stream time) the state of a logical request
+// outlives its outcome, for attempt records written just after it.
+const closeGrace = int64(2 * time.Second)
+
+// attemptLite is what a check needs of an attempt to judge the next one.
+type attemptLite struct {
+	n           int32
+	status      int32
+	fault       bool
+	hasNB       bool
+	raImmediate bool // a Retry-After that allows an immediate retry (negative, 0)
+	prevDone    bool // paired with its predecessor (or the first attempt)
+	at, done    int64
+	nb          int64
+}
+
+// keyState is one open logical request: the attempts not yet paired with
+// both neighbours, sorted by number (one entry when records come in order).
+type keyState struct {
+	client string
+	att    []attemptLite
+	last   int64 // stream time of the last news
+	closed int64 // stream time of the outcome + 1; 0 while open
+}
+
+// welford accumulates a mean and variance in one pass.
+type welford struct {
+	n    int64
+	mean float64
+	m2   float64
+}
+
+func (w *welford) add(x float64) {
+	w.n++
+	d := x - w.mean
+	w.mean += d / float64(w.n)
+	w.m2 += d * (x - w.mean)
+}
+
+// cv is the coefficient of variation (population), or NaN for an empty group
+// or a zero mean.
+func (w *welford) cv() float64 {
+	if w.n == 0 || w.mean <= 0 {
+		return math.NaN()
+	}
+	return math.Sqrt(w.m2/float64(w.n)) / w.mean
+}
+
+// syncWindows counts server-paced retries per window of arrival time and
+// remembers the busiest window. Windows older than the stream's horizon are
+// folded into the maximum and dropped, so memory stays bounded.
+type syncWindows struct {
+	window  int64
+	counts  map[int64]int64
+	best    int64
+	bestAt  int64
+	total   int64
+	flushed int64 // windows below this index are final
+}
+
+func (s *syncWindows) add(at int64) {
+	if s.window <= 0 {
+		return
+	}
+	if s.counts == nil {
+		s.counts = make(map[int64]int64)
+	}
+	s.total++
+	w := at / s.window
+	s.counts[w]++
+	if c := s.counts[w]; c > s.best || (c == s.best && w*s.window < s.bestAt) {
+		s.best, s.bestAt = c, w*s.window
+	}
+}
+
+// prune drops windows that ended more than 10 s of stream time before now.
+func (s *syncWindows) prune(now int64) {
+	if s.window <= 0 || len(s.counts) < 1024 {
+		return
+	}
+	horizon := (now - int64(10*time.Second)) / s.window
+	for w := range s.counts {
+		if w < horizon {
+			delete(s.counts, w)
+		}
+	}
+}
+
+// Add feeds one record to the analyzer. A meta record after the first is
+// ignored; records of unknown types are ignored.
+func (a *Analyzer) Add(rec *timeline.Record) {
+	switch rec.Type {
+	case timeline.TypeAttempt:
+		a.addAttempt(&rec.Attempt)
+	case timeline.TypeOutcome:
+		a.addOutcome(&rec.Outcome)
+	default:
+		return
+	}
+	a.sinceSweep++
+	if a.sinceSweep >= 4096 && a.sinceSweep >= len(a.keys)/2 && a.now-a.lastSweep >= int64(time.Second) {
+		a.sweep(false)
+	}
+}
+
+func (a *Analyzer) addAttempt(r *timeline.Attempt) {
+	if !a.seen {
+		a.seen, a.first = true, r.At
+	}
+	if r.At > a.now {
+		a.now = r.At
+	}
+	if r.At < a.first {
+		a.first = r.At
+	}
+	a.fig.Attempts++
+	if r.Attempt == 1 {
+		a.fig.Requests++
+	} else {
+		a.fig.Retries++
+	}
+	if r.Fault != "" {
+		a.faults[r.Fault]++
+	} else if r.Status > 0 && r.Status < len(a.statuses) {
+		a.statuses[r.Status]++
+	}
+
+	// Stateless checks.
+	if r.Attempt > a.maxAtt {
+		a.maxAtt = r.Attempt
+	}
+	if a.attCap > 0 && r.Attempt == a.attCap+1 {
+		a.att.offend(a.maxEx, func() Example {
+			return Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", r.Attempt, fmtNS(r.At), a.attCap)}
+		})
+	}
+	if r.Attempt > 1 && (r.Method == "POST" || r.Method == "PATCH") {
+		a.idem.judged++
+		if !r.Idempotent {
+			a.idem.offend(a.maxEx, func() Example {
+				return Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))}
+			})
+		}
+	}
+	if a.pacingOn {
+		a.pacingAttempt(r)
+	}
+
+	// Pairwise checks.
+	x := attemptLite{
+		n: int32(r.Attempt), status: int32(r.Status), fault: r.Fault != "",
+		hasNB: r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
+	}
+	if !x.hasNB && r.RetryAfter != "" {
+		x.raImmediate = r.RetryAfter[0] == '-' || strings.TrimLeft(r.RetryAfter, "0") == ""
+	}
+	st := a.keys[r.Key]
+	if st == nil {
+		if n := len(a.free); n > 0 {
+			st = a.free[n-1]
+			a.free = a.free[:n-1]
+		} else {
+			st = &keyState{att: make([]attemptLite, 0, 2)}
+		}
+		st.client = r.Client
+		a.keys[strings.Clone(r.Key)] = st
+	}
+	st.last = a.now
+	a.insert(st, r.Key, x)
+}
+
+// insert places x among the key's unpaired attempts, pairs it with any
+// neighbour present, and drops the attempts paired on both sides.
+func (a *Analyzer) insert(st *keyState, key string, x attemptLite) {
+	att := st.att
+	i := len(att)
+	for i > 0 && att[i-1].n > x.n {
+		i--
+	}
+	if i > 0 && att[i-1].n == x.n {
+		return // a duplicate record
+	}
+	x.prevDone = x.n == 1
+	att = append(att, attemptLite{})
+	copy(att[i+1:], att[i:])
+	att[i] = x
+	if i > 0 && att[i-1].n == x.n-1 {
+		a.pair(st, key, &att[i-1], &att[i])
+		att[i].prevDone = true
+	}
+	if i+1 < len(att) && att[i+1].n == x.n+1 {
+		a.pair(st, key, &att[i], &att[i+1])
+		att[i+1].prevDone = true
+	}
+	// Drop every attempt but the last whose both sides are paired.
+	j := 0
+	for k := range att {
+		if k < len(att)-1 && att[k].prevDone && att[k+1].n == att[k].n+1 {
+			continue
+		}
+		att[j] = att[k]
+		j++
+	}
+	att = att[:j]
+	if len(att) > 8 { // hopelessly out of order: give up on the oldest
+		if !att[0].prevDone {
+			a.unpaired++
+		}
+		att = append(att[:0], att[1:]...)
+	}
+	st.att = att
+}
+
+// pair judges retry x against the attempt p before it.
+func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
+	if p.status >= 200 && p.status < 400 {
+		return // a later logical request reusing the key, not a retry
+	}
+	k := int(x.n - 1) // x is the k-th retry
+	gap := x.at - p.done
+	ex := func(detail string) func() Example {
+		return func() Example {
+			return Example{Client: st.client, Key: key, Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
+		}
+	}
+
+	if p.hasNB {
+		a.ra.judged++
+		if early := p.nb - x.at; early > a.raTol {
+			if early > a.ra.worst {
+				a.ra.worst = early
+			}
+			a.ra.offend(a.maxEx, ex(fmt.Sprintf("attempt %d arrived at %s, %s before not_before %s (the previous response at %s)",
+				x.n, fmtNS(x.at), fmtDur(early), fmtNS(p.nb), fmtNS(p.done))))
+		}
+	}
+	if p.status > 0 && int(p.status) < len(a.nonRetry) && a.nonRetry[p.status] {
+		a.nonr.offend(a.maxEx, ex(fmt.Sprintf("retried after a %d: attempt %d at %s, %s after the response", p.status, x.n, fmtNS(x.at), fmtDur(gap))))
+	}
+	if p.status > 0 && int(p.status) < len(a.nonRetry) {
+		a.nonr.judged++
+	}
+
+	// Who paced this retry: the server (it came when Retry-After said) or the
+	// client's own backoff (own is its wait beyond what the server asked).
+	own, afterNB, serverPaced := gap, false, false
+	if p.hasNB {
+		allowed := max(p.done, p.nb)
+		if d := x.at - allowed; d >= -a.raTol {
+			if d <= a.waveSlack+(allowed-p.done)/50 {
+				serverPaced = true
+			} else {
+				own, afterNB = d, allowed > p.done
+			}
+		}
+	}
+	if serverPaced {
+		a.fig.ServerPaced++
+		a.sync.add(x.at)
+	} else {
+		a.fig.ClientPaced++
+		g := min(k, waveGroups) - 1
+		if afterNB {
+			g += waveGroups
+		}
+		a.waves[g].add(float64(own) / 1e9)
+		if len(a.wavEx[g]) < 3 {
+			a.wavEx[g] = append(a.wavEx[g], ex(fmt.Sprintf("retry %d waited %s", k, fmtDur(own)))())
+		}
+	}
+
+	unadvised := !p.hasNB && !p.raImmediate
+	if unadvised && (p.status == 429 || p.status >= 500) {
+		a.inst.judged++
+		a.instEx += a.instantProb(k)
+		if gap < a.instWindow {
+			a.inst.offend(a.maxEx, ex(fmt.Sprintf("retry %d came %s after a %d without a usable Retry-After", k, fmtDur(gap), p.status)))
+		}
+	}
+	if unadvised && a.jbBounded {
+		a.jb.judged++
+		b := a.bound(k)
+		if over := gap - b; over > a.jbTol {
+			if over > a.jb.worst {
+				a.jb.worst = over
+			}
+			a.jb.offend(a.maxEx, ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b))))
+		}
+	}
+}
+
+// bound is the longest delay the stated policy allows before retry k (1-based):
+// min(cap, base·2^n) with n = k-1+first_exponent; the cap alone for
+// decorrelated jitter.
+func (a *Analyzer) bound(k int) int64 {
+	p := a.policy
+	if p.Jitter == "decorrelated" {
+		return p.Cap
+	}
+	n := k - 1 + a.firstExp
+	b := p.Base
+	for i := 0; i < n && b < math.MaxInt64/2; i++ {
+		b *= 2
+	}
+	if p.Cap > 0 && b > p.Cap {
+		b = p.Cap
+	}
+	return b
+}
+
+// instantProb is the probability that the stated policy's delay before retry
+// k is shorter than the instant window (0.5 without a policy: no opinion).
+func (a *Analyzer) instantProb(k int) float64 {
+	p := a.policy
+	if p == nil || p.Base <= 0 {
+		return 0
+	}
+	w := float64(a.instWindow)
+	b := float64(a.bound(k))
+	clamp := func(x float64) float64 { return min(1, max(0, x)) }
+	switch p.Jitter {
+	case "none", "":
+		if b < w {
+			return 1
+		}
+		return 0
+	case "equal":
+		return clamp((w - b/2) / (b / 2))
+	case "decorrelated":
+		base := float64(p.Base)
+		return clamp((w - base) / (2 * base))
+	default: // full and anything unknown: uniform on [0, b]
+		if b <= 0 {
+			return 1
+		}
+		return clamp(w / b)
+	}
+}
+
+func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
+	start := int64(0)
+	if len(a.quotaPh) > 0 || len(a.meta.Phases) > 0 {
+		if r.Phase != a.lastPhase || a.lastPhase == "" {
+			a.lastPhase = r.Phase
+			a.lastPhSt, a.lastPhQ = a.quotaPh[r.Phase]
+		}
+		if !a.lastPhQ {
+			return
+		}
+		start = a.lastPhSt
+	}
+	if r.At < start+a.warmup {
+		return
+	}
+	a.pace.judged++
+	if r.Status == 429 {
+		a.pace.bad++
+		if len(a.pace.ex) < a.maxEx {
+			a.pace.ex = append(a.pace.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+				Detail: fmt.Sprintf("429 at %s in steady state of phase %q", fmtNS(r.At), r.Phase)})
+		}
+	}
+}
+
+func (a *Analyzer) addOutcome(o *timeline.Outcome) {
+	a.fig.Outcomes++
+	a.results[o.Result]++
+	if o.End > a.now {
+		a.now = o.End
+	}
+	if st := a.keys[o.Key]; st != nil && o.Result != timeline.ResultHung {
+		st.closed = a.now + 1
+		st.last = a.now
+	}
+	switch o.Result {
+	case timeline.ResultOK, timeline.ResultCanceled:
+		return
+	}
+	a.bud.judged++
+	ex := func(detail string) func() Example {
+		return func() Example {
+			return Example{Client: o.Client, Key: o.Key, Attempt: o.Attempts, At: o.End, Prev: o.Start, Detail: detail}
+		}
+	}
+	if o.Result == timeline.ResultHung {
+		a.bud.offend(a.maxEx, ex(fmt.Sprintf("never returned: the watchdog fired after %s", fmtDur(o.End-o.Start))))
+		return
+	}
+	if a.budget > 0 {
+		if over := o.End - o.Start - a.budget; over > a.budgetTol {
+			if over > a.bud.worst {
+				a.bud.worst = over
+			}
+			a.bud.offend(a.maxEx, ex(fmt.Sprintf("%s after %s (%d attempts); the budget is %s", o.Result, fmtDur(o.End-o.Start), o.Attempts, fmtDur(a.budget))))
+		}
+	}
+}
+
+// sweep drops the state of closed or idle logical requests (all of it when
+// final).
+func (a *Analyzer) sweep(final bool) {
+	a.sinceSweep = 0
+	a.lastSweep = a.now
+	for k, st := range a.keys {
+		if !final && !(st.closed != 0 && a.now-st.closed > closeGrace) && a.now-st.last <= a.idle {
+			continue
+		}
+		for _, x := range st.att {
+			if !x.prevDone {
+				a.unpaired++
+			}
+		}
+		delete(a.keys, k)
+		st.att, st.client, st.closed = st.att[:0], "", 0
+		if len(a.free) < 4096 {
+			a.free = append(a.free, st)
+		}
+	}
+	a.sync.prune(a.now)
+}
+
+// OpenRequests is how many logical requests the analyzer holds state for.
+func (a *Analyzer) OpenRequests() int { return len(a.keys) }
+
+func fmtNS(ns int64) string { return fmtDur(ns) }
+
+// fmtDur renders a duration compactly with millisecond precision above a
+// second ("1.204s", "3ms", "250µs").
+func fmtDur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < 0:
+		return "-" + fmtDur(-ns)
+	case d >= time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
+	case d >= time.Millisecond:
+		return strings.TrimSuffix(strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64), ".0") + "ms"
+	default:
+		return d.String()
+	}
+}

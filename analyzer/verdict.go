@@ -1,0 +1,133 @@
+package analyzer
+
+// Check ids, stable: they appear in scenarios (expect.checks), flags
+// (--check, --skip), JSON and JUnit output.
+const (
+	CheckRetryAfter    = "retry-after"
+	CheckInstantRetry  = "instant-retry"
+	CheckWaves         = "waves"
+	CheckNonRetryable  = "non-retryable"
+	CheckIdempotency   = "idempotency"
+	CheckAttempts      = "attempts"
+	CheckBudget        = "budget"
+	CheckAmplification = "amplification"
+	CheckPacing        = "pacing"
+	CheckJitterBounds  = "jitter-bounds"
+)
+
+// CheckIDs returns every check id in report order.
+func CheckIDs() []string {
+	ids := make([]string, len(checkDefs))
+	for i, d := range checkDefs {
+		ids[i] = d.id
+	}
+	return ids
+}
+
+// Check statuses, the value of CheckResult.Status.
+const (
+	StatusPass = "pass"
+	StatusFail = "fail"
+	StatusSkip = "skip"
+)
+
+// Verdict is the analyzer's judgement of one timeline. Pass is false when any
+// check failed; skipped checks do not fail a verdict.
+type Verdict struct {
+	Pass     bool          `json:"pass"`
+	Checks   []CheckResult `json:"checks"`
+	Warnings []Warning     `json:"warnings,omitempty"`
+	Figures  Figures       `json:"figures"`
+}
+
+// Failed returns the ids of the failed checks, in report order.
+func (v *Verdict) Failed() []string {
+	var ids []string
+	for _, c := range v.Checks {
+		if c.Status == StatusFail {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// Check returns the result of the check with the given id, or nil.
+func (v *Verdict) Check(id string) *CheckResult {
+	for i := range v.Checks {
+		if v.Checks[i].ID == id {
+			return &v.Checks[i]
+		}
+	}
+	return nil
+}
+
+// CheckResult is the verdict of one check. A check fails when Figure exceeds
+// Threshold; Reason says why a check was skipped and, for the others, what
+// the figure counts.
+type CheckResult struct {
+	ID        string    `json:"id"`
+	Status    string    `json:"status"`
+	Figure    float64   `json:"figure"`
+	Threshold float64   `json:"threshold"`
+	Unit      string    `json:"unit"`
+	Reason    string    `json:"reason,omitempty"`
+	Examples  []Example `json:"examples,omitempty"`
+	// Samples is how many events the figure was measured over (retries,
+	// logical requests, attempts: see Reason).
+	Samples int64 `json:"samples"`
+}
+
+// Example is one piece of evidence for a failed check: an offending attempt
+// or logical request. Times are nanoseconds since the run's start.
+type Example struct {
+	Client  string `json:"client,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	At      int64  `json:"at"`             // the offending attempt's arrival (or the request's end)
+	Prev    int64  `json:"prev,omitempty"` // the previous response (or the request's start)
+	Detail  string `json:"detail"`
+}
+
+// Warning is something a reader must know that fails no check.
+type Warning struct {
+	ID      string `json:"id"`
+	Message string `json:"message"`
+	Remedy  string `json:"remedy,omitempty"`
+}
+
+// Warning ids.
+const (
+	// WarnServerSync: retries that waited exactly as Retry-After said came
+	// back together: the server synchronized the fleet.
+	WarnServerSync = "server-induced-synchronization"
+	// WarnUnordered: attempts of one logical request arrived out of order
+	// in the stream and some retries could not be paired.
+	WarnUnordered = "unordered-attempts"
+	// WarnNoMeta: the timeline had no meta record.
+	WarnNoMeta = "no-meta"
+)
+
+// Figures summarizes the timeline the verdict was drawn from.
+type Figures struct {
+	Scenario string `json:"scenario,omitempty"`
+	Subject  string `json:"subject,omitempty"`
+	Version  string `json:"subject_version,omitempty"`
+	Recorder string `json:"recorder,omitempty"`
+	Seed     int64  `json:"seed"`
+	Virtual  bool   `json:"virtual,omitempty"`
+
+	Attempts int64 `json:"attempts"`
+	Requests int64 `json:"requests"` // logical requests (first attempts seen)
+	Retries  int64 `json:"retries"`  // attempts after the first
+	Outcomes int64 `json:"outcomes"`
+	// Results counts outcomes by result; Statuses counts attempts by status
+	// ("429", "503", "reset", ...).
+	Results  map[string]int64 `json:"results,omitempty"`
+	Statuses map[string]int64 `json:"statuses,omitempty"`
+	// Span is the time from the first arrival to the last event, ns.
+	Span int64 `json:"span"`
+	// ServerPaced is how many retries waited exactly as Retry-After said.
+	ServerPaced int64 `json:"server_paced"`
+	// ClientPaced is how many retries were paced by the client's own backoff.
+	ClientPaced int64 `json:"client_paced"`
+}
