@@ -1,0 +1,171 @@
+package subjects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+)
+
+// Results of Classify: the same strings as the timeline's Outcome.Result.
+const (
+	ResultOK           = "ok"
+	ResultGaveUp       = "gave-up"
+	ResultBudget       = "budget"
+	ResultNonRetryable = "non-retryable"
+	ResultError        = "error"
+)
+
+// Error is what the built-in subjects return when a logical request fails
+// and they know how: the result, the last status seen (0: none) and the
+// attempts made. Err is the library's own error, if any.
+type Error struct {
+	Result   string
+	Status   int
+	Attempts int
+	Err      error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("subjects: %s after %d attempt(s)", e.Result, e.Attempts)
+	if e.Status != 0 {
+		msg += fmt.Sprintf(", last status %d", e.Status)
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// nonRetryable is the set the analyzer's non-retryable check uses by
+// default; Classify names a final status in it "non-retryable".
+func nonRetryable(status int) bool {
+	switch status {
+	case 400, 401, 403, 404, 422:
+		return true
+	}
+	return false
+}
+
+// retryableStatus is the set a correct client retries.
+func retryableStatus(status int) bool {
+	switch status {
+	case 429, 500, 502, 503, 504:
+		return true
+	}
+	return false
+}
+
+// Classify names the outcome of a Caller's return as the timeline does:
+//
+//   - a 2xx response: "ok";
+//   - another response (the library handed back its last answer): a 4xx
+//     other than 408 and 429 is "non-retryable", a 408, 429 or 5xx is
+//     "gave-up", anything else (1xx, 3xx) "error";
+//   - an *Error: its Result; the client package's budget error: "budget";
+//   - any other error: "error".
+//
+// status is the final status (0 when unknown) and attempts the attempts
+// the library made for this call, when the subject counted them (0 when
+// unknown). Classify does not close resp.Body.
+func Classify(resp *http.Response, err error) (result string, status int, attempts int) {
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Result, e.Status, e.Attempts
+		}
+		if r, st, n, ok := classifyClient(err); ok {
+			return r, st, n
+		}
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		return ResultError, status, 0
+	}
+	if resp == nil {
+		return ResultError, 0, 0
+	}
+	status = resp.StatusCode
+	attempts = countOf(resp)
+	switch {
+	case status >= 200 && status < 300:
+		return ResultOK, status, attempts
+	case status == 408 || status == 429 || status >= 500:
+		return ResultGaveUp, status, attempts
+	case status >= 400 && status < 500:
+		return ResultNonRetryable, status, attempts
+	}
+	return ResultError, status, attempts
+}
+
+// counter counts the attempts of one logical request and remembers what
+// the last one got. Subjects put one in the request's context and wrap the
+// harness transport with counting, so attempts are known whatever the
+// library reports, and Classify finds the count through resp.Request.
+type counter struct {
+	attempts atomic.Int32
+	status   atomic.Int32 // last status; 0 after a transport error
+}
+
+type counterKey struct{}
+
+// withCounter returns ctx carrying a fresh counter.
+func withCounter(ctx context.Context) (context.Context, *counter) {
+	c := new(counter)
+	return context.WithValue(ctx, counterKey{}, c), c
+}
+
+func counterOf(ctx context.Context) *counter {
+	c, _ := ctx.Value(counterKey{}).(*counter)
+	return c
+}
+
+// countOf returns the attempts counted for resp's logical request, or 0.
+func countOf(resp *http.Response) int {
+	if resp.Request == nil {
+		return 0
+	}
+	if c := counterOf(resp.Request.Context()); c != nil {
+		return int(c.attempts.Load())
+	}
+	return 0
+}
+
+// counting wraps next so that each request whose context carries a counter
+// is counted.
+type counting struct{ next http.RoundTripper }
+
+func (t counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := counterOf(req.Context())
+	if c != nil {
+		c.attempts.Add(1)
+	}
+	resp, err := t.next.RoundTrip(req)
+	if c != nil {
+		st := 0
+		if err == nil {
+			st = resp.StatusCode
+		}
+		c.status.Store(int32(st))
+	}
+	return resp, err
+}
+
+// failure turns a third-party library's error into an *Error, using what
+// the counter saw: a context error is "error"; a last status that must
+// not be retried is "non-retryable"; otherwise the library gave up.
+func failure(ctx context.Context, c *counter, err error) error {
+	e := &Error{Status: int(c.status.Load()), Attempts: int(c.attempts.Load()), Err: err}
+	switch {
+	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		e.Result = ResultError
+	case e.Status != 0 && !retryableStatus(e.Status) && e.Status != 408 && e.Status >= 400 && e.Status < 500:
+		e.Result = ResultNonRetryable
+	default:
+		e.Result = ResultGaveUp
+	}
+	return e
+}

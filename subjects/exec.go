@@ -1,0 +1,264 @@
+package subjects
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultProgramTimeout bounds a Program run whose Timeout is zero.
+const DefaultProgramTimeout = 5 * time.Minute
+
+// ErrProgram is returned by the Caller of a Program: an exec subject runs
+// whole simulated clients with Run, not one request at a time.
+var ErrProgram = errors.New("subjects: exec runs whole clients through Program.Run, not per request")
+
+// ErrProgramOutput is wrapped by Run's error when the program printed a
+// line outside the protocol; ParseProgramLine's errors wrap it too.
+var ErrProgramOutput = errors.New("subjects: bad program output")
+
+// Program is the exec subject: an external program, in any language, that
+// plays one simulated client per run. Its environment holds
+//
+//	RETRYLAB_BASE_URL  the client's base URL, ending in /c/{client}
+//	RETRYLAB_CLIENT    the client id
+//	RETRYLAB_REQUESTS  the number of logical requests N
+//
+// and it must request $RETRYLAB_BASE_URL/r/0 … /r/N-1 (retrying as its
+// library does) and print one line per logical request on stdout: "ok
+// PATH" or "fail PATH REASON". The server's timeline records its attempts.
+//
+// A Program runs in real time only: it talks to the stub over real TCP, so
+// a virtual-time run refuses it (see CheckVirtual). The zero Program has
+// no Path and fails to run. A Program is a value, safe for concurrent use.
+type Program struct {
+	Path string   // the program, looked up in PATH if it has no slash
+	Args []string // its arguments
+	Dir  string   // working directory ("": the current one)
+	Env  []string // added to the inherited environment, "KEY=value"
+	// Timeout bounds each run: past it the process is killed (zero:
+	// DefaultProgramTimeout). The context given to Run bounds it too.
+	Timeout time.Duration
+}
+
+// Name returns "exec".
+func (Program) Name() string { return "exec" }
+
+// RealTimeOnly says why a Program cannot run in virtual time.
+func (Program) RealTimeOnly() string { return "runs a real process over real TCP" }
+
+// Describe reports the program's command line; a program states no policy.
+func (p Program) Describe(Params) Info {
+	return Info{Version: "", Summary: "exec: " + strings.Join(append([]string{p.Path}, p.Args...), " ")}
+}
+
+// New returns a Caller that fails with ErrProgram (or ErrRealTimeOnly in
+// virtual mode): use Run.
+func (p Program) New(next http.RoundTripper, params Params) Caller {
+	err := ErrProgram
+	if params.Virtual {
+		err = fmt.Errorf("%w: exec %s", ErrRealTimeOnly, p.RealTimeOnly())
+	}
+	return func(context.Context, *http.Request) (*http.Response, error) { return nil, err }
+}
+
+// ProgramLine is one line of a program's output.
+type ProgramLine struct {
+	OK     bool
+	Path   string // as printed: a path or a URL
+	Reason string // for a failure, the rest of the line (may be empty)
+}
+
+// Seq returns the logical request number of the line's path (the N of a
+// final "/r/N" segment, any query ignored), or -1 when it has none.
+func (l ProgramLine) Seq() int {
+	p := l.Path
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	i := strings.LastIndex(p, "/r/")
+	if i < 0 {
+		return -1
+	}
+	s := p[i+3:]
+	if !isDigits(s) || len(s) > 9 {
+		return -1
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// Result maps the line to an outcome result: "ok" for ok; for fail, the
+// reason's first word when it is one of "gave-up", "budget",
+// "non-retryable" or "error", else "error".
+func (l ProgramLine) Result() string {
+	if l.OK {
+		return ResultOK
+	}
+	word, _, _ := strings.Cut(l.Reason, " ")
+	switch word {
+	case ResultGaveUp, ResultBudget, ResultNonRetryable, ResultError:
+		return word
+	}
+	return ResultError
+}
+
+// ParseProgramLine parses one output line (without its newline; a
+// trailing "\r" is ignored): "ok PATH" or "fail PATH [REASON...]", fields
+// separated by spaces or tabs. Errors wrap ErrProgramOutput.
+func ParseProgramLine(s string) (ProgramLine, error) {
+	s = strings.TrimSuffix(s, "\r")
+	verb, rest := cutSpace(s)
+	path, reason := cutSpace(rest)
+	var l ProgramLine
+	switch verb {
+	case "ok":
+		if reason != "" {
+			return l, fmt.Errorf("%w: %q: nothing may follow the path of an ok line", ErrProgramOutput, clip(s))
+		}
+		l.OK = true
+	case "fail":
+		l.Reason = reason
+	default:
+		return l, fmt.Errorf("%w: %q: want \"ok PATH\" or \"fail PATH REASON\"", ErrProgramOutput, clip(s))
+	}
+	if path == "" {
+		return ProgramLine{}, fmt.Errorf("%w: %q: missing path", ErrProgramOutput, clip(s))
+	}
+	for _, r := range path {
+		if r < 0x21 || r == 0x7f {
+			return ProgramLine{}, fmt.Errorf("%w: %q: control character in path", ErrProgramOutput, clip(s))
+		}
+	}
+	l.Path = path
+	return l, nil
+}
+
+// cutSpace splits s at its first run of spaces or tabs, after trimming
+// leading ones.
+func cutSpace(s string) (head, tail string) {
+	s = strings.TrimLeft(s, " \t")
+	i := strings.IndexAny(s, " \t")
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimRight(strings.TrimLeft(s[i:], " \t"), " \t")
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// maxLine bounds one output line; longer lines are a protocol error.
+const maxLine = 64 << 10
+
+// Run runs the program as client number client of a run whose client base
+// URL is baseURL (ending in /c/{client}), for requests logical requests.
+// env is added to the environment after p.Env. It returns the lines parsed,
+// in order, even when it also returns an error: the process failed
+// (non-zero exit, killed at the deadline or when ctx ended) or printed a
+// line outside the protocol (the error wraps ErrProgramOutput and names
+// the line). At most requests lines are kept; more is an error. The last
+// 1 KiB of the program's stderr is quoted in a process error.
+func (p Program) Run(ctx context.Context, baseURL string, client, requests int, env []string) ([]ProgramLine, error) {
+	if p.Path == "" {
+		return nil, errors.New("subjects: exec: no program to run")
+	}
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultProgramTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.Path, p.Args...)
+	cmd.Dir = p.Dir
+	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(cmd.Env,
+		"RETRYLAB_BASE_URL="+strings.TrimSuffix(baseURL, "/"),
+		"RETRYLAB_CLIENT="+strconv.Itoa(client),
+		"RETRYLAB_REQUESTS="+strconv.Itoa(requests),
+	)
+	cmd.WaitDelay = time.Second // a killed shell's children may hold the pipes open
+	stderr := &tailBuffer{max: 1 << 10}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("subjects: exec %s: %w", p.Path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("subjects: exec %s: %w", p.Path, err)
+	}
+
+	var lines []ProgramLine
+	var errs []error
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 4096), maxLine)
+	for n := 1; sc.Scan(); n++ {
+		l, err := ParseProgramLine(sc.Text())
+		switch {
+		case err != nil:
+			if len(errs) == 0 {
+				errs = append(errs, fmt.Errorf("subjects: exec %s: stdout line %d: %w", p.Path, n, err))
+			}
+		case len(lines) >= requests:
+			if len(errs) == 0 {
+				errs = append(errs, fmt.Errorf("subjects: exec %s: stdout line %d: %w: more lines than the %d requests",
+					p.Path, n, ErrProgramOutput, requests))
+			}
+		default:
+			lines = append(lines, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("subjects: exec %s: reading stdout: %w", p.Path, err))
+		cancel() // stop the program: its output can no longer be read
+	}
+	if err := cmd.Wait(); err != nil {
+		msg := fmt.Sprintf("subjects: exec %s: %v", p.Path, err)
+		if ctx.Err() != nil {
+			msg = fmt.Sprintf("subjects: exec %s: killed: %v", p.Path, context.Cause(ctx))
+		}
+		if tail := strings.TrimSpace(stderr.String()); tail != "" {
+			msg += "; stderr: " + tail
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return lines, errors.Join(errs...)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.ToValidUTF8(t.buf, []byte("?")))
+}

@@ -1,0 +1,200 @@
+package subjects
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestParseProgramLine(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    ProgramLine
+		wantErr bool
+	}{
+		{"ok /c/1/r/0", ProgramLine{OK: true, Path: "/c/1/r/0"}, false},
+		{"ok /c/1/r/0\r", ProgramLine{OK: true, Path: "/c/1/r/0"}, false},
+		{"  ok\t/c/1/r/0  ", ProgramLine{OK: true, Path: "/c/1/r/0"}, false},
+		{"fail /c/1/r/2 gave-up after 5 attempts", ProgramLine{Path: "/c/1/r/2", Reason: "gave-up after 5 attempts"}, false},
+		{"fail /c/1/r/2", ProgramLine{Path: "/c/1/r/2"}, false},
+		{"fail http://127.0.0.1:8080/c/1/r/2 status 503", ProgramLine{Path: "http://127.0.0.1:8080/c/1/r/2", Reason: "status 503"}, false},
+		{"ok /c/1/r/0 extra", ProgramLine{}, true},
+		{"ok", ProgramLine{}, true},
+		{"fail", ProgramLine{}, true},
+		{"OK /c/1/r/0", ProgramLine{}, true},
+		{"", ProgramLine{}, true},
+		{"done /c/1/r/0", ProgramLine{}, true},
+		{"ok /c/1/r/\x01", ProgramLine{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseProgramLine(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseProgramLine(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrProgramOutput) {
+			t.Errorf("ParseProgramLine(%q) error %v does not wrap ErrProgramOutput", tt.in, err)
+		}
+	}
+}
+
+func TestProgramLineSeqResult(t *testing.T) {
+	tests := []struct {
+		line   ProgramLine
+		seq    int
+		result string
+	}{
+		{ProgramLine{OK: true, Path: "/c/1/r/17"}, 17, "ok"},
+		{ProgramLine{OK: true, Path: "http://h:1/c/1/r/3?x=1"}, 3, "ok"},
+		{ProgramLine{Path: "/c/1/r/x", Reason: "budget exhausted"}, -1, "budget"},
+		{ProgramLine{Path: "/c/1/q/2", Reason: "non-retryable 404"}, -1, "non-retryable"},
+		{ProgramLine{Path: "/r/2", Reason: "timeout"}, 2, "error"},
+		{ProgramLine{Path: "/r/99999999999", Reason: ""}, -1, "error"},
+	}
+	for _, tt := range tests {
+		if got := tt.line.Seq(); got != tt.seq {
+			t.Errorf("%+v.Seq() = %d; want %d", tt.line, got, tt.seq)
+		}
+		if got := tt.line.Result(); got != tt.result {
+			t.Errorf("%+v.Result() = %q; want %q", tt.line, got, tt.result)
+		}
+	}
+}
+
+func FuzzParseProgramLine(f *testing.F) {
+	for _, s := range []string{"ok /c/1/r/0", "fail /c/1/r/2 gave-up after 5", "fail /r/1", "ok", "", " \t", "ok /a b", "fail\t/x\t\ty\r"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseProgramLine(s)
+		if err != nil {
+			if !errors.Is(err, ErrProgramOutput) {
+				t.Fatalf("ParseProgramLine(%q) error %v does not wrap ErrProgramOutput", s, err)
+			}
+			return
+		}
+		if l.Path == "" || strings.ContainsAny(l.Path, " \t\r\n") {
+			t.Fatalf("ParseProgramLine(%q).Path = %q; want non-empty, no spaces", s, l.Path)
+		}
+		if l.OK && l.Reason != "" {
+			t.Fatalf("ParseProgramLine(%q) = ok with reason %q", s, l.Reason)
+		}
+		// Printing the line back and parsing it again gives the same line.
+		out := "ok " + l.Path
+		if !l.OK {
+			out = "fail " + l.Path
+			if l.Reason != "" {
+				out += " " + l.Reason
+			}
+		}
+		again, err := ParseProgramLine(out)
+		if err != nil || again != l {
+			t.Fatalf("round trip of %q via %q = %+v, %v; want %+v", s, out, again, err, l)
+		}
+		if seq := l.Seq(); seq < -1 {
+			t.Fatalf("Seq() = %d", seq)
+		}
+		_ = utf8.ValidString(l.Reason)
+		switch l.Result() {
+		case ResultOK, ResultGaveUp, ResultBudget, ResultNonRetryable, ResultError:
+		default:
+			t.Fatalf("Result() = %q", l.Result())
+		}
+	})
+}
+
+func needSh(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+}
+
+func TestProgramRun(t *testing.T) {
+	needSh(t)
+	script := `i=0; while [ $i -lt $RETRYLAB_REQUESTS ]; do
+  if [ $i = 1 ]; then echo "fail $RETRYLAB_BASE_URL/r/$i budget spent"; else echo "ok $RETRYLAB_BASE_URL/r/$i"; fi
+  i=$((i+1)); done; echo "client=$RETRYLAB_CLIENT extra=$EXTRA" >&2`
+	p := Program{Path: "sh", Args: []string{"-c", script}, Env: []string{"EXTRA=1"}}
+	lines, err := p.Run(context.Background(), "http://127.0.0.1:9/c/7/", 7, 3, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := []ProgramLine{
+		{OK: true, Path: "http://127.0.0.1:9/c/7/r/0"},
+		{Path: "http://127.0.0.1:9/c/7/r/1", Reason: "budget spent"},
+		{OK: true, Path: "http://127.0.0.1:9/c/7/r/2"},
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("Run lines = %+v; want %+v", lines, want)
+	}
+}
+
+func TestProgramRunErrors(t *testing.T) {
+	needSh(t)
+	tests := []struct {
+		name, script string
+		timeout      time.Duration
+		lines        int
+		wantErr      string
+	}{
+		{"bad line", `echo "ok $RETRYLAB_BASE_URL/r/0"; echo "hello"; echo "ok /r/1"`, 0, 2, "stdout line 2"},
+		{"too many lines", `for i in 0 1 2 3; do echo "ok /r/$i"; done`, 0, 2, "more lines than the 2 requests"},
+		{"exit status", `echo "ok /r/0"; echo boom >&2; exit 3`, 0, 1, "exit status 3; stderr: boom"},
+		{"killed at the deadline", `echo "ok /r/0"; exec sleep 30`, 200 * time.Millisecond, 1, "killed"},
+	}
+	for _, tt := range tests {
+		p := Program{Path: "sh", Args: []string{"-c", tt.script}, Timeout: tt.timeout}
+		start := time.Now()
+		lines, err := p.Run(context.Background(), "http://127.0.0.1:9/c/1", 1, 2, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: Run error = %v; want one containing %q", tt.name, err, tt.wantErr)
+		}
+		if len(lines) != tt.lines {
+			t.Errorf("%s: Run kept %d lines; want %d", tt.name, len(lines), tt.lines)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Errorf("%s: Run took %v; the deadline did not stop it", tt.name, time.Since(start))
+		}
+	}
+	if _, err := (Program{}).Run(context.Background(), "", 0, 1, nil); err == nil {
+		t.Error("zero Program Run = nil error; want one")
+	}
+}
+
+func TestProgramVirtual(t *testing.T) {
+	s, err := Lookup("exec:./client.py --fast")
+	if err != nil {
+		t.Fatalf("Lookup(exec:...): %v", err)
+	}
+	if p := s.(Program); p.Path != "./client.py" || !reflect.DeepEqual(p.Args, []string{"--fast"}) {
+		t.Errorf("Lookup(exec:./client.py --fast) = %+v", p)
+	}
+	if err := CheckVirtual(s); !errors.Is(err, ErrRealTimeOnly) {
+		t.Errorf("CheckVirtual(exec) = %v; want ErrRealTimeOnly", err)
+	}
+	req, _ := http.NewRequest("GET", "http://x/", nil)
+	if _, err := s.New(nil, Params{Virtual: true})(context.Background(), req); !errors.Is(err, ErrRealTimeOnly) {
+		t.Errorf("exec Caller in virtual mode = %v; want ErrRealTimeOnly", err)
+	}
+	if _, err := s.New(nil, Params{})(context.Background(), req); !errors.Is(err, ErrProgram) {
+		t.Errorf("exec Caller = %v; want ErrProgram", err)
+	}
+	for _, name := range Names() {
+		s, _ := Lookup(name)
+		if err := CheckVirtual(s); err != nil {
+			t.Errorf("CheckVirtual(%s) = %v; want nil", name, err)
+		}
+	}
+	if _, err := Lookup("exec:"); err == nil {
+		t.Error("Lookup(exec:) = nil error; want one")
+	}
+	if _, err := Lookup("nope"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Lookup(nope) = %v; want ErrUnknown", err)
+	}
+}

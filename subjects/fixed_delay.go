@@ -1,0 +1,16 @@
+package subjects
+
+import "time"
+
+// fixed-delay is a negative control whose one mistake is a constant wait:
+// it waits Policy.Base before every retry, with neither exponential growth
+// nor jitter, so a fleet that failed together retries together, forever in
+// step (the waves check). It still honours Retry-After (waiting it plus
+// Base), caps attempts and budget, and retries only 429/5xx.
+func init() {
+	registerControl(&control{
+		name:    "fixed-delay",
+		mistake: "waits a constant Base before every retry (no growth, no jitter)",
+		delay:   func(l *loop, n int) time.Duration { return l.pol.Base },
+	})
+}

@@ -1,0 +1,173 @@
+// Package subjects owns the adapters that put a library under test (a
+// "subject") behind one interface: the project's own client, negative
+// controls with one deliberate mistake each, real third-party retry
+// libraries at their defaults, and exec for programs in any language.
+package subjects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Caller makes one logical request through the library under test: every
+// attempt the library makes, retries included, goes through the harness's
+// transport. It returns what the library returns to its user: the final
+// response (whose body the caller must close) or an error.
+type Caller func(ctx context.Context, req *http.Request) (*http.Response, error)
+
+// A Subject builds one simulated client's caller from the library under
+// test. next is the harness's transport; the subject wraps it and must not
+// bypass it. New is called once per simulated client; the Caller it returns
+// may be called concurrently unless the subject's doc says otherwise (the
+// harness calls it sequentially per client).
+type Subject interface {
+	Name() string
+	New(next http.RoundTripper, p Params) Caller
+}
+
+// Params configures one simulated client's caller.
+type Params struct {
+	// Client is the simulated client's id.
+	Client int
+	// Rand is the client's seed-derived source for jitter (nil: the
+	// subject's own, randomly seeded). Subjects whose library can take a
+	// source use it, so a run replays; it is not safe for concurrent use,
+	// so a subject that uses it serializes its draws.
+	Rand *rand.Rand
+	// Policy holds the scenario's policy knobs. Zero fields mean the
+	// subject's defaults; libraries tested at their defaults ignore it.
+	Policy Policy
+	// Virtual is true when the run happens in virtual time (a synctest
+	// bubble). Real-time-only subjects (see RealTimeOnly) refuse it.
+	Virtual bool
+}
+
+// Policy is a retry policy in the scenario's terms. The zero value means
+// "the subject's defaults".
+type Policy struct {
+	Base        time.Duration // backoff base delay
+	Cap         time.Duration // bound on each computed backoff
+	MaxAttempts int           // attempts per logical request, the first included
+	Budget      time.Duration // bound on a logical request's elapsed time
+	Jitter      string        // "full", "equal", "decorrelated" ("" = full)
+	Rate        float64       // self-pacing requests per second (0: none)
+	Burst       int           // self-pacing burst
+	Timeout     time.Duration // per attempt (0: none)
+}
+
+// Describer is an optional interface of a Subject: what it is and which
+// policy it states, for the timeline's meta and the analyzer's
+// policy-dependent checks (attempts, budget, jitter-bounds).
+type Describer interface {
+	Describe(p Params) Info
+}
+
+// Info describes a subject as configured by Params.
+type Info struct {
+	// Version is the library's module version ("v0.7.8"), or "(devel)" for
+	// code of this module.
+	Version string
+	// Stated is the policy the subject claims to follow; nil when it has
+	// none the analyzer can check against.
+	Stated *Stated
+	// Summary is one line on how the subject is wired.
+	Summary string
+}
+
+// Stated is the policy a subject claims. Zero fields mean "unbounded" or
+// "not stated": MaxAttempts 0 means no cap, Budget 0 no time bound.
+type Stated struct {
+	Base, Cap   time.Duration
+	MaxAttempts int
+	Budget      time.Duration
+	Jitter      string // "full", "equal", "decorrelated", "none"
+	Retryable   []int  // statuses the subject retries
+}
+
+// RealTimeOnly is an optional interface of a Subject that cannot run in
+// virtual time (it runs real processes or real sockets). CheckVirtual
+// reports it.
+type RealTimeOnly interface {
+	RealTimeOnly() string // why, one phrase
+}
+
+// ErrUnknown is returned by Lookup for a name no subject has.
+var ErrUnknown = errors.New("subjects: unknown subject")
+
+// ErrRealTimeOnly is returned by CheckVirtual, and by the callers of a
+// real-time-only subject built with Params.Virtual set.
+var ErrRealTimeOnly = errors.New("subjects: subject runs in real time only")
+
+// CheckVirtual returns an error wrapping ErrRealTimeOnly when s cannot run
+// in virtual time, else nil.
+func CheckVirtual(s Subject) error {
+	if r, ok := s.(RealTimeOnly); ok {
+		return fmt.Errorf("%w: %s %s", ErrRealTimeOnly, s.Name(), r.RealTimeOnly())
+	}
+	return nil
+}
+
+var registry = struct {
+	sync.Mutex
+	m map[string]Subject
+}{m: map[string]Subject{}}
+
+// register adds a built-in subject; a duplicate name is a bug.
+func register(s Subject) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.m[s.Name()]; dup {
+		panic("subjects: duplicate subject " + s.Name())
+	}
+	registry.m[s.Name()] = s
+}
+
+// Lookup returns the built-in subject with the given name. "exec:COMMAND
+// ARGS..." returns an exec Program running COMMAND with ARGS (split on
+// spaces; use Program directly for arguments with spaces). Lookup is safe
+// for concurrent use.
+func Lookup(name string) (Subject, error) {
+	if cmd, ok := strings.CutPrefix(name, "exec:"); ok {
+		args := strings.Fields(cmd)
+		if len(args) == 0 {
+			return nil, fmt.Errorf("subjects: exec needs a command: %q", name)
+		}
+		return Program{Path: args[0], Args: args[1:]}, nil
+	}
+	registry.Lock()
+	s, ok := registry.m[name]
+	registry.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s, exec:COMMAND)", ErrUnknown, name, strings.Join(Names(), ", "))
+	}
+	return s, nil
+}
+
+// Names lists the built-in subjects, sorted ("exec" needs a command and is
+// not listed).
+func Names() []string {
+	registry.Lock()
+	defer registry.Unlock()
+	names := make([]string, 0, len(registry.m))
+	for n := range registry.m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Controls lists the negative controls' names, sorted: subjects with one
+// deliberate mistake each, which the analyzer must catch.
+func Controls() []string {
+	names := slices.Clone(controlNames)
+	sort.Strings(names)
+	return names
+}
