@@ -1,0 +1,325 @@
+package reports
+
+import (
+	"bytes"
+	"embed"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/analyzer"
+)
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"lower": strings.ToLower,
+}).ParseFS(templateFS, "templates/*.tmpl"))
+
+// writeHTML executes the named template into path.
+func writeHTML(path, name string, data any) error {
+	var buf bytes.Buffer
+	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
+		return fmt.Errorf("reports: rendering %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	return nil
+}
+
+// pageData is what the report template reads.
+type pageData struct {
+	Title       string
+	Scenario    string
+	Description string
+	Recorder    string
+	Subject     string
+	Version     string
+	Summary     string
+	Facts       []fact // run facts: seed, start, tool...
+	Phases      []phaseRow
+	Fleet       []fact
+	Policy      []fact
+	Verdict     *verdictView
+	Figures     []fact
+	Plots       []plotView
+	Notes       []string
+}
+
+type fact struct{ Name, Value string }
+
+type phaseRow struct{ Name, From, To, Respond, RetryAfter string }
+
+type plotView struct {
+	Plot
+	Src                 template.URL // data URI of the PNG
+	PixWidth, PixHeight int
+}
+
+type verdictView struct {
+	Pass     bool
+	Checks   []checkRow
+	Warnings []analyzer.Warning
+	Failed   int
+	Passed   int
+	Skipped  int
+}
+
+type checkRow struct {
+	ID, Status, Figure, Threshold, Reason string
+	Samples                               int64
+	Examples                              []exampleRow
+}
+
+type exampleRow struct{ Client, Key, Attempt, At, Prev, Detail string }
+
+// page builds the report's template data.
+func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
+	m := c.meta
+	pd := &pageData{
+		Title:       c.opts.Title,
+		Scenario:    orDash(m.Scenario),
+		Description: m.Description,
+		Recorder:    m.Recorder,
+		Subject:     m.Subject,
+		Version:     m.SubjectVersion,
+		Summary:     m.Summary,
+		Notes:       m.Notes,
+	}
+	if pd.Title == "" {
+		pd.Title = orDash(m.Scenario)
+		if m.Subject != "" {
+			pd.Title += " · " + m.Subject
+		}
+	}
+	add := func(fs *[]fact, name, value string) {
+		if value != "" {
+			*fs = append(*fs, fact{name, value})
+		}
+	}
+	switch m.Recorder {
+	case "serve":
+		add(&pd.Facts, "recorded by", "serve (server only: the clients ran outside the harness)")
+	case "run":
+		add(&pd.Facts, "recorded by", "run (the harness drove the fleet)")
+	}
+	add(&pd.Facts, "seed", strconv.FormatInt(m.Seed, 10))
+	if !m.Start.IsZero() {
+		add(&pd.Facts, "started", m.Start.UTC().Format(time.RFC3339))
+	}
+	if m.Duration > 0 {
+		add(&pd.Facts, "duration cap", fmtDur(time.Duration(m.Duration)))
+	}
+	if m.Virtual {
+		add(&pd.Facts, "time", "virtual (testing/synctest)")
+	}
+	add(&pd.Facts, "shard", m.Shard)
+	add(&pd.Facts, "tool", strings.TrimSpace(m.Tool+" "+m.Go))
+
+	for _, ph := range m.Phases {
+		to := "end of run"
+		if ph.End > 0 {
+			to = fmtDur(time.Duration(ph.End))
+		}
+		pd.Phases = append(pd.Phases, phaseRow{ph.Name, fmtDur(time.Duration(ph.Start)), to, ph.Respond, orDash(ph.RetryAfter)})
+	}
+	if f := m.Fleet; f != nil {
+		add(&pd.Fleet, "clients", strconv.Itoa(f.Clients))
+		add(&pd.Fleet, "requests per client", strconv.Itoa(f.Requests))
+		add(&pd.Fleet, "start", f.Start)
+		if f.Think > 0 {
+			add(&pd.Fleet, "think", fmtDur(time.Duration(f.Think)))
+		}
+		add(&pd.Fleet, "method", f.Method)
+		if f.Timeout > 0 {
+			add(&pd.Fleet, "watchdog", fmtDur(time.Duration(f.Timeout)))
+		}
+	}
+	if q := m.Quota; q != nil {
+		s := fmt.Sprintf("%s, %s/s", q.Algorithm, fmtNum(q.Rate))
+		if q.Burst > 0 {
+			s += fmt.Sprintf(", burst %d", q.Burst)
+		}
+		if q.Key != "" {
+			s += ", per " + q.Key
+		}
+		add(&pd.Fleet, "server quota", s)
+	}
+	if p := m.Policy; p != nil {
+		if p.Base > 0 {
+			add(&pd.Policy, "base", fmtDur(time.Duration(p.Base)))
+		}
+		if p.Cap > 0 {
+			add(&pd.Policy, "cap", fmtDur(time.Duration(p.Cap)))
+		}
+		if p.MaxAttempts > 0 {
+			add(&pd.Policy, "max attempts", strconv.Itoa(p.MaxAttempts))
+		}
+		if p.Budget > 0 {
+			add(&pd.Policy, "budget", fmtDur(time.Duration(p.Budget)))
+		}
+		add(&pd.Policy, "jitter", p.Jitter)
+		if len(p.Retryable) > 0 {
+			ss := make([]string, len(p.Retryable))
+			for i, s := range p.Retryable {
+				ss[i] = strconv.Itoa(s)
+			}
+			add(&pd.Policy, "retries on", strings.Join(ss, ", "))
+		}
+	}
+	if v != nil {
+		pd.Verdict = newVerdictView(v)
+		if len(v.Figures.Results) > 0 || v.Figures.ServerPaced > 0 || v.Figures.ClientPaced > 0 {
+			add(&pd.Figures, "retries paced by Retry-After (analyzer)", strconv.FormatInt(v.Figures.ServerPaced, 10))
+			add(&pd.Figures, "retries paced by the client (analyzer)", strconv.FormatInt(v.Figures.ClientPaced, 10))
+		}
+	}
+	pd.Figures = append(statFacts(rep.Stats), pd.Figures...)
+	for _, p := range rep.Plots {
+		pv := plotView{Plot: p}
+		if p.PNG != "" {
+			b, err := os.ReadFile(filepath.Join(rep.Dir, p.PNG))
+			if err != nil {
+				return nil, fmt.Errorf("reports: %w", err)
+			}
+			cfg, err := png.DecodeConfig(bytes.NewReader(b))
+			if err != nil {
+				return nil, fmt.Errorf("reports: %s: %w", p.PNG, err)
+			}
+			pv.PixWidth, pv.PixHeight = cfg.Width, cfg.Height
+			pv.Src = template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))
+		}
+		pd.Plots = append(pd.Plots, pv)
+	}
+	return pd, nil
+}
+
+// statFacts lists a report's own figures for the figures table.
+func statFacts(s Stats) []fact {
+	pct := func(n, of int64) string {
+		if of == 0 {
+			return strconv.FormatInt(n, 10)
+		}
+		return fmt.Sprintf("%d (%.1f%%)", n, 100*float64(n)/float64(of))
+	}
+	fs := []fact{
+		{"attempts", strconv.FormatInt(s.Attempts, 10)},
+		{"logical requests", strconv.FormatInt(s.Requests, 10)},
+		{"retries", pct(s.Retries, s.Attempts)},
+		{"2xx", pct(s.OK, s.Attempts)},
+		{"429", pct(s.Throttled, s.Attempts)},
+		{"503", pct(s.Unavailable, s.Attempts)},
+		{"other 4xx/5xx", pct(s.OtherErrors, s.Attempts)},
+		{"faults", pct(s.Faults, s.Attempts)},
+	}
+	if !math.IsNaN(s.Amplification) {
+		fs = append(fs, fact{"amplification (attempts per logical request)", fmt.Sprintf("%.2f", s.Amplification)})
+	}
+	if s.Outcomes > 0 {
+		fs = append(fs, fact{"success rate", fmt.Sprintf("%.1f%%", 100*s.SuccessRate)})
+		results := make([]string, 0, len(s.Results))
+		for r := range s.Results {
+			results = append(results, r)
+		}
+		slices.SortFunc(results, func(a, b string) int {
+			return resultRank(a) - resultRank(b)
+		})
+		for _, r := range results {
+			fs = append(fs, fact{"result " + r, pct(s.Results[r], s.Outcomes)})
+		}
+		fs = append(fs, fact{"completion p50", fmtDur(s.P50.Round(time.Microsecond))}, fact{"completion p99", fmtDur(s.P99.Round(time.Microsecond))})
+	} else {
+		fs = append(fs, fact{"outcomes", "none recorded"})
+	}
+	fs = append(fs,
+		fact{"retries after a usable Retry-After", strconv.FormatInt(s.RetryAfterRetries, 10)},
+		fact{"of which early", pct(s.EarlyRetries, s.RetryAfterRetries)},
+		fact{"retries paced by the client's backoff", strconv.FormatInt(s.OwnDelays, 10)},
+		fact{"timeline span", fmtDur(s.End.Round(time.Millisecond))},
+	)
+	return fs
+}
+
+func resultRank(r string) int {
+	if i := slices.Index(resultOrder, r); i >= 0 {
+		return i
+	}
+	return len(resultOrder)
+}
+
+func newVerdictView(v *analyzer.Verdict) *verdictView {
+	vv := &verdictView{Pass: v.Pass, Warnings: v.Warnings}
+	for _, ch := range v.Checks {
+		row := checkRow{ID: ch.ID, Status: ch.Status, Reason: ch.Reason, Samples: ch.Samples}
+		switch ch.Status {
+		case analyzer.StatusFail:
+			vv.Failed++
+		case analyzer.StatusPass:
+			vv.Passed++
+		default:
+			vv.Skipped++
+		}
+		if ch.Status != analyzer.StatusSkip {
+			row.Figure = fmtNum(ch.Figure) + unitSuffix(ch.Unit)
+			row.Threshold = fmtNum(ch.Threshold) + unitSuffix(ch.Unit)
+		}
+		for _, ex := range ch.Examples {
+			er := exampleRow{Client: ex.Client, Key: ex.Key, Detail: ex.Detail, At: fmtSec(ex.At)}
+			if ex.Attempt > 0 {
+				er.Attempt = strconv.Itoa(ex.Attempt)
+			}
+			if ex.Prev != 0 {
+				er.Prev = fmtSec(ex.Prev)
+			}
+			row.Examples = append(row.Examples, er)
+		}
+		vv.Checks = append(vv.Checks, row)
+	}
+	return vv
+}
+
+func unitSuffix(u string) string {
+	if u == "" {
+		return ""
+	}
+	if u == "%" {
+		return u
+	}
+	return " " + u
+}
+
+// fmtNum prints a figure without noise: integers as integers, others with
+// four significant digits.
+func fmtNum(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "–"
+	case math.IsInf(f, 0):
+		return "∞"
+	case f == math.Trunc(f) && math.Abs(f) < 1e15:
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', 4, 64)
+}
+
+// fmtSec prints an instant (ns since the run's start) in seconds.
+func fmtSec(ns int64) string {
+	return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + " s"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}

@@ -1,0 +1,479 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// Plot names: the base names of the files a report writes (NAME.png,
+// NAME.svg) and the ids of the figures in report.html.
+const (
+	PlotAttempts   = "attempts"
+	PlotRaster     = "raster"
+	PlotRetryAfter = "retry-after"
+	PlotBackoff    = "backoff"
+	PlotCompletion = "completion"
+	PlotCompare    = "compare"
+)
+
+// Display resolution of the binned plots.
+const (
+	attemptBins = 400   // bars of the attempts-over-time plot, at most
+	rasterCols  = 600   // columns of the raster, at most
+	rasterMarks = 20000 // marks of the raster, at most (keeps its SVG ~1 MB)
+)
+
+// A Plot is one figure of a report.
+type Plot struct {
+	Name    string // one of the Plot* names
+	Title   string
+	Caption string // how to read it
+	// PNG and SVG are the file names, relative to the report's directory;
+	// empty when the plot was not drawn.
+	PNG, SVG string
+	// Note says why the plot is missing, or what it leaves out (sampling).
+	Note string
+}
+
+// drawn is a plot ready to be saved, or the reason it is missing.
+type drawn struct {
+	Plot
+	p    interface{ Draw(draw.Canvas) }
+	w, h vg.Length
+}
+
+func seconds(ns float64) float64 { return ns / 1e9 }
+
+// plots builds every per-run plot from the collected data.
+func (c *Collector) plots() []drawn {
+	return []drawn{c.plotAttempts(), c.plotRaster(), c.plotRetryAfter(), c.plotBackoff(), c.plotCompletion()}
+}
+
+// phaseBands lays the scenario's phases out on the time axis; the last
+// phase (End 0) lasts until end (ns).
+func (c *Collector) phaseBands(end int64) *bands {
+	if len(c.meta.Phases) == 0 {
+		return nil
+	}
+	b := &bands{}
+	b.style.Font.Typeface = "Liberation"
+	b.style.Font.Variant = "Sans"
+	b.style.Font.Size = 9
+	b.style.Color = colorRef
+	b.style.XAlign = draw.XLeft
+	b.style.YAlign = draw.YTop
+	b.style.Handler = plot.DefaultTextHandler
+	for _, ph := range c.meta.Phases {
+		to := ph.End
+		if to <= 0 {
+			to = max(end, ph.Start)
+		}
+		b.spans = append(b.spans, band{from: seconds(float64(ph.Start)), to: seconds(float64(to)), label: ph.Name})
+	}
+	return b
+}
+
+// Plot 1: attempts per second over time, stacked by class, over the phases.
+func (c *Collector) plotAttempts() drawn {
+	d := drawn{Plot: Plot{
+		Name:    PlotAttempts,
+		Title:   "Attempts over time",
+		Caption: "Attempts per second the server saw, stacked by response; the scenario's phases are shaded. Retry waves show as spikes.",
+	}, w: plotWidth, h: plotHeight}
+	if c.stats.Attempts == 0 {
+		d.Note = "The timeline has no attempts."
+		return d
+	}
+	used, width := c.bins.used, c.bins.width
+	var counts [numClasses][]uint64
+	for cl := range counts {
+		counts[cl] = slices.Clone(c.counts[cl])
+	}
+	for used > attemptBins {
+		for _, s := range counts {
+			foldSum(s)
+		}
+		width *= 2
+		used = (used + 1) / 2
+	}
+	sec := seconds(float64(width))
+	p := newPlot(d.Title, "time since start (s)", "attempts per second")
+	p.Legend.YOffs = -14 // below the phase labels
+	if b := c.phaseBands(int64(used) * width); b != nil {
+		p.Add(b)
+	}
+	cum := make([]float64, used)
+	peak := 0.0
+	for cl := range numClasses {
+		var total uint64
+		for _, n := range counts[cl][:used] {
+			total += n
+		}
+		if total == 0 {
+			continue
+		}
+		lower := slices.Clone(cum)
+		ring := make(plotter.XYs, 0, 4*used)
+		for i := range used {
+			cum[i] += float64(counts[cl][i]) / sec
+			peak = max(peak, cum[i])
+			ring = append(ring, plotter.XY{X: float64(i) * sec, Y: cum[i]}, plotter.XY{X: float64(i+1) * sec, Y: cum[i]})
+		}
+		for i := used - 1; i >= 0; i-- {
+			ring = append(ring, plotter.XY{X: float64(i+1) * sec, Y: lower[i]}, plotter.XY{X: float64(i) * sec, Y: lower[i]})
+		}
+		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%d)", classNames[cl], total), swatch{classColors[cl]})
+	}
+	p.X.Min, p.Y.Min = 0, 0
+	p.Y.Max = peak * 1.3 // room for the legend and the phase labels
+	d.p = p
+	return d
+}
+
+// rasterPriority orders the classes when one raster cell holds several:
+// the most alarming wins.
+var rasterPriority = [...]int{classFault, class503, classOther, class429, class2xx}
+
+// Plot 2: one row per sampled client, one mark per attempt (per cell).
+func (c *Collector) plotRaster() drawn {
+	d := drawn{Plot: Plot{
+		Name:    PlotRaster,
+		Title:   "Client raster",
+		Caption: "One row per client, one mark per attempt, coloured by response. Lockstep retries show as vertical stripes; jitter as scatter.",
+	}, w: plotWidth, h: 5 * vg.Inch}
+	rows := c.sortedRows()
+	if len(rows) == 0 {
+		d.Note = "The timeline has no attempts."
+		return d
+	}
+	used, width := c.bins.used, c.bins.width
+	cells := make([][]uint8, len(rows))
+	for i, r := range rows {
+		cells[i] = slices.Clone(r.cells)
+	}
+	type run struct{ row, from, to, class int }
+	var runs []run
+	for {
+		for used > rasterCols {
+			for _, s := range cells {
+				foldOr(s)
+			}
+			width *= 2
+			used = (used + 1) / 2
+		}
+		runs = runs[:0]
+		for ri, row := range cells {
+			prev := -1
+			for col := range used {
+				cl := -1
+				for _, k := range rasterPriority {
+					if row[col]&(1<<k) != 0 {
+						cl = k
+						break
+					}
+				}
+				if cl >= 0 && cl == prev && runs[len(runs)-1].to == col {
+					runs[len(runs)-1].to = col + 1
+				} else if cl >= 0 {
+					runs = append(runs, run{row: ri, from: col, to: col + 1, class: cl})
+				}
+				prev = cl
+			}
+		}
+		if len(runs) <= rasterMarks || used <= 1 {
+			break
+		}
+		for _, s := range cells {
+			foldOr(s)
+		}
+		width *= 2
+		used = (used + 1) / 2
+	}
+	sec := seconds(float64(width))
+	n := len(rows)
+	var rings [numClasses][]plotter.XYs
+	for _, r := range runs {
+		y := float64(n - 1 - r.row) // the first client on top
+		x0, x1 := float64(r.from)*sec, float64(r.to)*sec
+		rings[r.class] = append(rings[r.class], plotter.XYs{{X: x0, Y: y - 0.4}, {X: x1, Y: y - 0.4}, {X: x1, Y: y + 0.4}, {X: x0, Y: y + 0.4}})
+	}
+	ylabel := "client"
+	switch {
+	case c.stride > 0:
+		ylabel = fmt.Sprintf("client (every %d%s of %d)", c.stride, ordinalSuffix(c.stride), c.meta.Fleet.Clients)
+	case len(rows) >= c.opts.MaxClients:
+		ylabel = fmt.Sprintf("client (a sample of %d)", len(rows))
+	}
+	p := newPlot(d.Title, "time since start (s)", ylabel)
+	for _, cl := range []int{class2xx, class429, class503, classOther, classFault} {
+		if len(rings[cl]) == 0 {
+			continue
+		}
+		p.Add(&plotter.Polygon{XYs: rings[cl], Color: classColors[cl]})
+		p.Legend.Add(classNames[cl], swatch{classColors[cl]})
+	}
+	var ticks []plot.Tick
+	step := max(1, (n+7)/8)
+	for i := 0; i < n; i += step {
+		ticks = append(ticks, plot.Tick{Value: float64(n - 1 - i), Label: rows[i].client})
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min = 0
+	p.X.Max = float64(used) * sec
+	p.Y.Min, p.Y.Max = -0.5, float64(n)-0.5+float64(n)*0.12 // headroom for the legend
+	if c.stride > 0 || len(rows) >= c.opts.MaxClients {
+		d.Note = fmt.Sprintf("%d clients shown.", n)
+	}
+	d.p = p
+	return d
+}
+
+func ordinalSuffix(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
+}
+
+// Plot 3: the wait asked for by Retry-After against the wait taken.
+func (c *Collector) plotRetryAfter() drawn {
+	d := drawn{Plot: Plot{
+		Name:  PlotRetryAfter,
+		Title: "Retry-After compliance",
+		Caption: "Each retry that followed a response with a usable Retry-After: the wait the server asked for (not_before − response) against the wait the client took (next arrival − response). " +
+			"Points on or above y = x honoured it; early retries are red.",
+	}, w: plotWidth, h: plotHeight}
+	s := c.stats
+	if s.RetryAfterRetries == 0 {
+		d.Note = "No retry followed a response with a usable Retry-After."
+		return d
+	}
+	toXY := func(ps []raPoint) plotter.XYs {
+		xys := make(plotter.XYs, len(ps))
+		for i, pt := range ps {
+			xys[i] = plotter.XY{X: seconds(float64(max(pt.asked, 0))), Y: seconds(float64(max(pt.taken, 0)))}
+		}
+		return xys
+	}
+	onTime, early := toXY(c.raOnTime.items), toXY(c.raEarly.items)
+	top := 0.0
+	for _, xy := range append(slices.Clone(onTime), early...) {
+		top = max(top, xy.X, xy.Y)
+	}
+	if top == 0 {
+		top = 1
+	}
+	p := newPlot(d.Title, "wait asked by Retry-After (s)", "wait taken before the retry (s)")
+	p.Legend.Left = true
+	diag := &segments{segs: [][2]plotter.XY{{{X: 0, Y: 0}, {X: top, Y: top}}}, style: draw.LineStyle{Color: colorRef, Width: 1, Dashes: []vg.Length{4, 3}}}
+	p.Add(diag)
+	p.Legend.Add("y = x: waited exactly as asked", diag)
+	ok := &dots{xys: onTime, color: colorOK, size: 1.6}
+	p.Add(ok)
+	p.Legend.Add(fmt.Sprintf("on time (%d)", s.RetryAfterRetries-s.EarlyRetries), ok)
+	if len(early) > 0 {
+		bad := &dots{xys: early, color: colorWarn, size: 2.2, diam: true}
+		p.Add(bad)
+		p.Legend.Add(fmt.Sprintf("early by more than %v (%d)", c.opts.Tolerance, s.EarlyRetries), bad)
+	}
+	p.X.Min, p.Y.Min = 0, 0
+	p.X.Max, p.Y.Max = top*1.05, top*1.3
+	if int64(len(onTime)+len(early)) < s.RetryAfterRetries {
+		d.Note = fmt.Sprintf("A sample of %d of %d retries is drawn (every early one up to %d).", len(onTime)+len(early), s.RetryAfterRetries, raEarlySize)
+	}
+	d.p = p
+	return d
+}
+
+// Plot 4: the client's own delays by retry number, with the policy bound.
+func (c *Collector) plotBackoff() drawn {
+	d := drawn{Plot: Plot{
+		Name:  PlotBackoff,
+		Title: "Backoff delays by retry number",
+		Caption: "The client's own delays: for each retry after a response with no usable Retry-After, the time from that response to the retry. " +
+			"The red steps are the stated policy's bound min(cap, base·2^(n−1)); delays beyond it are red.",
+	}, w: plotWidth, h: plotHeight}
+	groups := 0
+	for i, r := range c.delays {
+		if len(r.items) > 0 {
+			groups = i + 1
+		}
+	}
+	if groups == 0 {
+		d.Note = "No retry was paced by the client's own backoff (every retry followed a usable Retry-After, or there were no retries)."
+		return d
+	}
+	var in, out plotter.XYs
+	var medians, bounds [][2]plotter.XY
+	for g := range groups {
+		n := g + 1
+		b, hasBound := c.bound(n)
+		items := c.delays[g].items
+		for i, v := range items {
+			off := (math.Mod(float64(i)*0.6180339887, 1) - 0.5) * 0.6
+			xy := plotter.XY{X: float64(n) + off, Y: seconds(float64(max(v, 0)))}
+			if hasBound && float64(v) > b+float64(c.opts.Tolerance) {
+				out = append(out, xy)
+			} else {
+				in = append(in, xy)
+			}
+		}
+		if len(items) > 0 {
+			sorted := slices.Clone(items)
+			slices.Sort(sorted)
+			m := seconds(float64(sorted[len(sorted)/2]))
+			medians = append(medians, [2]plotter.XY{{X: float64(n) - 0.38, Y: m}, {X: float64(n) + 0.38, Y: m}})
+		}
+		if hasBound {
+			bounds = append(bounds, [2]plotter.XY{{X: float64(n) - 0.45, Y: seconds(b)}, {X: float64(n) + 0.45, Y: seconds(b)}})
+		}
+	}
+	p := newPlot(d.Title, "retry number n (1 = the first retry)", "delay before the retry (s)")
+	p.Legend.Left = true
+	pin := &dots{xys: in, color: colorOK, size: 1.4}
+	p.Add(pin)
+	p.Legend.Add("delay (sampled per retry number)", pin)
+	if len(out) > 0 {
+		pout := &dots{xys: out, color: colorWarn, size: 2, diam: true}
+		p.Add(pout)
+		p.Legend.Add(fmt.Sprintf("beyond the bound (%d)", c.stats.BeyondBound), pout)
+	}
+	med := &segments{segs: medians, style: draw.LineStyle{Color: rgb(0, 0, 0), Width: 2}}
+	p.Add(med)
+	p.Legend.Add("median", med)
+	if len(bounds) > 0 {
+		bs := &segments{segs: bounds, style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{4, 2}}}
+		p.Add(bs)
+		pol := c.meta.Policy
+		label := "policy bound, base " + fmtDur(time.Duration(pol.Base))
+		if pol.Cap > 0 {
+			label += ", cap " + fmtDur(time.Duration(pol.Cap))
+		}
+		p.Legend.Add(label, bs)
+	} else {
+		d.Note = "The subject states no backoff policy, so no bound is drawn."
+	}
+	var ticks []plot.Tick
+	for n := 1; n <= groups; n++ {
+		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = 0.4, float64(groups)+0.6
+	p.Y.Min = 0
+	p.Y.Max *= 1.35
+	if p.Y.Max <= 0 {
+		p.Y.Max = 1
+	}
+	if c.delayBeyondGroups > 0 {
+		d.Note = joinNote(d.Note, fmt.Sprintf("%d delays of retries after the %dth are not drawn.", c.delayBeyondGroups, delayGroups))
+	}
+	d.p = p
+	return d
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + " " + b
+}
+
+// resultOrder is the order of the completion curves.
+var resultOrder = []string{
+	timeline.ResultOK, timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultNonRetryable,
+	timeline.ResultError, timeline.ResultHung, timeline.ResultCanceled,
+}
+
+// Plot 5: the CDF of logical-request durations by result.
+func (c *Collector) plotCompletion() drawn {
+	d := drawn{Plot: Plot{
+		Name:  PlotCompletion,
+		Title: "Completion of logical requests",
+		Caption: "For each result, the share of logical requests that had completed by a given time after the caller started them. " +
+			"Failures should end by the retry budget (dashed line).",
+	}, w: plotWidth, h: plotHeight}
+	if c.stats.Outcomes == 0 {
+		d.Note = "The timeline has no outcome records"
+		if c.meta.Recorder == "serve" {
+			d.Note += " (a serve recording: the clients ran outside the harness)"
+		}
+		d.Note += ", so when and how logical requests ended is unknown."
+		return d
+	}
+	p := newPlot(d.Title, "duration of the logical request (s)", "share of requests with that result")
+	p.Legend.Top = false
+	p.Legend.YOffs = 8
+	results := slices.Clone(resultOrder)
+	for r := range c.hists {
+		if !slices.Contains(results, r) {
+			results = append(results, r)
+		}
+	}
+	slices.Sort(results[len(resultOrder):])
+	for _, r := range results {
+		h := c.hists[r]
+		if h == nil || h.n == 0 {
+			continue
+		}
+		xs, ys := h.cdf()
+		xys := make(plotter.XYs, 0, len(xs)+1)
+		xys = append(xys, plotter.XY{X: 0, Y: 0})
+		for i := range xs {
+			xys = append(xys, plotter.XY{X: seconds(xs[i]), Y: ys[i]})
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			continue
+		}
+		l.StepStyle = plotter.PostStep
+		clr, ok := resultColors[r]
+		if !ok {
+			clr = colorSkip
+		}
+		l.LineStyle = draw.LineStyle{Color: clr, Width: 1.6}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (%d)", r, h.n), l)
+	}
+	if pol := c.meta.Policy; pol != nil && pol.Budget > 0 {
+		v := &vline{x: seconds(float64(pol.Budget)), style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{5, 3}}}
+		p.Add(v)
+		p.Legend.Add("budget "+fmtDur(time.Duration(pol.Budget)), v)
+	} else {
+		d.Note = "The subject states no retry budget, so none is drawn."
+	}
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1.02
+	p.X.Max *= 1.3 // room for the legend, right of the budget line
+	d.p = p
+	return d
+}
+
+// fmtDur prints a duration compactly: 100ms, 2.5s, 1m30s.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%time.Second == 0 || d >= time.Minute:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	}
+	return d.String()
+}
