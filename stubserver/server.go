@@ -81,9 +81,11 @@ type Server struct {
 	metrics  *metrics
 
 	httpSrv  *http.Server
+	fresh    sync.Map // net.Conn → struct{}: connections that have not sent a request yet
 	stopping chan struct{}
 	stopOnce sync.Once
-	inflight sync.WaitGroup
+	inflight atomic.Int64  // recorded requests being handled
+	idle     chan struct{} // a token when inflight drops to 0 after stopping
 }
 
 // phase is a Phase laid out in run time.
@@ -110,6 +112,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		log:      opts.Logger,
 		rand:     rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
 		stopping: make(chan struct{}),
+		idle:     make(chan struct{}, 1),
 	}
 	if s.start.IsZero() {
 		s.start = time.Now()
@@ -165,6 +168,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:         s.connState,
 	}
 	return s, nil
 }
@@ -249,13 +253,17 @@ func (s *Server) Serve(l net.Listener) error {
 // handed to the Recorder; the caller then closes the Recorder.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
+	// http.Server.Shutdown waits 5s for a connection that was opened but
+	// never used (a client's spare keep-alive connection): close those now.
+	s.fresh.Range(func(c, _ any) bool {
+		c.(net.Conn).Close()
+		return true
+	})
 	err := s.httpSrv.Shutdown(ctx)
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		if err == nil {
+	for s.inflight.Load() > 0 && err == nil {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
 			err = ctx.Err()
 		}
 	}
@@ -263,6 +271,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("stubserver: shutdown: %w", err)
 	}
 	return nil
+}
+
+// connState tracks connections that have not sent a request, and closes
+// new ones once shutdown has begun.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.fresh.Store(c, struct{}{})
+		select {
+		case <-s.stopping:
+			c.Close()
+		default:
+		}
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		s.fresh.Delete(c)
+	}
 }
 
 // phaseAt returns the phase holding run instant at.
@@ -307,7 +331,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.inflight.Add(1)
-	defer s.inflight.Done()
+	defer s.handled()
 	arrive := time.Now()
 	client, key := Identify(r)
 	a := timeline.Attempt{
@@ -406,6 +430,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.count(pi, status)
 	if s.rec != nil {
 		s.rec.Attempt(&a)
+	}
+}
+
+// handled ends a request begun in ServeHTTP, waking Shutdown when it was
+// the last.
+func (s *Server) handled() {
+	if s.inflight.Add(-1) == 0 {
+		select {
+		case <-s.stopping:
+			select {
+			case s.idle <- struct{}{}:
+			default:
+			}
+		default:
+		}
 	}
 }
 
