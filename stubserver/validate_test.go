@@ -1,0 +1,93 @@
+package stubserver
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	okPhase := Phase{Name: "a", For: time.Second}
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string // each a substring of one error, in order; nil: valid
+	}{
+		{"zero", Config{}, nil},
+		{"full", Config{
+			Latency: time.Millisecond, Headers: HeadersIETF,
+			Quota: &Quota{Algorithm: AlgSlidingWindow, Limit: 100, Per: time.Second, Key: KeyAPIKey},
+			Phases: []Phase{
+				{For: time.Second, Respond: Respond{Kind: RespondStatus, Status: 503}, RetryAfter: RetryAfter{Form: FormDate, Value: ValuePhaseEnd}},
+				{For: time.Second, Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Status: 200, Weight: 1}, {Fault: FaultReset, Weight: 0.5}}}},
+				{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter, Spread: time.Second}},
+			},
+		}, nil},
+		{"negative latency", Config{Latency: -1}, []string{"stubserver: latency: negative duration"}},
+		{"unknown headers", Config{Headers: "ietf2"}, []string{`headers: unknown header family "ietf2" (want none, ietf, x-ratelimit)`}},
+		{"quota", Config{Quota: &Quota{Algorithm: "leaky", Limit: 0, Per: -time.Second, Burst: -1, Key: "ip"}}, []string{
+			`quota.algorithm: unknown algorithm "leaky"`, "quota.rate: limit must be a positive number, got 0",
+			"quota.rate: negative window", "quota.burst: negative burst -1", `quota.key: unknown key "ip"`}},
+		{"quota NaN", Config{Quota: &Quota{Limit: math.NaN()}}, []string{"quota.rate: limit must be a positive number"}},
+		{"window below 1", Config{Quota: &Quota{Algorithm: AlgFixedWindow, Limit: 0.5}}, []string{"quota.rate: a fixed-window quota needs a limit of at least 1"}},
+		{"bucket below 1 is fine", Config{Quota: &Quota{Limit: 0.5}}, nil},
+		{"for", Config{Phases: []Phase{{For: -1}, {Name: "b"}, {}}}, []string{
+			"phases[0].for: negative duration", "phases[1].for: missing or zero"}},
+		{"last may be 0", Config{Phases: []Phase{okPhase, {}}}, nil},
+		{"phase latency", Config{Phases: []Phase{{Latency: -time.Second}}}, []string{"phases[0].latency: negative duration"}},
+		{"respond kind", Config{Phases: []Phase{{Respond: Respond{Kind: "teapot"}}}}, []string{`phases[0].respond: unknown behaviour "teapot"`}},
+		{"quota without quota", Config{Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}, []string{"phases[0].respond: quota needs a server quota"}},
+		{"status range", Config{Phases: []Phase{okPhase, {Respond: Respond{Kind: RespondStatus, Status: 600}}}}, []string{"phases[1].respond.status: status 600 outside 200-599"}},
+		{"status 1xx", Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: 101}}}}, []string{"phases[0].respond.status: status 101"}},
+		{"status missing", Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus}}}}, []string{"phases[0].respond.status: status 0"}},
+		{"mix empty", Config{Phases: []Phase{{Respond: Respond{Kind: RespondMix}}}}, []string{"phases[0].respond.mix: empty mix"}},
+		{"mix entries", Config{Phases: []Phase{{Respond: Respond{Kind: RespondMix, Mix: []Weighted{
+			{Status: 200, Weight: 0}, {Status: 99, Weight: 1}, {Fault: "boom", Weight: 1}, {Status: 500, Fault: FaultHang, Weight: 1}, {Status: 200, Weight: math.Inf(1)},
+		}}}}}, []string{
+			"phases[0].respond.mix[0].weight: weight must be a positive number, got 0",
+			"phases[0].respond.mix[1].status: status 99",
+			`phases[0].respond.mix[2].fault: unknown fault "boom"`,
+			`phases[0].respond.mix[3]: both status 500 and fault "hang"`,
+			"phases[0].respond.mix[4].weight: weight must be a positive number, got +Inf"}},
+		{"fault", Config{Phases: []Phase{{Respond: Respond{Kind: RespondFault}}}}, []string{`phases[0].respond.fault: unknown fault ""`}},
+		{"form", Config{Phases: []Phase{okPhase, {RetryAfter: RetryAfter{Form: "dat"}}}}, []string{
+			`phases[1].retry_after.form: unknown form "dat" (want none, delta, date, negative, garbage, past-date, fractional, huge)`}},
+		{"value", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Value: "later"}}}}, []string{`phases[0].retry_after.value: unknown value "later"`}},
+		{"negative fixed", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Fixed: -time.Second}}}}, []string{"phases[0].retry_after.value: negative duration"}},
+		{"limiter outside quota", Config{Quota: &Quota{Limit: 1}, Phases: []Phase{{RetryAfter: RetryAfter{Value: ValueLimiter}}}}, []string{"phases[0].retry_after.value: limiter needs respond: quota"}},
+		{"phase-end on last", Config{Phases: []Phase{okPhase, {RetryAfter: RetryAfter{Value: ValuePhaseEnd}}}}, []string{"phases[1].retry_after.value: phase-end on the last phase"}},
+		{"spread", Config{Phases: []Phase{{RetryAfter: RetryAfter{Spread: -time.Second}}}}, []string{"phases[0].retry_after.spread: negative duration"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate() = %v; want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil; want errors %q", tt.want)
+			}
+			var errs []error
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			if len(errs) != len(tt.want) {
+				t.Fatalf("Validate() = %d errors:\n%v\nwant %d: %q", len(errs), err, len(tt.want), tt.want)
+			}
+			for i, e := range errs {
+				var fe *FieldError
+				if !errors.As(e, &fe) {
+					t.Errorf("error %d = %T; want *FieldError", i, e)
+				}
+				if !strings.Contains(e.Error(), tt.want[i]) {
+					t.Errorf("error %d = %q; want it to contain %q", i, e, tt.want[i])
+				}
+			}
+		})
+	}
+}
