@@ -32,8 +32,9 @@ func (t *Transport) state(key string, create bool) *keyState {
 // pace waits until the key's bucket and slow-down allow an attempt. A wait
 // that would reach budgetEnd is not started: pace returns it with
 // ErrBudgetExhausted, its reservations given back. A wait ended by ctx
-// returns ctx's error.
-func (t *Transport) pace(ctx context.Context, req *http.Request, key string, attempt int, budgetEnd time.Time) (time.Duration, error) {
+// returns ctx's error. serverPaced skips the slow-down: the attempt follows
+// a Retry-After, which wins over rate-limit headers.
+func (t *Transport) pace(ctx context.Context, req *http.Request, key string, attempt int, budgetEnd time.Time, serverPaced bool) (time.Duration, error) {
 	if t.cfg.Rate <= 0 && !t.slowing.Load() {
 		return 0, nil
 	}
@@ -51,7 +52,9 @@ func (t *Transport) pace(ctx context.Context, req *http.Request, key string, att
 		res = ks.bucket.ReserveN(now, 1)
 		wait = res.DelayFrom(now)
 	}
-	if sd := ks.slowDelay(now); sd > wait {
+	if serverPaced {
+		// Retry-After wins over the rate-limit headers' reset.
+	} else if sd := ks.slowDelay(now); sd > wait {
 		wait, src = sd, SourceSlowDown
 	}
 	if wait <= 0 {
@@ -92,7 +95,8 @@ func (ks *keyState) slowDelay(now time.Time) time.Duration {
 	return slot.Sub(now)
 }
 
-// observeHeaders reads a response's rate-limit headers: below SlowDownBelow
+// observeHeaders reads the rate-limit headers of a response without a usable
+// Retry-After (which wins over them): below SlowDownBelow
 // of the limit (or at 0 remaining), the key's remaining quota is spread evenly
 // until the reset; at or above it, the slow-down ends.
 func (t *Transport) observeHeaders(resp *http.Response, key string, now time.Time) {

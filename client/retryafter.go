@@ -153,7 +153,10 @@ func parseIETF(field, policy string) (RateLimit, bool) {
 				rl.Reset = resetDuration(n, time.Time{}, false)
 			}
 		}
-		return rl, seen
+		if !seen {
+			return RateLimit{}, false
+		}
+		return rl, true
 	}
 	name, params, ok := splitItem(item)
 	if !ok {

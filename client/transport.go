@@ -124,6 +124,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lctx := &layerCtx{ctx}
 	budgetEnd := start.Add(cfg.Budget)
 	var prev time.Duration // previous backoff, for decorrelated jitter
+	serverPaced := false   // the last wait was the server's Retry-After
 	fail := func(attempts, status int, reason, err error, wait time.Duration) (*http.Response, error) {
 		re := &RetryError{Method: method(req), URL: req.URL.Redacted(), Attempts: attempts, Status: status,
 			Elapsed: time.Since(start), Wait: wait, Reason: reason, Err: err}
@@ -131,7 +132,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, re
 	}
 	for attempt := 1; ; attempt++ {
-		if wait, err := t.pace(ctx, req, key, attempt, budgetEnd); err != nil {
+		if wait, err := t.pace(ctx, req, key, attempt, budgetEnd, serverPaced); err != nil {
 			if attempt == 1 {
 				closeBody(req)
 			}
@@ -154,8 +155,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		now := time.Now()
 		t.obs.Attempt(AttemptEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Duration: now.Sub(start)})
+		retryAfter, hasRA := time.Duration(0), false
 		if resp != nil {
-			t.observeHeaders(resp, key, now)
+			if v := resp.Header["Retry-After"]; len(v) > 0 {
+				retryAfter, hasRA = ParseRetryAfter(v[0], now)
+			}
+			if !hasRA {
+				t.observeHeaders(resp, key, now)
+			}
 		}
 		// Decide.
 		var retry bool
@@ -175,8 +182,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		default:
 			if status == http.StatusTooManyRequests {
-				ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now)
-				t.obs.Throttled(ThrottledEvent{Request: req, Key: key, Attempt: attempt, RetryAfter: ra, HasRetryAfter: ok})
+				t.obs.Throttled(ThrottledEvent{Request: req, Key: key, Attempt: attempt, RetryAfter: retryAfter, HasRetryAfter: hasRA})
 			}
 			retry = t.isRetryable(status)
 		}
@@ -192,19 +198,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			discard(resp, cancel)
 			return fail(attempt, status, ErrAttemptsExhausted, err, 0)
 		}
-		wait, src := time.Duration(0), SourceBackoff
-		if resp != nil {
-			if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
-				wait, src = ra, SourceRetryAfter
-				if cfg.RetryAfterJitter > 0 {
-					wait = satAdd(wait, t.uniform(cfg.RetryAfterJitter))
-				}
+		wait, src := retryAfter, SourceRetryAfter
+		if hasRA {
+			if cfg.RetryAfterJitter > 0 {
+				wait = satAdd(wait, t.uniform(cfg.RetryAfterJitter))
 			}
-		}
-		if src == SourceBackoff {
-			wait = t.delay(attempt, prev)
+		} else {
+			wait, src = t.delay(attempt, prev), SourceBackoff
 			prev = wait
 		}
+		serverPaced = hasRA
 		discard(resp, cancel)
 		if !now.Add(wait).Before(budgetEnd) || wait >= cfg.Budget {
 			return fail(attempt, status, ErrBudgetExhausted, err, wait)
