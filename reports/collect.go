@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retrylab/retrylab/timeline"
@@ -75,13 +76,15 @@ type Stats struct {
 	P50, P99 time.Duration
 
 	// RetryAfterRetries counts retries that followed a response with a
-	// usable Retry-After; EarlyRetries those of them that came before its
-	// not_before, less the tolerance.
+	// usable Retry-After (or one allowing an immediate retry: 0, negative);
+	// EarlyRetries those of them that came before its not_before, less the
+	// tolerance.
 	RetryAfterRetries int64
 	EarlyRetries      int64
 	// OwnDelays counts retries paced by the client's own backoff (after a
 	// response with no usable Retry-After); BeyondBound those of them whose
-	// delay exceeded the stated policy's bound (0 without a policy).
+	// delay exceeded the stated policy's bound by more than the bound
+	// tolerance (0 without a policy).
 	OwnDelays   int64
 	BeyondBound int64
 
@@ -96,6 +99,7 @@ type keyState struct {
 	done      int64
 	notBefore int64
 	hasNB     bool
+	immediate bool // a Retry-After that allows an immediate retry (negative, 0) and set no not_before
 	attempt   int32
 }
 
@@ -289,14 +293,21 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 	if n <= prev.attempt {
 		n = prev.attempt + 1
 	}
-	c.keys.put(a.Key, keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore, attempt: n})
+	st := keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore, attempt: n}
+	if !st.hasNB && a.RetryAfter != "" {
+		st.immediate = a.RetryAfter[0] == '-' || strings.TrimLeft(a.RetryAfter, "0") == ""
+	}
+	c.keys.put(a.Key, st)
 }
 
 // addRetry pairs a retry with the previous attempt of its logical request.
 func (c *Collector) addRetry(a *timeline.Attempt, prev keyState) {
 	taken := a.At - prev.done
-	if prev.hasNB {
+	if prev.hasNB || prev.immediate {
 		p := raPoint{asked: prev.notBefore - prev.done, taken: taken}
+		if !prev.hasNB {
+			p.asked, prev.notBefore = 0, prev.done
+		}
 		c.stats.RetryAfterRetries++
 		if a.At < prev.notBefore-int64(c.opts.Tolerance) {
 			c.stats.EarlyRetries++
@@ -308,7 +319,7 @@ func (c *Collector) addRetry(a *timeline.Attempt, prev keyState) {
 	}
 	c.stats.OwnDelays++
 	retry := int(prev.attempt) // the retry number: 1 for the second attempt
-	if b, ok := c.bound(retry); ok && float64(taken) > b+float64(c.opts.Tolerance) {
+	if b, ok := c.bound(retry); ok && float64(taken) > b+float64(c.opts.BoundTolerance) {
 		c.stats.BeyondBound++
 	}
 	if retry < 1 || retry > delayGroups {
@@ -322,10 +333,14 @@ func (c *Collector) addRetry(a *timeline.Attempt, prev keyState) {
 }
 
 // bound is the stated policy's largest delay before retry number n
-// (1-based): min(cap, base·2^(n-1)), in ns. ok is false without a policy
-// base.
+// (1-based): min(cap, base·2^(n-1)), in ns, or the cap alone for
+// decorrelated jitter, as the analyzer's jitter-bounds check has it. ok is
+// false when the policy states no bound.
 func (c *Collector) bound(n int) (b float64, ok bool) {
 	p := c.meta.Policy
+	if p != nil && p.Jitter == "decorrelated" {
+		return float64(p.Cap), p.Cap > 0
+	}
 	if p == nil || p.Base <= 0 || n < 1 {
 		return 0, false
 	}

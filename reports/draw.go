@@ -58,6 +58,13 @@ const (
 // newPlot returns a plot with the report's fonts (Liberation Sans, embedded
 // in gonum: no system font is used, so rendering is the same everywhere).
 func newPlot(title, xLabel, yLabel string) *plot.Plot {
+	p := styledPlot(title, xLabel, yLabel)
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// styledPlot is newPlot without the grid.
+func styledPlot(title, xLabel, yLabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
@@ -76,7 +83,15 @@ func newPlot(title, xLabel, yLabel string) *plot.Plot {
 	p.Legend.Top = true
 	p.Legend.ThumbnailWidth = 14
 	p.Legend.Padding = 1.5
-	p.Add(plotter.NewGrid())
+	return p
+}
+
+// newPanel is newPlot with vertical grid lines only (for bar charts).
+func newPanel(title, xLabel string) *plot.Plot {
+	p := styledPlot(title, xLabel, "")
+	g := plotter.NewGrid()
+	g.Horizontal.Color = nil
+	p.Add(g)
 	return p
 }
 

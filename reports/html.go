@@ -22,7 +22,7 @@ import (
 var templateFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"lower": strings.ToLower,
+	"inc": func(i int) int { return i + 1 },
 }).ParseFS(templateFS, "templates/*.tmpl"))
 
 // writeHTML executes the named template into path.
@@ -188,16 +188,11 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 	for _, p := range rep.Plots {
 		pv := plotView{Plot: p}
 		if p.PNG != "" {
-			b, err := os.ReadFile(filepath.Join(rep.Dir, p.PNG))
+			var err error
+			pv.Src, pv.PixWidth, pv.PixHeight, err = pngDataURI(filepath.Join(rep.Dir, p.PNG))
 			if err != nil {
-				return nil, fmt.Errorf("reports: %w", err)
+				return nil, err
 			}
-			cfg, err := png.DecodeConfig(bytes.NewReader(b))
-			if err != nil {
-				return nil, fmt.Errorf("reports: %s: %w", p.PNG, err)
-			}
-			pv.PixWidth, pv.PixHeight = cfg.Width, cfg.Height
-			pv.Src = template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b))
 		}
 		pd.Plots = append(pd.Plots, pv)
 	}
@@ -322,4 +317,17 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// pngDataURI reads a PNG file into a data URI and returns its pixel size.
+func pngDataURI(path string) (uri template.URL, w, h int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("reports: %w", err)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("reports: %s: %w", filepath.Base(path), err)
+	}
+	return template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b)), cfg.Width, cfg.Height, nil
 }

@@ -330,7 +330,7 @@ func (c *Collector) plotBackoff() drawn {
 		for i, v := range items {
 			off := (math.Mod(float64(i)*0.6180339887, 1) - 0.5) * 0.6
 			xy := plotter.XY{X: float64(n) + off, Y: seconds(float64(max(v, 0)))}
-			if hasBound && float64(v) > b+float64(c.opts.Tolerance) {
+			if hasBound && float64(v) > b+float64(c.opts.BoundTolerance) {
 				out = append(out, xy)
 			} else {
 				in = append(in, xy)

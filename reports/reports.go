@@ -37,6 +37,10 @@ type Options struct {
 	// arrives before not_before still counts as on time (0: 5ms, the
 	// analyzer's default for the retry-after check).
 	Tolerance time.Duration
+	// BoundTolerance is how far past the stated policy's bound a backoff
+	// delay may be before it is drawn as beyond it (0: 25ms, the
+	// analyzer's default for the jitter-bounds check).
+	BoundTolerance time.Duration
 	// MaxClients is the most client rows the raster draws; beyond it the
 	// clients are sampled evenly (0: 300).
 	MaxClients int
@@ -47,6 +51,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Tolerance <= 0 {
 		o.Tolerance = 5 * time.Millisecond
+	}
+	if o.BoundTolerance <= 0 {
+		o.BoundTolerance = 25 * time.Millisecond
 	}
 	if o.MaxClients <= 0 {
 		o.MaxClients = 300

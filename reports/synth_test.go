@@ -21,6 +21,7 @@ type synth struct {
 	clients, requests int
 	seed              uint64
 	stride            time.Duration // between client starts
+	wellBehaved       bool          // no client misbehaves
 }
 
 const (
@@ -87,7 +88,7 @@ func (s synth) write(w io.Writer) (int, error) {
 					a.Status, a.Phase, a.RetryAfter = 503, "outage", "Fri, 02 Jan 2026 03:04:07 GMT"
 					a.NotBefore, a.HasNotBefore = int64(synthOutageEnd), true
 					wait = a.NotBefore - a.Done + rng.Int64N(int64(20*time.Millisecond))
-					if c%7 == 0 {
+					if c%7 == 0 && !s.wellBehaved {
 						wait = int64(50 * time.Millisecond) // ignores Retry-After
 					}
 				default:
@@ -99,7 +100,7 @@ func (s synth) write(w io.Writer) (int, error) {
 						a.Status, a.RetryAfter = 429, "1"
 						a.NotBefore, a.HasNotBefore = a.Done+int64(time.Second), true
 						wait = a.NotBefore - a.Done + rng.Int64N(int64(50*time.Millisecond))
-						if c%7 == 0 {
+						if c%7 == 0 && !s.wellBehaved {
 							wait = rng.Int64N(int64(time.Second))
 						}
 					case x < 90:
@@ -112,7 +113,7 @@ func (s synth) write(w io.Writer) (int, error) {
 					if !a.HasNotBefore {
 						bound := min(int64(synthCap), int64(synthBase)<<(n-1))
 						wait = rng.Int64N(bound + 1)
-						if c%11 == 0 {
+						if c%11 == 0 && !s.wellBehaved {
 							wait = bound + bound/2
 						}
 					}

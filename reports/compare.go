@@ -1,0 +1,535 @@
+package reports
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/retrylab/retrylab/analyzer"
+)
+
+// CompareFile is the name of the comparison report in its directory.
+const CompareFile = "compare.html"
+
+// ErrNoEntries is returned by Compare without a single entry.
+var ErrNoEntries = errors.New("reports: nothing to compare")
+
+// A CompareEntry is one run of one subject on the compared scenario.
+// Entries with the same Subject are runs of that subject (one per seed);
+// their figures are averaged and the subject passes only if every run does.
+type CompareEntry struct {
+	Subject string // required
+	Seed    int64
+	// Verdict is the analyzer's verdict on the run (required).
+	Verdict *analyzer.Verdict
+	// Stats are the run's report figures (Report.Stats). When nil and
+	// Timeline is set, Compare reads the timeline to compute them; when
+	// both are missing, the p99 completion is not shown and the other
+	// figures come from the verdict alone.
+	Stats    *Stats
+	Timeline string
+	// Report is a link to the run's own report, relative to the
+	// comparison's directory ("" for none).
+	Report string
+}
+
+// CompareOptions tune a comparison. The zero value is ready to use.
+type CompareOptions struct {
+	// Title of the comparison (default: "comparison on SCENARIO").
+	Title string
+	// Scenario names the compared scenario (default: the verdicts'
+	// Figures.Scenario).
+	Scenario string
+	// Report tunes the reading of timelines (see Options).
+	Report Options
+}
+
+// The key figures of a comparison, in plot order.
+const (
+	FigureHerd          = "herd"          // the waves check's figure: bunching relative to full jitter
+	FigureEarly         = "early"         // early retries (the retry-after check's figure)
+	FigureAmplification = "amplification" // attempts per logical request
+	FigureSuccess       = "success"       // share of logical requests that succeeded, %
+	FigureP99           = "p99"           // p99 completion time of logical requests, s
+)
+
+// keyFigure describes one panel of the comparison plot.
+type keyFigure struct {
+	id, title, unit, check string // check: the analyzer check that judges it ("" the whole verdict)
+	lowerBetter            bool
+}
+
+var keyFigures = []keyFigure{
+	{FigureHerd, "herd statistic", "× full jitter", analyzer.CheckWaves, true},
+	{FigureEarly, "early retries", "retries", analyzer.CheckRetryAfter, true},
+	{FigureAmplification, "amplification", "attempts/request", analyzer.CheckAmplification, true},
+	{FigureSuccess, "success rate", "%", "", false},
+	{FigureP99, "p99 completion", "s", analyzer.CheckBudget, true},
+}
+
+// Ranked is one subject's line in a comparison, averaged over its runs.
+type Ranked struct {
+	Rank    int // 1-based
+	Subject string
+	Runs    int
+	Pass    bool     // every run passed
+	Failed  []string // ids of the checks that failed in at least one run, in report order
+	// Figures holds the key figures by Figure* id, averaged over the runs
+	// that have them; NaN when none has.
+	Figures map[string]float64
+	// Status holds, by Figure* id, the status of the check that judges the
+	// figure: fail when any run failed it, pass when at least one run
+	// passed it and none failed, else skip.
+	Status  map[string]string
+	Reports []string // links to the runs' reports, in entry order
+}
+
+// Comparison describes what Compare wrote.
+type Comparison struct {
+	HTML    string   // path of compare.html
+	Plot    Plot     // the comparison plot (compare.png, compare.svg)
+	Ranking []Ranked // best first
+	// Subjects holds the same lines as Ranking, in the order the subjects
+	// first appear in the entries (the CLI judges the first-named one).
+	Subjects []Ranked
+}
+
+// Compare writes, in dir (created if needed), compare.html and the
+// comparison plot beside it (compare.png, compare.svg): the subjects side by
+// side on the key figures with pass/fail marked, and a table ranking them.
+//
+// Ranking: subjects whose every run passed first, then fewer failed checks,
+// higher success rate, lower amplification, lower p99 completion, and name.
+func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparison, error) {
+	if len(entries) == 0 {
+		return nil, ErrNoEntries
+	}
+	for i, e := range entries {
+		if e.Subject == "" {
+			return nil, fmt.Errorf("reports: compare entry %d has no subject", i)
+		}
+		if e.Verdict == nil {
+			return nil, fmt.Errorf("reports: compare entry %d (%s) has no verdict", i, e.Subject)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("reports: %w", err)
+	}
+	stats := make([]*Stats, len(entries))
+	for i, e := range entries {
+		stats[i] = e.Stats
+		if stats[i] == nil && e.Timeline != "" {
+			f, err := os.Open(e.Timeline)
+			if err != nil {
+				return nil, fmt.Errorf("reports: %w", err)
+			}
+			c, err := Collect(f, opts.Report)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("reports: %s: %w", e.Timeline, err)
+			}
+			s := c.Stats()
+			stats[i] = &s
+		}
+	}
+	subjects := rankSubjects(entries, stats)
+	ranking := slices.Clone(subjects)
+	slices.SortStableFunc(ranking, compareRanked)
+	for i := range ranking {
+		ranking[i].Rank = i + 1
+		for j := range subjects {
+			if subjects[j].Subject == ranking[i].Subject {
+				subjects[j].Rank = i + 1
+			}
+		}
+	}
+	cmpr := &Comparison{HTML: filepath.Join(dir, CompareFile), Ranking: ranking, Subjects: subjects}
+
+	scenario := opts.Scenario
+	if scenario == "" {
+		scenario = entries[0].Verdict.Figures.Scenario
+	}
+	title := opts.Title
+	if title == "" {
+		title = "comparison on " + orDash(scenario)
+	}
+	d := comparePlot(ranking, title)
+	if err := save(d.p, d.w, d.h, dir, d.Name); err != nil {
+		return nil, err
+	}
+	d.PNG, d.SVG = d.Name+".png", d.Name+".svg"
+	cmpr.Plot = d.Plot
+	page, err := comparePage(dir, title, scenario, cmpr, entries)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeHTML(cmpr.HTML, "compare", page); err != nil {
+		return nil, err
+	}
+	return cmpr, nil
+}
+
+// rankSubjects folds the entries into one line per subject, in order of
+// first appearance.
+func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
+	var out []Ranked
+	index := map[string]int{}
+	sums := map[string]map[string][2]float64{} // subject → figure → (sum, n)
+	failed := map[string]map[string]bool{}
+	for i, e := range entries {
+		j, ok := index[e.Subject]
+		if !ok {
+			j = len(out)
+			index[e.Subject] = j
+			out = append(out, Ranked{Subject: e.Subject, Pass: true, Figures: map[string]float64{}, Status: map[string]string{}})
+			sums[e.Subject] = map[string][2]float64{}
+			failed[e.Subject] = map[string]bool{}
+		}
+		r := &out[j]
+		r.Runs++
+		v := e.Verdict
+		if !v.Pass {
+			r.Pass = false
+		}
+		for _, id := range v.Failed() {
+			failed[e.Subject][id] = true
+		}
+		if e.Report != "" {
+			r.Reports = append(r.Reports, e.Report)
+		}
+		for _, kf := range keyFigures {
+			x := entryFigure(kf.id, v, stats[i])
+			if !math.IsNaN(x) {
+				s := sums[e.Subject][kf.id]
+				sums[e.Subject][kf.id] = [2]float64{s[0] + x, s[1] + 1}
+			}
+			st := analyzer.StatusSkip
+			if kf.check == "" {
+				st = analyzer.StatusPass
+				if !v.Pass {
+					st = analyzer.StatusFail
+				}
+			} else if ch := v.Check(kf.check); ch != nil {
+				st = ch.Status
+			}
+			switch prev := r.Status[kf.id]; {
+			case prev == analyzer.StatusFail || st == analyzer.StatusFail:
+				r.Status[kf.id] = analyzer.StatusFail
+			case prev == analyzer.StatusPass || st == analyzer.StatusPass:
+				r.Status[kf.id] = analyzer.StatusPass
+			default:
+				r.Status[kf.id] = analyzer.StatusSkip
+			}
+		}
+	}
+	for j := range out {
+		r := &out[j]
+		for _, kf := range keyFigures {
+			s := sums[r.Subject][kf.id]
+			r.Figures[kf.id] = math.NaN()
+			if s[1] > 0 {
+				r.Figures[kf.id] = s[0] / s[1]
+			}
+		}
+		for _, id := range analyzer.CheckIDs() {
+			if failed[r.Subject][id] {
+				r.Failed = append(r.Failed, id)
+			}
+		}
+	}
+	return out
+}
+
+// entryFigure is one key figure of one run, NaN when unknown.
+func entryFigure(id string, v *analyzer.Verdict, s *Stats) float64 {
+	checkFigure := func(check string) float64 {
+		if ch := v.Check(check); ch != nil && ch.Status != analyzer.StatusSkip {
+			return ch.Figure
+		}
+		return math.NaN()
+	}
+	f := v.Figures
+	switch id {
+	case FigureHerd:
+		return checkFigure(analyzer.CheckWaves)
+	case FigureEarly:
+		if x := checkFigure(analyzer.CheckRetryAfter); !math.IsNaN(x) {
+			return x
+		}
+		if s != nil {
+			return float64(s.EarlyRetries)
+		}
+	case FigureAmplification:
+		if f.Requests > 0 {
+			return float64(f.Attempts) / float64(f.Requests)
+		}
+		if s != nil {
+			return s.Amplification
+		}
+	case FigureSuccess:
+		if f.Outcomes > 0 {
+			return 100 * float64(f.Results["ok"]) / float64(f.Outcomes)
+		}
+		if s != nil && s.Outcomes > 0 {
+			return 100 * s.SuccessRate
+		}
+	case FigureP99:
+		if s != nil && s.Outcomes > 0 {
+			return s.P99.Seconds()
+		}
+	}
+	return math.NaN()
+}
+
+// compareRanked orders subjects best first.
+func compareRanked(a, b Ranked) int {
+	if a.Pass != b.Pass {
+		if a.Pass {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(len(a.Failed), len(b.Failed)); c != 0 {
+		return c
+	}
+	// NaN (unknown) sorts last in every figure.
+	by := func(id string, lowerBetter bool) int {
+		x, y := a.Figures[id], b.Figures[id]
+		switch {
+		case math.IsNaN(x) && math.IsNaN(y):
+			return 0
+		case math.IsNaN(x):
+			return 1
+		case math.IsNaN(y):
+			return -1
+		}
+		if lowerBetter {
+			return cmp.Compare(x, y)
+		}
+		return cmp.Compare(y, x)
+	}
+	for _, k := range []struct {
+		id    string
+		lower bool
+	}{{FigureSuccess, false}, {FigureAmplification, true}, {FigureP99, true}} {
+		if c := by(k.id, k.lower); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.Subject, b.Subject)
+}
+
+// Plot 6: the subjects side by side on the key figures.
+func comparePlot(ranking []Ranked, title string) drawn {
+	d := drawn{Plot: Plot{
+		Name:    PlotCompare,
+		Title:   "Subjects on the key figures",
+		Caption: "Each panel is one key figure; bars are coloured by the verdict of the check that judges it (green pass, red fail, grey skipped or not judged). Subjects are in rank order, best on top.",
+	}}
+	n := len(ranking)
+	d.w = 12 * vg.Inch
+	d.h = max(3*vg.Inch, 1.3*vg.Inch+vg.Length(n)*0.32*vg.Inch)
+	panels := make([][]*plot.Plot, 1)
+	for i, kf := range keyFigures {
+		unit := kf.unit
+		hint := "lower is better"
+		if !kf.lowerBetter {
+			hint = "higher is better"
+		}
+		p := newPanel(kf.title, unit+" ("+hint+")")
+		p.Title.TextStyle.Font.Size = 11
+		p.X.Label.TextStyle.Font.Size = 9
+		hb := &hbars{style: p.X.Tick.Label, verdict: kf.check == ""}
+		hb.style.XAlign = draw.XLeft
+		hb.style.YAlign = draw.YCenter
+		for j, r := range ranking {
+			y := float64(n - 1 - j)
+			hb.bars = append(hb.bars, hbar{y: y, value: r.Figures[kf.id], status: r.Status[kf.id]})
+		}
+		p.Add(hb)
+		var ticks []plot.Tick
+		for j, r := range ranking {
+			label := ""
+			if i == 0 {
+				label = r.Subject
+			}
+			ticks = append(ticks, plot.Tick{Value: float64(n - 1 - j), Label: label})
+		}
+		p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+		p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4
+		p.X.Min = 0
+		if p.X.Max <= 0 || math.IsInf(p.X.Max, 0) {
+			p.X.Max = 1
+		}
+		p.X.Max *= 1.6 // room for the value labels
+		panels[0] = append(panels[0], p)
+	}
+	d.p = &tiled{title: title, plots: panels}
+	return d
+}
+
+// tiled draws a row of aligned plots under a common title.
+type tiled struct {
+	title string
+	plots [][]*plot.Plot
+}
+
+func (t *tiled) Draw(c draw.Canvas) {
+	c.SetColor(rgb(0xff, 0xff, 0xff))
+	c.Fill(c.Rectangle.Path())
+	sty := newPlot("", "", "").Title.TextStyle
+	sty.Font.Size = 14
+	c.FillText(sty, vg.Point{X: c.Center().X, Y: c.Max.Y - 4}, t.title)
+	h := sty.Height(t.title) + 12
+	inner := draw.Crop(c, 0, 0, 0, -h)
+	tiles := draw.Tiles{Rows: len(t.plots), Cols: len(t.plots[0]), PadX: 10, PadY: 6, PadTop: 2, PadBottom: 2, PadLeft: 4, PadRight: 6}
+	canvases := plot.Align(t.plots, tiles, inner)
+	for i, row := range t.plots {
+		for j, p := range row {
+			p.Draw(canvases[i][j])
+		}
+	}
+}
+
+// hbars draws horizontal bars from 0 with their value (and FAIL) beside.
+type hbars struct {
+	bars    []hbar
+	style   draw.TextStyle
+	verdict bool // the status is the whole verdict's, not a check's
+}
+
+type hbar struct {
+	y, value float64
+	status   string
+}
+
+func (h *hbars) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	for _, b := range h.bars {
+		y := trY(b.y)
+		x0 := trX(0)
+		sty := h.style
+		if math.IsNaN(b.value) {
+			sty.Color = colorSkip
+			c.FillText(sty, vg.Point{X: x0 + 3, Y: y}, "n/a")
+			continue
+		}
+		x1 := trX(math.Max(b.value, 0))
+		half := (trY(b.y+0.35) - trY(b.y-0.35)) / 2
+		fill := colorSkip
+		switch b.status {
+		case analyzer.StatusPass:
+			fill = colorPass
+		case analyzer.StatusFail:
+			fill = colorWarn
+		}
+		if x1 > x0 {
+			c.FillPolygon(fill, c.ClipPolygonXY([]vg.Point{{X: x0, Y: y - half}, {X: x1, Y: y - half}, {X: x1, Y: y + half}, {X: x0, Y: y + half}}))
+		}
+		label := fmtNum(roundSig(b.value))
+		if b.status == analyzer.StatusFail {
+			label += "  FAIL"
+			if h.verdict {
+				label = fmtNum(roundSig(b.value)) + "  verdict FAIL"
+			}
+			sty.Color = colorWarn
+		}
+		c.FillText(sty, vg.Point{X: x1 + 3, Y: y}, label)
+	}
+}
+
+func (h *hbars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = 0, 0
+	ymin, ymax = math.Inf(1), math.Inf(-1)
+	for _, b := range h.bars {
+		if !math.IsNaN(b.value) {
+			xmax = math.Max(xmax, b.value)
+		}
+		ymin, ymax = math.Min(ymin, b.y), math.Max(ymax, b.y)
+	}
+	return
+}
+
+// roundSig rounds x to three significant digits for labels.
+func roundSig(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	p := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+// comparePageData is what the compare template reads.
+type comparePageData struct {
+	Title    string
+	Scenario string
+	Plot     plotView
+	Figures  []fact // key figures: title, unit
+	Rows     []compareRow
+	Runs     []compareRun
+}
+
+type compareRow struct {
+	Rank    int
+	Subject string
+	Pass    bool
+	Runs    int
+	Failed  string
+	Cells   []compareCell
+	Reports []string
+}
+
+type compareCell struct{ Value, Status string }
+
+type compareRun struct {
+	Subject, Seed, Status, Failed, Report string
+}
+
+func comparePage(dir, title, scenario string, c *Comparison, entries []CompareEntry) (*comparePageData, error) {
+	pd := &comparePageData{Title: title, Scenario: scenario}
+	for _, kf := range keyFigures {
+		pd.Figures = append(pd.Figures, fact{kf.title, kf.unit})
+	}
+	src, w, h, err := pngDataURI(filepath.Join(dir, c.Plot.PNG))
+	if err != nil {
+		return nil, err
+	}
+	pd.Plot = plotView{Plot: c.Plot, Src: src, PixWidth: w, PixHeight: h}
+	for _, r := range c.Ranking {
+		row := compareRow{Rank: r.Rank, Subject: r.Subject, Pass: r.Pass, Runs: r.Runs, Failed: strings.Join(r.Failed, ", "), Reports: r.Reports}
+		for _, kf := range keyFigures {
+			x := r.Figures[kf.id]
+			v := "n/a"
+			if !math.IsNaN(x) {
+				switch kf.id {
+				case FigureSuccess:
+					v = fmt.Sprintf("%.1f%%", x)
+				case FigureP99:
+					v = fmtDur(time.Duration(x * 1e9).Round(time.Millisecond))
+				default:
+					v = fmtNum(roundSig(x))
+				}
+			}
+			row.Cells = append(row.Cells, compareCell{Value: v, Status: r.Status[kf.id]})
+		}
+		pd.Rows = append(pd.Rows, row)
+	}
+	for _, e := range entries {
+		st := analyzer.StatusPass
+		if !e.Verdict.Pass {
+			st = analyzer.StatusFail
+		}
+		pd.Runs = append(pd.Runs, compareRun{Subject: e.Subject, Seed: fmt.Sprint(e.Seed), Status: st, Failed: strings.Join(e.Verdict.Failed(), ", "), Report: e.Report})
+	}
+	return pd, nil
+}
