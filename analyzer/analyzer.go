@@ -152,10 +152,7 @@ type Analyzer struct {
 	lastSweep  int64
 	sinceSweep int
 	unpaired   int64
-	quotaPh    map[string]int64 // quota phase name → start
-	lastPhase  string
-	lastPhQ    bool
-	lastPhSt   int64
+	lastPh     int // index of the phase of the last attempt (pacing)
 
 	fig      Figures
 	statuses [600]int64
@@ -331,14 +328,6 @@ func (a *Analyzer) resolve() {
 	pc := cfgOf(CheckPacing)
 	a.warmup = sec(pc.num("warmup", 2))
 	a.pacingOn = pc.explicit && a.meta != nil && a.meta.Quota != nil
-	if a.pacingOn {
-		a.quotaPh = make(map[string]int64)
-		for _, ph := range a.meta.Phases {
-			if strings.HasPrefix(ph.Respond, "quota") {
-				a.quotaPh[ph.Name] = ph.Start
-			}
-		}
-	}
 	jc := cfgOf(CheckJitterBounds)
 	a.jbTol = sec(jc.num("tolerance", 0.025))
 	a.firstExp = int(jc.num("first_exponent", 0))

@@ -54,6 +54,9 @@ func (a *Analyzer) Result() *Verdict {
 	for _, c := range a.cfg {
 		r := a.judge(c)
 		r.ID, r.Unit = c.def.id, c.def.unit
+		if r.Status == StatusSkip {
+			r.Threshold = a.threshold(c)
+		}
 		switch {
 		case c.skipBy != "":
 			r.Status, r.Reason, r.Examples = StatusSkip, "skipped by "+c.skipBy, nil
@@ -68,7 +71,7 @@ func (a *Analyzer) Result() *Verdict {
 		v.Checks = append(v.Checks, r)
 	}
 	v.Warnings = append(v.Warnings, a.warnings...)
-	if s := a.sync; s.best >= 10 {
+	if s := a.sync; s.best >= 10 && 2*a.fig.ServerPaced >= a.ra.judged {
 		v.Warnings = append(v.Warnings, Warning{
 			ID: WarnServerSync,
 			Message: fmt.Sprintf("server-induced synchronization: %d retries waited exactly as Retry-After said, and %d of them arrived within one %s window at %s",
@@ -173,10 +176,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.fig.Requests == 0 {
 			return skip("no attempts in the timeline")
 		}
-		def := defaultAmp
-		if a.policy != nil && a.policy.MaxAttempts > 0 {
-			def = float64(a.policy.MaxAttempts)
-		}
+		def := a.defaultAmp()
 		amp := float64(a.fig.Attempts) / float64(a.fig.Requests)
 		share := pct(a.fig.Retries, a.fig.Attempts)
 		r = verdict(c, amp, def, a.fig.Requests, fmt.Sprintf("%d attempts for %d logical requests; retries are %.1f%% of traffic", a.fig.Attempts, a.fig.Requests, share))
@@ -222,6 +222,37 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		r.Examples = a.jb.ex
 	}
 	return r
+}
+
+// threshold is a check's threshold before any data: the flag's or the
+// scenario's, else the default (which for instant-retry may rise with the
+// stated policy once retries are seen).
+func (a *Analyzer) threshold(c *checkCfg) float64 {
+	if c.thrSet {
+		return c.threshold
+	}
+	switch c.def.id {
+	case CheckInstantRetry:
+		return defaultInstant
+	case CheckWaves:
+		return defaultWaves
+	case CheckAttempts:
+		return float64(a.attCap)
+	case CheckAmplification:
+		return a.defaultAmp()
+	case CheckPacing:
+		return defaultPacing
+	case CheckJitterBounds:
+		return defaultJitter
+	}
+	return 0
+}
+
+func (a *Analyzer) defaultAmp() float64 {
+	if a.policy != nil && a.policy.MaxAttempts > 0 {
+		return float64(a.policy.MaxAttempts)
+	}
+	return defaultAmp
 }
 
 func (a *Analyzer) nonRetryList() string {

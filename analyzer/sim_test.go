@@ -38,6 +38,7 @@ type sim struct {
 	overrun     time.Duration                                               // a buggy client: ignores the budget by this much
 	retry4xx    bool
 	hang        bool // outcomes of failed requests are "hung"
+	raExtra     time.Duration // fixed extra wait on top of Retry-After
 
 	policy *timeline.Policy
 	expect *timeline.Expect
@@ -67,7 +68,7 @@ func (s *sim) records() []timeline.Record {
 		t   time.Duration
 		rec timeline.Record
 	}
-	var evs []ev
+	var evs []*ev
 	for c := 0; c < s.clients; c++ {
 		t := time.Duration(0)
 		if s.spread > 0 {
@@ -89,7 +90,7 @@ func (s *sim) records() []timeline.Record {
 				if has {
 					a.NotBefore, a.HasNotBefore = int64(nb), true
 				}
-				evs = append(evs, ev{done, timeline.Record{Type: timeline.TypeAttempt, Attempt: a}})
+				evs = append(evs, &ev{done, timeline.Record{Type: timeline.TypeAttempt, Attempt: a}})
 				status = st
 				t = done
 				if st < 300 {
@@ -107,6 +108,7 @@ func (s *sim) records() []timeline.Record {
 				var d time.Duration
 				if has && s.honorRA {
 					d = max(nb-done, 0)
+					d += s.raExtra
 					if s.raJitter > 0 {
 						d += time.Duration(r.Int64N(int64(s.raJitter)))
 					}
@@ -126,7 +128,7 @@ func (s *sim) records() []timeline.Record {
 			}
 			o := timeline.Outcome{Client: client, Key: key, Scheduled: int64(start), Start: int64(start), End: int64(t),
 				Result: result, Status: status, Attempts: n}
-			evs = append(evs, ev{t, timeline.Record{Type: timeline.TypeOutcome, Outcome: o}})
+			evs = append(evs, &ev{t, timeline.Record{Type: timeline.TypeOutcome, Outcome: o}})
 			t += s.think
 		}
 	}
@@ -242,7 +244,9 @@ func narrow(d, spread time.Duration) func(int, *rand.Rand, time.Duration) time.D
 }
 
 func instant() func(int, *rand.Rand, time.Duration) time.Duration {
-	return func(_ int, r *rand.Rand, _ time.Duration) time.Duration { return time.Duration(r.Int64N(int64(5 * time.Millisecond))) }
+	return func(_ int, r *rand.Rand, _ time.Duration) time.Duration {
+		return time.Duration(r.Int64N(int64(5 * time.Millisecond)))
+	}
 }
 
 func policy(base, cap time.Duration, maxAttempts int, budget time.Duration, jitter string) *timeline.Policy {

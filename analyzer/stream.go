@@ -357,15 +357,27 @@ func (a *Analyzer) instantProb(k int) float64 {
 
 func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
 	start := int64(0)
-	if len(a.quotaPh) > 0 || len(a.meta.Phases) > 0 {
-		if r.Phase != a.lastPhase || a.lastPhase == "" {
-			a.lastPhase = r.Phase
-			a.lastPhSt, a.lastPhQ = a.quotaPh[r.Phase]
+	if phases := a.meta.Phases; len(phases) > 0 {
+		// The phase containing the arrival; records come nearly in time
+		// order, so the last one found is tried first.
+		i := a.lastPh
+		if i >= len(phases) || r.At < phases[i].Start || (phases[i].End != 0 && r.At >= phases[i].End) {
+			i = -1
+			for j, ph := range phases {
+				if r.At >= ph.Start && (ph.End == 0 || r.At < ph.End) {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				return
+			}
+			a.lastPh = i
 		}
-		if !a.lastPhQ {
+		if !strings.HasPrefix(phases[i].Respond, "quota") {
 			return
 		}
-		start = a.lastPhSt
+		start = phases[i].Start
 	}
 	if r.At < start+a.warmup {
 		return
@@ -375,7 +387,7 @@ func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
 		a.pace.bad++
 		if len(a.pace.ex) < a.maxEx {
 			a.pace.ex = append(a.pace.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
-				Detail: fmt.Sprintf("429 at %s in steady state of phase %q", fmtNS(r.At), r.Phase)})
+				Detail: fmt.Sprintf("429 at %s, in the steady state of a quota phase", fmtNS(r.At))})
 		}
 	}
 }

@@ -1,0 +1,217 @@
+package analyzer
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+const (
+	ms = time.Millisecond
+	s1 = time.Second
+)
+
+// TestChecks runs each check against a synthetic fleet that makes the
+// mistake it is for, and against one that behaves.
+func TestChecks(t *testing.T) {
+	stated := policy(100*ms, 5*s1, 6, 20*s1, "full")
+	full := fullJitter(100*ms, 5*s1)
+	tests := []struct {
+		name  string
+		sim   sim
+		opts  Options
+		check string
+		want  string
+	}{
+		// retry-after
+		{"honours HTTP-date", sim{server: outage(3*s1, "phase-end"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass},
+		{"honours delta", sim{server: outage(3*s1, "delta1"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass},
+		{"ignores Retry-After", sim{server: outage(3*s1, "phase-end"), delay: full}, Options{}, CheckRetryAfter, StatusFail},
+		{"no Retry-After at all", sim{server: outage(3*s1, ""), delay: full}, Options{}, CheckRetryAfter, StatusPass},
+		// instant-retry
+		{"full jitter is not instant", sim{server: outage(3*s1, ""), delay: full}, Options{}, CheckInstantRetry, StatusPass},
+		{"no backoff", sim{server: outage(3*s1, ""), delay: instant()}, Options{}, CheckInstantRetry, StatusFail},
+		{"no backoff, no policy", sim{server: outage(3*s1, ""), delay: instant(), policy: nil}, Options{}, CheckInstantRetry, StatusFail},
+		{"negative Retry-After allows immediate", sim{server: outage(3*s1, "negative"), delay: fixed(0)}, Options{}, CheckInstantRetry, StatusPass},
+		{"garbage Retry-After needs backoff", sim{server: outage(3*s1, "garbage"), delay: fixed(0)}, Options{}, CheckInstantRetry, StatusFail},
+		{"small stated base", sim{server: outage(3*s1, ""), delay: fullJitter(10*ms, s1), policy: policy(10*ms, s1, 6, 20*s1, "full")}, Options{}, CheckInstantRetry, StatusPass},
+		// waves
+		{"full jitter spreads", sim{server: outage(5*s1, ""), delay: full}, Options{}, CheckWaves, StatusPass},
+		{"decorrelated spreads", sim{server: outage(5*s1, ""), delay: decorrelated(100*ms, 5*s1)}, Options{}, CheckWaves, StatusPass},
+		{"equal jitter spreads", sim{server: outage(5*s1, ""), delay: equalJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusPass},
+		{"no jitter", sim{server: outage(5*s1, ""), delay: noJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusFail},
+		{"fixed delay", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckWaves, StatusFail},
+		{"narrow jitter", sim{server: outage(10*s1, ""), delay: narrow(2*s1, 100*ms)}, Options{}, CheckWaves, StatusFail},
+		{"server-paced is not waves", sim{server: outage(5*s1, "phase-end"), honorRA: true, delay: full}, Options{}, CheckWaves, StatusSkip},
+		{"jitter on top of Retry-After", sim{server: outage(5*s1, "phase-end"), honorRA: true, raJitter: s1, delay: full}, Options{}, CheckWaves, StatusPass},
+		{"fixed on top of Retry-After", sim{server: outage(5*s1, "delta1"), honorRA: true, raExtra: 500 * ms, delay: full}, Options{}, CheckWaves, StatusFail},
+		// non-retryable
+		{"retries a 404", sim{server: always(404), retry4xx: true, delay: full, maxAttempts: 3}, Options{}, CheckNonRetryable, StatusFail},
+		{"stops on a 404", sim{server: always(404), delay: full}, Options{}, CheckNonRetryable, StatusPass},
+		{"404 not in the set", sim{server: always(404), retry4xx: true, delay: full, maxAttempts: 3},
+			Options{Checks: []CheckSpec{mustSpec(t, "non-retryable:statuses=400|422")}}, CheckNonRetryable, StatusPass},
+		// idempotency
+		{"POST without a key", sim{server: outage(s1, ""), method: "POST", delay: full}, Options{}, CheckIdempotency, StatusFail},
+		{"POST with a key", sim{server: outage(s1, ""), method: "POST", idem: true, delay: full}, Options{}, CheckIdempotency, StatusPass},
+		{"PATCH without a key", sim{server: outage(s1, ""), method: "PATCH", delay: full}, Options{}, CheckIdempotency, StatusFail},
+		{"GET needs no key", sim{server: outage(s1, ""), delay: full}, Options{}, CheckIdempotency, StatusPass},
+		// attempts
+		{"within max_attempts", sim{server: always(503), delay: full, maxAttempts: 6}, Options{}, CheckAttempts, StatusPass},
+		{"beyond max_attempts", sim{server: always(503), delay: full, maxAttempts: 9}, Options{}, CheckAttempts, StatusFail},
+		{"no stated cap", sim{server: always(503), delay: full, maxAttempts: 9, policy: &timeline.Policy{}}, Options{}, CheckAttempts, StatusSkip},
+		{"cap from a flag", sim{server: always(503), delay: full, maxAttempts: 6},
+			Options{Checks: []CheckSpec{mustSpec(t, "attempts:threshold=3")}}, CheckAttempts, StatusFail},
+		// budget
+		{"within budget", sim{server: always(503), delay: full, budget: 20 * s1}, Options{}, CheckBudget, StatusPass},
+		{"past budget", sim{server: always(503), delay: fixed(s1), maxAttempts: 40, budget: 20 * s1, overrun: 10 * s1}, Options{}, CheckBudget, StatusFail},
+		{"hung", sim{server: always(503), delay: full, hang: true}, Options{}, CheckBudget, StatusFail},
+		// amplification
+		{"bounded", sim{server: outage(s1, ""), delay: full}, Options{}, CheckAmplification, StatusPass},
+		{"unbounded", sim{server: outage(30*s1, ""), delay: fixed(100 * ms)}, Options{}, CheckAmplification, StatusFail},
+		{"over the scenario's limit", sim{server: outage(3*s1, ""), delay: full, expect: &timeline.Expect{Thresholds: map[string]float64{"amplification": 2}}},
+			Options{}, CheckAmplification, StatusFail},
+		{"over the retry share", sim{server: outage(3*s1, ""), delay: full},
+			Options{Checks: []CheckSpec{mustSpec(t, "amplification:retry_share=20")}}, CheckAmplification, StatusFail},
+		// jitter-bounds
+		{"full jitter in bounds", sim{server: outage(5*s1, ""), delay: full}, Options{}, CheckJitterBounds, StatusPass},
+		{"decorrelated in bounds", sim{server: outage(5*s1, ""), delay: decorrelated(100*ms, 5*s1), policy: policy(100*ms, 5*s1, 6, 20*s1, "decorrelated")}, Options{}, CheckJitterBounds, StatusPass},
+		{"fixed delay over bounds", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckJitterBounds, StatusFail},
+		{"off by one exponent", sim{server: outage(5*s1, ""), delay: noJitter(200*ms, 5*s1)}, Options{}, CheckJitterBounds, StatusFail},
+		{"no stated policy", sim{server: outage(5*s1, ""), delay: full, policy: &timeline.Policy{}}, Options{}, CheckJitterBounds, StatusSkip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.sim
+			s.clients, s.seed = 300, 1
+			if s.policy == nil && tt.name != "no backoff, no policy" {
+				s.policy = stated
+			}
+			if s.maxAttempts == 0 && s.budget == 0 && tt.check != CheckAmplification {
+				s.maxAttempts = 6
+			}
+			if tt.check == CheckAmplification && s.maxAttempts == 0 && tt.name != "unbounded" {
+				s.maxAttempts = 6
+			}
+			v := s.verdict(tt.opts)
+			c := v.Check(tt.check)
+			if c.Status != tt.want {
+				t.Errorf("%s: status = %s (figure %.3g, threshold %.3g, %s); want %s", tt.check, c.Status, c.Figure, c.Threshold, c.Reason, tt.want)
+			}
+			if c.Status == StatusFail && len(c.Examples) == 0 {
+				t.Errorf("%s failed without examples", tt.check)
+			}
+			if c.Status == StatusSkip && c.Reason == "" {
+				t.Errorf("%s skipped without a reason", tt.check)
+			}
+		})
+	}
+}
+
+func mustSpec(t *testing.T, s string) CheckSpec {
+	t.Helper()
+	spec, err := ParseCheckSpec(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestPacing: with a published quota and pacing expected, the 429 share of
+// steady-state traffic decides; the warm-up is excluded.
+func TestPacing(t *testing.T) {
+	quota := &timeline.Quota{Algorithm: "token-bucket", Rate: 100}
+	phases := []timeline.Phase{{Name: "q", Start: 0, Respond: "quota"}}
+	// share: a fraction of steady-state requests get 429; the warm-up gets all.
+	server := func(share float64) func(time.Duration) (int, string, time.Duration, bool) {
+		r := rand.New(rand.NewPCG(1, 2))
+		return func(at time.Duration) (int, string, time.Duration, bool) {
+			if at < s1 || r.Float64() < share {
+				return 429, "", 0, false
+			}
+			return 200, "", 0, false
+		}
+	}
+	tests := []struct {
+		name   string
+		share  float64
+		expect *timeline.Expect
+		quota  *timeline.Quota
+		opts   Options
+		want   string
+	}{
+		{"few 429s", 0.002, &timeline.Expect{Checks: []string{CheckPacing}}, quota, Options{}, StatusPass},
+		{"many 429s", 0.10, &timeline.Expect{Checks: []string{CheckPacing}}, quota, Options{}, StatusFail},
+		{"many 429s, flag", 0.10, nil, quota, Options{Checks: []CheckSpec{{ID: CheckPacing}}}, StatusFail},
+		{"not expected", 0.10, nil, quota, Options{}, StatusSkip},
+		{"no quota", 0.10, &timeline.Expect{Checks: []string{CheckPacing}}, nil, Options{}, StatusSkip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sim{clients: 200, requests: 20, spread: 3 * s1, think: 100 * ms, server: server(tt.share),
+				delay: fullJitter(100*ms, s1), maxAttempts: 4, policy: policy(100*ms, s1, 4, 10*s1, "full"),
+				expect: tt.expect, quota: tt.quota, phases: phases, seed: 3}
+			c := s.verdict(tt.opts).Check(CheckPacing)
+			if c.Status != tt.want {
+				t.Errorf("pacing = %s (%.3g%% > %.3g%%: %s); want %s", c.Status, c.Figure, c.Threshold, c.Reason, tt.want)
+			}
+		})
+	}
+}
+
+// TestServeRecording: a server-only recording has no outcomes; budget skips
+// and the server-side checks still judge.
+func TestServeRecording(t *testing.T) {
+	s := sim{clients: 100, server: outage(3*s1, ""), delay: instant(), maxAttempts: 5, seed: 1}
+	recs := s.records()
+	recs[0].Meta.Recorder = "serve"
+	recs[0].Meta.Policy = nil
+	an := New(recs[0].Meta, Options{})
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Type == timeline.TypeOutcome {
+			continue
+		}
+		an.Add(&recs[i])
+	}
+	v := an.Result()
+	for id, want := range map[string]string{
+		CheckBudget: StatusSkip, CheckAttempts: StatusSkip, CheckJitterBounds: StatusSkip,
+		CheckInstantRetry: StatusFail, CheckRetryAfter: StatusPass,
+	} {
+		if got := v.Check(id).Status; got != want {
+			t.Errorf("%s = %s (%s); want %s", id, got, v.Check(id).Reason, want)
+		}
+	}
+}
+
+// TestServerSyncWarning: a fleet that waits exactly as an HTTP-date said
+// comes back at once; that is the server's doing, a warning and not waves.
+func TestServerSyncWarning(t *testing.T) {
+	s := sim{clients: 300, server: outage(3*s1, "phase-end"), honorRA: true, delay: fullJitter(100*ms, s1), seed: 1,
+		policy: policy(100*ms, s1, 5, 20*s1, "full")}
+	v := s.verdict(Options{})
+	var found bool
+	for _, w := range v.Warnings {
+		if w.ID == WarnServerSync {
+			found = w.Remedy != ""
+		}
+	}
+	if !found {
+		t.Errorf("no %s warning with a remedy; warnings %+v", WarnServerSync, v.Warnings)
+	}
+	if !v.Pass {
+		t.Errorf("verdict failed: %s", describe(v))
+	}
+	if v.Figures.ServerPaced < 300 {
+		t.Errorf("ServerPaced = %d; want >= 300", v.Figures.ServerPaced)
+	}
+	// With jitter on top, no warning.
+	s.raJitter = 2 * s1
+	v = s.verdict(Options{})
+	for _, w := range v.Warnings {
+		if w.ID == WarnServerSync {
+			t.Errorf("warning %q with jitter on top of Retry-After", w.Message)
+		}
+	}
+}
