@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 )
 
@@ -108,6 +110,27 @@ func Classify(resp *http.Response, err error) (result string, status int, attemp
 type counter struct {
 	attempts atomic.Int32
 	status   atomic.Int32 // last status; 0 after a transport error
+
+	mu     sync.Mutex
+	bodies []io.Closer // every response body the attempts got, in order
+}
+
+// finish closes the bodies of every response but the one returned (the
+// last), or all of them when the call returned none. Some libraries never
+// close the responses they retry (failsafe-go) or the one they give up on;
+// a user's connections would leak, but the harness's must not. Closing an
+// already closed body is harmless.
+func (c *counter) finish(resp *http.Response) {
+	c.mu.Lock()
+	bodies := c.bodies
+	c.bodies = nil
+	c.mu.Unlock()
+	if resp != nil && len(bodies) > 0 {
+		bodies = bodies[:len(bodies)-1]
+	}
+	for _, b := range bodies {
+		b.Close()
+	}
 }
 
 type counterKey struct{}
@@ -148,6 +171,9 @@ func (t counting) RoundTrip(req *http.Request) (*http.Response, error) {
 		st := 0
 		if err == nil {
 			st = resp.StatusCode
+			c.mu.Lock()
+			c.bodies = append(c.bodies, resp.Body)
+			c.mu.Unlock()
 		}
 		c.status.Store(int32(st))
 	}

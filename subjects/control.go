@@ -98,7 +98,7 @@ func effective(p Policy) Policy {
 }
 
 func (c *control) New(next http.RoundTripper, p Params) Caller {
-	l := &loop{c: c, next: next, pol: effective(p.Policy), client: p.Client, rnd: p.Rand}
+	l := &loop{c: c, next: counting{next}, pol: effective(p.Policy), client: p.Client, rnd: p.Rand}
 	if l.rnd == nil {
 		l.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -165,6 +165,13 @@ func idempotent(method string) bool {
 }
 
 func (l *loop) do(ctx context.Context, req *http.Request) (*http.Response, error) {
+	ctx, cnt := withCounter(ctx)
+	resp, err := l.run(ctx, req)
+	cnt.finish(resp)
+	return resp, err
+}
+
+func (l *loop) run(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c := l.c
 	start := time.Now()
 	var body []byte

@@ -1,0 +1,47 @@
+package subjects
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+)
+
+// failsafeSubject is failsafe-go at its defaults:
+// failsafehttp.NewRoundTripper(harness, failsafehttp.NewRetryPolicyBuilder().Build()).
+// Defaults: 3 attempts (2 retries), no delay between them unless a 429 or
+// 503 carries a delay-seconds Retry-After (HTTP-dates are not read),
+// retries 429, 5xx but 501, and transport errors, no jitter, no budget.
+// It draws no random numbers, so runs replay. failsafehttp never closes
+// the bodies of the responses it retries; the adapter closes them when the
+// call returns (a user's connections would leak). A call that gives up
+// returns an error wrapping retrypolicy.ExceededError, not the response.
+type failsafeSubject struct{}
+
+func init() { register(failsafeSubject{}) }
+
+func (failsafeSubject) Name() string { return "failsafe" }
+
+func (failsafeSubject) Describe(Params) Info {
+	return Info{
+		Version: moduleVersion("github.com/failsafe-go/failsafe-go", "v0.9.8"),
+		Stated:  &Stated{MaxAttempts: 3, Jitter: "none", Retryable: []int{429, 500, 502, 503, 504}},
+		Summary: "failsafehttp.NewRoundTripper with NewRetryPolicyBuilder().Build() defaults",
+	}
+}
+
+func (failsafeSubject) New(next http.RoundTripper, p Params) Caller {
+	rt := failsafehttp.NewRoundTripper(counting{next}, failsafehttp.NewRetryPolicyBuilder().Build())
+	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		ctx, c := withCounter(ctx)
+		resp, err := rt.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			resp = nil
+		}
+		c.finish(resp)
+		if err != nil {
+			return nil, failure(ctx, c, err)
+		}
+		return resp, nil
+	}
+}

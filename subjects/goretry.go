@@ -1,0 +1,61 @@
+package subjects
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sethvargo/go-retry"
+)
+
+// goRetrySubject is sethvargo/go-retry as its README wires it: retry.Do
+// with NewExponential(1s) — the library has no defaults, and its backoffs
+// never stop by themselves — bounded by WithMaxRetries(4), around one
+// http.Client call whose user code marks transport errors and
+// 429/500/502/503/504 retryable. So: 5 attempts, waits 1s, 2s, 4s, 8s,
+// no jitter, no cap, no budget, Retry-After never read. It draws no random
+// numbers, so runs replay.
+type goRetrySubject struct{}
+
+func init() { register(goRetrySubject{}) }
+
+func (goRetrySubject) Name() string { return "go-retry" }
+
+func (goRetrySubject) Describe(Params) Info {
+	return Info{
+		Version: moduleVersion("github.com/sethvargo/go-retry", "v0.5.0"),
+		Stated: &Stated{Base: time.Second, MaxAttempts: 5, Jitter: "none",
+			Retryable: []int{429, 500, 502, 503, 504}},
+		Summary: "retry.Do with WithMaxRetries(4, NewExponential(1s))",
+	}
+}
+
+func (goRetrySubject) New(next http.RoundTripper, p Params) Caller {
+	hc := userCall(next)
+	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		body, err := readBody(req)
+		if err != nil {
+			return nil, err
+		}
+		ctx, c := withCounter(ctx)
+		var final *http.Response
+		b := retry.WithMaxRetries(4, retry.NewExponential(time.Second))
+		err = retry.Do(ctx, b, func(ctx context.Context) error {
+			resp, err := hc.Do(attemptOf(ctx, req, body))
+			if err != nil {
+				return retry.RetryableError(err)
+			}
+			if retryableStatus(resp.StatusCode) {
+				drain(resp)
+				return retry.RetryableError(statusError{resp.StatusCode})
+			}
+			final = resp
+			return nil
+		})
+		c.finish(final)
+		if err != nil {
+			return nil, failure(ctx, c, err)
+		}
+		return final, nil
+	}
+}

@@ -1,0 +1,64 @@
+package subjects
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/avast/retry-go/v4"
+)
+
+// retryGoSubject is avast/retry-go v4 at its defaults: retry.Do with only
+// retry.Context(ctx), around one http.Client call whose user code retries
+// transport errors and 429/500/502/503/504. Defaults: 10 attempts, wait n
+// = 100ms·2^(n-1) plus a random 0-100ms, no cap, no budget, Retry-After
+// never read. Its jitter draws from the global math/rand: runs cannot be
+// replayed.
+type retryGoSubject struct{}
+
+func init() { register(retryGoSubject{}) }
+
+func (retryGoSubject) Name() string { return "retry-go" }
+
+// Describe states an envelope of the waits in the analyzer's terms: wait
+// n < 100ms·2^(n-1) + 100ms ≤ 200ms·2^(n-1).
+func (retryGoSubject) Describe(Params) Info {
+	return Info{
+		Version: moduleVersion("github.com/avast/retry-go/v4", "v4.7.0"),
+		Stated: &Stated{Base: 200 * time.Millisecond, MaxAttempts: 10, Jitter: "exponential + 0-100ms",
+			Retryable: []int{429, 500, 502, 503, 504}},
+		Summary: "retry.Do defaults with retry.Context",
+	}
+}
+
+func (retryGoSubject) New(next http.RoundTripper, p Params) Caller {
+	hc := userCall(next)
+	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		body, err := readBody(req)
+		if err != nil {
+			return nil, err
+		}
+		ctx, c := withCounter(ctx)
+		var final *http.Response
+		err = retry.Do(func() error {
+			resp, err := hc.Do(attemptOf(ctx, req, body))
+			if err != nil {
+				return err
+			}
+			if retryableStatus(resp.StatusCode) {
+				drain(resp)
+				return statusError{resp.StatusCode}
+			}
+			final = resp
+			return nil
+		}, retry.Context(ctx))
+		c.finish(final)
+		if err != nil {
+			return nil, failure(ctx, c, err)
+		}
+		return final, nil
+	}
+}
+
+var errNoResponse = errors.New("subjects: library returned neither a response nor an error")

@@ -1,0 +1,73 @@
+package subjects
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"sync"
+)
+
+// moduleVersion returns the version of module path linked into the binary,
+// or fallback (the version go.mod pins) when build info is unavailable.
+func moduleVersion(path, fallback string) string {
+	versions := buildVersions()
+	if v, ok := versions[path]; ok && v != "" {
+		return v
+	}
+	return fallback
+}
+
+var buildVersions = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return m
+	}
+	for _, d := range bi.Deps {
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		m[d.Path] = d.Version
+	}
+	return m
+})
+
+// readBody reads and closes req's body so each attempt can resend it; nil
+// for a request without one.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	b, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("subjects: reading request body: %w", err)
+	}
+	return b, nil
+}
+
+// attemptOf returns a copy of req bound to ctx with a fresh body, as user
+// code around a generic retry library builds each attempt.
+func attemptOf(ctx context.Context, req *http.Request, body []byte) *http.Request {
+	r := req.Clone(ctx)
+	setBody(r, body)
+	return r
+}
+
+// statusError is what the user code around a generic retry library
+// (cenkalti/backoff, avast/retry-go, sethvargo/go-retry) returns to make
+// the library retry a 429 or 5xx.
+type statusError struct{ status int }
+
+func (e statusError) Error() string { return fmt.Sprintf("unexpected status %d", e.status) }
+
+// userCall is the shape of the adapters built on a generic retry library:
+// each attempt is a plain http.Client call through the counting harness
+// transport, and the user code around it decides: a transport error or a
+// 429/500/502/503/504 is retried (the response drained and closed); any
+// other response ends the call and is returned as is.
+func userCall(next http.RoundTripper) *http.Client {
+	return &http.Client{Transport: counting{next}}
+}
