@@ -1,0 +1,98 @@
+package scenarios
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBuiltins(t *testing.T) {
+	want := []string{"budget-trip", "flapping", "malformed-retry-after", "non-retryable", "outage-bare",
+		"outage-date", "outage-delta", "post-idempotency", "quota-steady", "slow-server"}
+	if got := BuiltinNames(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("BuiltinNames() = %v; want %v", got, want)
+	}
+	for _, sc := range Builtins() {
+		if sc.File != "builtin/"+sc.Name+".yaml" {
+			t.Errorf("%s: File = %q; want builtin/%s.yaml", sc.Name, sc.File, sc.Name)
+		}
+		if len(sc.Description) < 40 || !strings.Contains(sc.Description, "Exposes") {
+			t.Errorf("%s: description %q does not say which mistake it exposes", sc.Name, sc.Description)
+		}
+		if sc.Duration > 25*time.Second {
+			t.Errorf("%s: duration %v; want at most 25s so a default run ends within 30 s", sc.Name, sc.Duration)
+		}
+		if sc.Fleet.Timeout >= sc.Duration {
+			t.Errorf("%s: fleet timeout %v is not below the duration %v: the watchdog could never fire", sc.Name, sc.Fleet.Timeout, sc.Duration)
+		}
+		if len(sc.Expect.Checks) == 0 {
+			t.Errorf("%s: no expect.checks", sc.Name)
+		}
+	}
+}
+
+// TestBuiltinsMakeTheirChecksMeaningful pins the properties that make each
+// built-in's checks bite.
+func TestBuiltinsMakeTheirChecksMeaningful(t *testing.T) {
+	get := func(name string) *Scenario {
+		sc, err := Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	if sc := get("outage-bare"); sc.Server.Phases[0].RetryAfter.Form != "none" || sc.Fleet.Start.Kind != ArrivalBurst {
+		t.Errorf("outage-bare: retry_after %q, start %v; want none and burst (only client backoff spreads the herd)",
+			sc.Server.Phases[0].RetryAfter.Form, sc.Fleet.Start)
+	}
+	sc := get("quota-steady")
+	q := sc.Server.Quota
+	fleetRate := sc.Subject.Policy.Rate * float64(sc.Fleet.Clients)
+	if q == nil || sc.Server.Headers == "none" || sc.Server.Headers == "" || fleetRate <= 0 || fleetRate >= q.Limit/q.Per.Seconds() {
+		t.Errorf("quota-steady: quota %+v, headers %q, fleet rate %v; want a published quota above the fleet's policy rate", q, sc.Server.Headers, fleetRate)
+	}
+	sc = get("budget-trip")
+	if sc.Server.Phases[0].RetryAfter.Form != "huge" || sc.Server.Phases[0].For < sc.Duration || sc.Subject.Policy.Budget == 0 || sc.Subject.Policy.Budget >= sc.Fleet.Timeout {
+		t.Errorf("budget-trip: %+v, policy %+v; want a huge Retry-After, an outage longer than the run, and a budget below the watchdog", sc.Server.Phases[0], sc.Subject.Policy)
+	}
+	if sc := get("post-idempotency"); sc.Fleet.Method != "POST" {
+		t.Errorf("post-idempotency: method %q; want POST", sc.Fleet.Method)
+	}
+	sc = get("slow-server")
+	if sc.Subject.Policy.Timeout == 0 || sc.Server.Phases[0].Latency <= sc.Subject.Policy.Timeout {
+		t.Errorf("slow-server: latency %v, policy timeout %v; want latency past the per-attempt timeout", sc.Server.Phases[0].Latency, sc.Subject.Policy.Timeout)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	sc, err := Resolve("outage-date")
+	if err != nil || sc.Name != "outage-date" {
+		t.Fatalf("Resolve(outage-date) = %v, %v; want the built-in", sc, err)
+	}
+	if _, err := Resolve("no-such-scenario"); !errors.Is(err, ErrUnknownScenario) {
+		t.Errorf("Resolve(no-such-scenario) = %v; want ErrUnknownScenario", err)
+	}
+	if _, err := Builtin("../load"); !errors.Is(err, ErrUnknownScenario) {
+		t.Errorf("Builtin(../load) = %v; want ErrUnknownScenario", err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mine.yaml")
+	if err := os.WriteFile(path, []byte("name: mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := Resolve(path); err != nil || sc.Name != "mine" || sc.File != path {
+		t.Errorf("Resolve(%s) = %+v, %v; want the file", path, sc, err)
+	}
+	if _, err := Resolve(filepath.Join(dir, "gone.yaml")); !errors.Is(err, ErrUnknownScenario) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Resolve(missing file) = %v; want ErrUnknownScenario and os.ErrNotExist", err)
+	}
+}
+
+func TestBuiltinsRoundTrip(t *testing.T) {
+	for _, b := range builtinSources() {
+		checkRoundTrip(t, b)
+	}
+}

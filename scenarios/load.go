@@ -1,0 +1,535 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+	"github.com/retrylab/retrylab/stubserver"
+)
+
+// MaxFileSize is the largest scenario file Load and Parse accept.
+const MaxFileSize = 1 << 20
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	methodRE = regexp.MustCompile(`^[A-Z]+$`)
+)
+
+// Load reads and parses the scenario file at path. Problems are reported as
+// "path:line:col: key: message" (a *SyntaxError, or several joined).
+func Load(path string) (*Scenario, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenarios: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("scenarios: reading %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a scenario file's contents; file names it in errors. The
+// returned Scenario has every default filled in (see the Default
+// constants), its server section has passed stubserver.Config.Validate,
+// and Source holds data.
+//
+// Parsing is strict: unknown keys, values of the wrong type, bad durations
+// and rates, and impossible values (negative durations, a quota phase
+// without a quota, ...) are errors naming file:line:col. Up to ten problems
+// are reported, in file order.
+func Parse(file string, data []byte) (sc *Scenario, err error) {
+	d, root, err := parseRoot(file, data)
+	if err != nil {
+		return nil, err
+	}
+	sc = &Scenario{Source: data, File: file}
+	m := d.mapping(root, "")
+	m.str("name", &sc.Name)
+	m.str("description", &sc.Description)
+	sc.Duration = DefaultDuration
+	m.duration("duration", &sc.Duration, time.Nanosecond, MaxDuration)
+	n, path := m.take("server")
+	sc.Server = d.server(n, path)
+	n, path = m.take("fleet")
+	sc.Fleet = d.fleet(n, path)
+	n, path = m.take("subject")
+	sc.Subject = d.subject(n, path)
+	n, path = m.take("expect")
+	sc.Expect = d.expect(n, path)
+	m.done()
+
+	if sc.Name == "" {
+		sc.Name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(file), ".yaml"), ".yml")
+	}
+	if !nameRE.MatchString(sc.Name) {
+		d.failAt(d.places["name"], "name", "%q is not a usable name (letters, digits, '.', '_', '-')", sc.Name)
+	}
+	if !d.failed() {
+		d.validateServer(sc.Server)
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// ParseServer parses only the server section of a scenario file (what
+// `retrylab serve` needs); the other top-level keys must be known but are
+// not read. The Config has passed Validate.
+func ParseServer(file string, data []byte) (stubserver.Config, error) {
+	d, root, err := parseRoot(file, data)
+	if err != nil {
+		return stubserver.Config{}, err
+	}
+	m := d.mapping(root, "")
+	for _, k := range []string{"name", "description", "duration", "fleet", "subject", "expect"} {
+		m.take(k)
+	}
+	n, path := m.take("server")
+	cfg := d.server(n, path)
+	m.done()
+	if !d.failed() {
+		d.validateServer(cfg)
+	}
+	if err := d.err(); err != nil {
+		return stubserver.Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseRoot parses YAML into its one document's body.
+func parseRoot(file string, data []byte) (d *decoder, root ast.Node, err error) {
+	if len(data) > MaxFileSize {
+		return nil, nil, &SyntaxError{File: file, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
+	}
+	if !utf8.Valid(data) {
+		return nil, nil, &SyntaxError{File: file, Msg: "file is not valid UTF-8"}
+	}
+	defer func() {
+		// The YAML parser is third-party code fed outside input: a panic
+		// in it is a bad file, not a crash.
+		if r := recover(); r != nil {
+			d, root, err = nil, nil, &SyntaxError{File: file, Msg: fmt.Sprintf("yaml: cannot parse: %v", r)}
+		}
+	}()
+	f, perr := parser.ParseBytes(data, 0)
+	if perr != nil {
+		e := &SyntaxError{File: file, Msg: perr.Error()}
+		var ye yaml.Error
+		if errors.As(perr, &ye) {
+			e.Msg = ye.GetMessage()
+			if t := ye.GetToken(); t != nil && t.Position != nil {
+				e.Line, e.Col = t.Position.Line, t.Position.Column
+			}
+		}
+		return nil, nil, e
+	}
+	d = newDecoder(file)
+	var docs []*ast.DocumentNode
+	for _, doc := range f.Docs {
+		if doc != nil && doc.Body != nil {
+			docs = append(docs, doc)
+		}
+	}
+	switch {
+	case len(docs) == 0:
+		return nil, nil, &SyntaxError{File: file, Msg: "empty scenario"}
+	case len(docs) > 1:
+		p := position(docs[1].Body)
+		e := &SyntaxError{File: file, Msg: "a scenario file holds one YAML document"}
+		if p != nil {
+			e.Line, e.Col = p.Line, p.Column
+		}
+		return nil, nil, e
+	}
+	root = docs[0].Body
+	d.collectAnchors(root, 0)
+	return d, root, nil
+}
+
+func (d *decoder) server(n ast.Node, path string) stubserver.Config {
+	var cfg stubserver.Config
+	m := d.mapping(n, path)
+	m.duration("latency", &cfg.Latency, 0, time.Hour)
+	m.oneOf("headers", &cfg.Headers, stubserver.HeadersIETF, stubserver.HeadersXRateLimit, stubserver.HeadersNone)
+	if qn, qpath := m.take("quota"); qn != nil {
+		cfg.Quota = d.quota(qn, qpath)
+	}
+	pn, ppath := m.take("phases")
+	items := d.sequence(pn, ppath)
+	if len(items) > MaxPhases {
+		d.fail(pn, ppath, "%d phases, at most %d", len(items), MaxPhases)
+		items = nil
+	}
+	names := map[string]bool{}
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", ppath, i)
+		d.places[p] = position(item)
+		ph := d.phase(d.resolve(item, p), p, i == len(items)-1)
+		if ph.Name == "" {
+			ph.Name = fmt.Sprintf("phase-%d", i+1)
+		}
+		if names[ph.Name] {
+			d.failAt(d.placeOf(p+".name", p), p+".name", "phase name %q used twice", ph.Name)
+		}
+		names[ph.Name] = true
+		if ph.Respond.Kind == stubserver.RespondQuota && cfg.Quota == nil {
+			d.failAt(d.placeOf(p+".respond", p), p+".respond", "respond: quota needs server.quota")
+		}
+		if ph.RetryAfter.Value == stubserver.ValueLimiter && cfg.Quota == nil {
+			d.failAt(d.placeOf(p+".retry_after.value", p), p+".retry_after.value", "value: limiter needs server.quota")
+		}
+		cfg.Phases = append(cfg.Phases, ph)
+	}
+	m.done()
+	return cfg
+}
+
+// placeOf returns the first recorded position among paths.
+func (d *decoder) placeOf(paths ...string) *token.Position {
+	for _, p := range paths {
+		if pos := d.places[p]; pos != nil {
+			return pos
+		}
+	}
+	return nil
+}
+
+func (d *decoder) quota(n ast.Node, path string) *stubserver.Quota {
+	q := &stubserver.Quota{Algorithm: stubserver.AlgTokenBucket, Key: stubserver.KeyGlobal}
+	m := d.mapping(n, path)
+	m.oneOf("algorithm", &q.Algorithm, stubserver.AlgTokenBucket, stubserver.AlgFixedWindow, stubserver.AlgSlidingWindow)
+	rn, rpath := m.take("rate")
+	if rn == nil {
+		d.fail(n, path, "quota needs a rate (e.g. rate: 100/s)")
+	} else {
+		q.Limit, q.Per = d.rateValue(rn, rpath)
+	}
+	m.integer("burst", &q.Burst, 0, 1_000_000_000)
+	m.oneOf("key", &q.Key, stubserver.KeyGlobal, stubserver.KeyClient, stubserver.KeyAPIKey, stubserver.KeyEndpoint)
+	m.done()
+	return q
+}
+
+// rateValue reads "100/s" (or a bare number: per second).
+func (d *decoder) rateValue(n ast.Node, path string) (float64, time.Duration) {
+	s, ok := scalarText(n)
+	if !ok {
+		d.fail(n, path, "want a rate like 100/s, got %s", describe(n))
+		return 0, 0
+	}
+	count, per, err := parseRate(s)
+	if err != nil {
+		d.fail(n, path, "%v", err)
+		return 0, 0
+	}
+	return count, per
+}
+
+func (d *decoder) phase(n ast.Node, path string, last bool) stubserver.Phase {
+	var ph stubserver.Phase
+	m := d.mapping(n, path)
+	m.str("name", &ph.Name)
+	m.duration("for", &ph.For, 0, MaxDuration)
+	if !last && ph.For == 0 && !d.failed() {
+		d.fail(n, path, "every phase but the last needs a positive `for` (e.g. for: 5s)")
+	}
+	rn, rpath := m.take("respond")
+	ph.Respond = d.respond(rn, rpath)
+	if rn == nil {
+		ph.Respond.Kind = stubserver.RespondOK
+	}
+	an, apath := m.take("retry_after")
+	ph.RetryAfter = d.retryAfter(an, apath)
+	m.duration("latency", &ph.Latency, 0, time.Hour)
+	m.done()
+	return ph
+}
+
+// respond reads ok | quota | {status: N} | {mix: {...}} | {fault: F}.
+func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
+	var r stubserver.Respond
+	if n == nil {
+		return r
+	}
+	const want = "want ok, quota, {status: N}, {mix: {...}} or {fault: reset|hang}"
+	if s, ok := scalarText(n); ok {
+		switch s {
+		case stubserver.RespondOK, stubserver.RespondQuota:
+			r.Kind = s
+		default:
+			d.fail(n, path, "%s, got %q", want, s)
+		}
+		return r
+	}
+	m := d.mapping(n, path)
+	if len(m.fields) != 1 {
+		if !d.failed() {
+			d.fail(n, path, "%s", want)
+		}
+		m.pairs()
+		return r
+	}
+	switch m.fields[0].key {
+	case "status":
+		r.Kind = stubserver.RespondStatus
+		m.integer("status", &r.Status, 200, 599)
+	case "mix":
+		r.Kind = stubserver.RespondMix
+		mn, mpath := m.take("mix")
+		r.Mix = d.mix(mn, mpath)
+	case "fault":
+		r.Kind = stubserver.RespondFault
+		m.oneOf("fault", &r.Fault, stubserver.FaultReset, stubserver.FaultHang)
+	default:
+		m.take("status")
+		m.take("mix")
+		m.take("fault")
+	}
+	m.done()
+	return r
+}
+
+// mix reads {200: 90, 500: 5, reset: 2}: statuses or faults to weights.
+func (d *decoder) mix(n ast.Node, path string) []stubserver.Weighted {
+	m := d.mapping(n, path)
+	var out []stubserver.Weighted
+	for _, f := range m.pairs() {
+		p := join(path, f.key)
+		w := stubserver.Weighted{}
+		switch f.key {
+		case stubserver.FaultReset, stubserver.FaultHang:
+			w.Fault = f.key
+		default:
+			st, err := strconv.Atoi(f.key)
+			if err != nil || st < 200 || st > 599 {
+				d.fail(f.keyNode, p, "want a status 200-599 or a fault (reset, hang), got %q", f.key)
+				continue
+			}
+			w.Status = st
+		}
+		v := d.resolve(f.value, p)
+		if v == nil {
+			d.fail(f.keyNode, p, "missing weight")
+			continue
+		}
+		wt, ok := d.numberValue(v, p, 0, 1e9)
+		if !ok {
+			continue
+		}
+		if wt == 0 {
+			d.fail(v, p, "weight must be positive")
+			continue
+		}
+		w.Weight = wt
+		out = append(out, w)
+	}
+	if len(out) == 0 && len(m.fields) == 0 {
+		d.fail(n, path, "mix needs at least one status or fault")
+	}
+	return out
+}
+
+// retryAfter reads {form, value, spread}; a bare string is the form.
+func (d *decoder) retryAfter(n ast.Node, path string) stubserver.RetryAfter {
+	var ra stubserver.RetryAfter
+	if n == nil {
+		return ra
+	}
+	forms := []string{stubserver.FormNone, stubserver.FormDelta, stubserver.FormDate, stubserver.FormNegative,
+		stubserver.FormGarbage, stubserver.FormPastDate, stubserver.FormFractional, stubserver.FormHuge}
+	if s, ok := scalarText(n); ok {
+		if !slices.Contains(forms, s) {
+			d.fail(n, path, "want one of %s, got %q", strings.Join(forms, ", "), s)
+		}
+		ra.Form = s
+		return ra
+	}
+	m := d.mapping(n, path)
+	m.oneOf("form", &ra.Form, forms...)
+	if vn, vpath := m.take("value"); vn != nil {
+		if ra.Form == "" || ra.Form == stubserver.FormNone {
+			d.fail(vn, vpath, "value given but form is none")
+		}
+		switch s, _ := scalarText(vn); {
+		case s == stubserver.ValueLimiter || s == stubserver.ValuePhaseEnd:
+			ra.Value = s
+		default:
+			ra.Value = stubserver.ValueFixed
+			if _, isNum := vn.(*ast.IntegerNode); isNum {
+				if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
+					ra.Fixed = time.Duration(secs) * time.Second
+				}
+			} else if _, isFloat := vn.(*ast.FloatNode); isFloat {
+				if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
+					ra.Fixed = time.Duration(secs * float64(time.Second))
+				}
+			} else if _, isStr := vn.(*ast.StringNode); isStr {
+				if v, err := parseDuration(s); err == nil {
+					if v < 0 || v > MaxDuration {
+						d.fail(vn, vpath, "duration %s is out of range [0s, %s]", v, MaxDuration)
+					}
+					ra.Fixed = v
+				} else {
+					d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %q", s)
+				}
+			} else {
+				d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %s", describe(vn))
+			}
+		}
+	}
+	m.duration("spread", &ra.Spread, 0, MaxDuration)
+	m.done()
+	return ra
+}
+
+func (d *decoder) fleet(n ast.Node, path string) Fleet {
+	f := Fleet{
+		Clients:  DefaultClients,
+		Start:    Arrival{Kind: ArrivalBurst},
+		Requests: DefaultRequests,
+		Method:   DefaultMethod,
+		Timeout:  DefaultTimeout,
+	}
+	m := d.mapping(n, path)
+	m.integer("clients", &f.Clients, 1, MaxClients)
+	if sn, spath := m.take("start"); sn != nil {
+		if s, ok := scalarText(sn); !ok {
+			d.fail(sn, spath, "want burst, ramp DURATION or poisson RATE, got %s", describe(sn))
+		} else if a, err := parseArrival(s); err != nil {
+			d.fail(sn, spath, "%v", err)
+		} else {
+			f.Start = a
+		}
+	}
+	m.integer("requests", &f.Requests, 1, MaxRequests)
+	m.duration("think", &f.Think, 0, MaxDuration)
+	if mn, mpath := m.take("method"); mn != nil {
+		s, _ := scalarText(mn)
+		if !methodRE.MatchString(s) {
+			d.fail(mn, mpath, "want an upper-case HTTP method like GET or POST, got %s", quoteNode(mn))
+		} else {
+			f.Method = s
+		}
+	}
+	m.duration("timeout", &f.Timeout, time.Nanosecond, MaxDuration)
+	m.done()
+	return f
+}
+
+func (d *decoder) subject(n ast.Node, path string) SubjectSpec {
+	s := SubjectSpec{Name: DefaultSubject}
+	m := d.mapping(n, path)
+	if nn, npath := m.take("name"); nn != nil {
+		name, _ := scalarText(nn)
+		if !nameRE.MatchString(name) {
+			d.fail(nn, npath, "want a subject name like retrylab, got %s", quoteNode(nn))
+		} else {
+			s.Name = name
+		}
+	}
+	pn, ppath := m.take("policy")
+	pm := d.mapping(pn, ppath)
+	p := &s.Policy
+	pm.duration("base", &p.Base, 0, MaxDuration)
+	pm.duration("cap", &p.Cap, 0, MaxDuration)
+	pm.integer("max_attempts", &p.MaxAttempts, 0, 1_000_000)
+	pm.duration("budget", &p.Budget, 0, MaxDuration)
+	pm.oneOf("jitter", &p.Jitter, JitterKinds...)
+	if rn, rpath := pm.take("rate"); rn != nil {
+		if count, per := d.rateValue(rn, rpath); per > 0 {
+			p.Rate = count / per.Seconds()
+		}
+	}
+	pm.integer("burst", &p.Burst, 0, 1_000_000_000)
+	pm.duration("timeout", &p.Timeout, 0, MaxDuration)
+	pm.done()
+	if p.Base > 0 && p.Cap > 0 && p.Cap < p.Base && !d.failed() {
+		d.failAt(d.places[ppath+".cap"], ppath+".cap", "cap %s is below base %s", p.Cap, p.Base)
+	}
+	m.done()
+	return s
+}
+
+var thresholdRE = regexp.MustCompile(`^([a-z-]+)(\.[a-z0-9_-]+)?$`)
+
+func (d *decoder) expect(n ast.Node, path string) Expect {
+	var e Expect
+	m := d.mapping(n, path)
+	e.Checks = m.stringList("checks", CheckIDs)
+	e.Skip = m.stringList("skip", CheckIDs)
+	for _, id := range e.Skip {
+		if slices.Contains(e.Checks, id) {
+			d.failAt(d.places[join(path, "skip")], join(path, "skip"), "check %q is both in checks and in skip", id)
+		}
+	}
+	tn, tpath := m.take("thresholds")
+	tm := d.mapping(tn, tpath)
+	for _, f := range tm.pairs() {
+		p := join(tpath, f.key)
+		sub := thresholdRE.FindStringSubmatch(f.key)
+		if sub == nil || !slices.Contains(CheckIDs, sub[1]) {
+			d.fail(f.keyNode, p, "unknown check %q (want one of %s, optionally .PARAM)", f.key, strings.Join(CheckIDs, ", "))
+			continue
+		}
+		v := d.resolve(f.value, p)
+		if v == nil {
+			d.fail(f.keyNode, p, "missing threshold")
+			continue
+		}
+		if x, ok := d.numberValue(v, p, 0, 1e12); ok {
+			if e.Thresholds == nil {
+				e.Thresholds = map[string]float64{}
+			}
+			e.Thresholds[f.key] = x
+		}
+	}
+	m.done()
+	return e
+}
+
+// validateServer runs the stub's own validation and places each of its
+// field errors (`phases[1].retry_after.form: ...`) on the node the field
+// names, or on the nearest enclosing node that is in the file.
+func (d *decoder) validateServer(cfg stubserver.Config) {
+	err := cfg.Validate()
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var fe *stubserver.FieldError
+		if !errors.As(e, &fe) {
+			d.failAt(d.places["server"], "server", "%v", e)
+			continue
+		}
+		path := "server." + fe.Field
+		place := path
+		for d.places[place] == nil && place != "server" {
+			if i := strings.LastIndexAny(place, ".["); i > 0 {
+				place = place[:i]
+			} else {
+				place = "server"
+			}
+		}
+		d.failAt(d.places[place], path, "%s", fe.Msg)
+	}
+}

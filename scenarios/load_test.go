@@ -1,0 +1,435 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/stubserver"
+)
+
+// designExample is DESIGN.md's scenario file, verbatim.
+const designExample = `name: outage-date
+description: Everyone gets 503 with an HTTP-date Retry-After until the outage ends.
+duration: 30s                 # hard cap on the whole run
+server:
+  latency: 2ms                # added to every response
+  headers: ietf               # ietf | x-ratelimit | none
+  quota: {algorithm: token-bucket, rate: 100/s, burst: 20, key: global}
+  phases:                     # in order; the last lasts until the run ends
+    - name: outage
+      for: 5s
+      respond: {status: 503}  # ok | quota | {status: N} | {mix: {200: 90, 500: 5, 404: 5}} | {fault: reset|hang}
+      retry_after: {form: date, value: phase-end}
+    - name: recovered
+      respond: quota
+      retry_after: {form: delta, value: limiter}
+fleet:
+  clients: 1000
+  start: burst                # burst | ramp 10s | poisson 200/s
+  requests: 3                 # logical requests per client
+  think: 100ms
+  method: GET                 # POST exercises the idempotency check
+  timeout: 60s                # watchdog per logical request: past it, the outcome is "hung"
+subject:
+  name: retrylab
+  policy: {base: 100ms, cap: 5s, max_attempts: 5, budget: 20s, jitter: full}
+expect:
+  checks: [retry-after, instant-retry, waves, non-retryable, attempts, budget]
+  thresholds: {amplification: 3}
+`
+
+func TestParseDesignExample(t *testing.T) {
+	sc, err := Parse("ci.yaml", []byte(designExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Scenario{
+		Name:        "outage-date",
+		Description: "Everyone gets 503 with an HTTP-date Retry-After until the outage ends.",
+		Duration:    30 * time.Second,
+		Server: stubserver.Config{
+			Latency: 2 * time.Millisecond,
+			Headers: stubserver.HeadersIETF,
+			Quota:   &stubserver.Quota{Algorithm: "token-bucket", Limit: 100, Per: time.Second, Burst: 20, Key: "global"},
+			Phases: []stubserver.Phase{
+				{Name: "outage", For: 5 * time.Second, Respond: stubserver.Respond{Kind: "status", Status: 503},
+					RetryAfter: stubserver.RetryAfter{Form: "date", Value: "phase-end"}},
+				{Name: "recovered", Respond: stubserver.Respond{Kind: "quota"},
+					RetryAfter: stubserver.RetryAfter{Form: "delta", Value: "limiter"}},
+			},
+		},
+		Fleet: Fleet{Clients: 1000, Start: Arrival{Kind: "burst"}, Requests: 3, Think: 100 * time.Millisecond,
+			Method: "GET", Timeout: 60 * time.Second},
+		Subject: SubjectSpec{Name: "retrylab"},
+		Expect: Expect{
+			Checks:     []string{"retry-after", "instant-retry", "waves", "non-retryable", "attempts", "budget"},
+			Thresholds: map[string]float64{"amplification": 3},
+		},
+		Source: []byte(designExample),
+		File:   "ci.yaml",
+	}
+	want.Subject.Policy.Base = 100 * time.Millisecond
+	want.Subject.Policy.Cap = 5 * time.Second
+	want.Subject.Policy.MaxAttempts = 5
+	want.Subject.Policy.Budget = 20 * time.Second
+	want.Subject.Policy.Jitter = "full"
+	if !reflect.DeepEqual(sc, want) {
+		t.Errorf("Parse(design example) =\n%+v\nwant\n%+v", sc, want)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	sc, err := Parse("dir/minimal.yml", []byte("description: all defaults\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Name != "minimal" {
+		t.Errorf("Name = %q; want minimal (from the file name)", sc.Name)
+	}
+	if sc.Duration != DefaultDuration {
+		t.Errorf("Duration = %v; want %v", sc.Duration, DefaultDuration)
+	}
+	wantFleet := Fleet{Clients: DefaultClients, Start: Arrival{Kind: ArrivalBurst}, Requests: DefaultRequests,
+		Method: DefaultMethod, Timeout: DefaultTimeout}
+	if sc.Fleet != wantFleet {
+		t.Errorf("Fleet = %+v; want %+v", sc.Fleet, wantFleet)
+	}
+	if sc.Subject.Name != DefaultSubject {
+		t.Errorf("Subject.Name = %q; want %q", sc.Subject.Name, DefaultSubject)
+	}
+	if len(sc.Server.Phases) != 0 || sc.Server.Quota != nil {
+		t.Errorf("Server = %+v; want the zero Config", sc.Server)
+	}
+}
+
+func TestParseValues(t *testing.T) {
+	tests := []struct {
+		yaml  string
+		check func(sc *Scenario) (got, want any)
+	}{
+		{"fleet: {start: ramp 10s}", func(sc *Scenario) (any, any) {
+			return sc.Fleet.Start, Arrival{Kind: ArrivalRamp, Over: 10 * time.Second}
+		}},
+		{"fleet: {start: poisson 200/s}", func(sc *Scenario) (any, any) {
+			return sc.Fleet.Start, Arrival{Kind: ArrivalPoisson, Rate: 200}
+		}},
+		{"fleet: {start: poisson 30/1m}", func(sc *Scenario) (any, any) {
+			return sc.Fleet.Start, Arrival{Kind: ArrivalPoisson, Rate: 0.5}
+		}},
+		{"server: {quota: {rate: 5/100ms}}", func(sc *Scenario) (any, any) {
+			return *sc.Server.Quota, stubserver.Quota{Algorithm: "token-bucket", Limit: 5, Per: 100 * time.Millisecond, Key: "global"}
+		}},
+		{"server: {quota: {rate: 100/1m, key: client, algorithm: fixed-window}}", func(sc *Scenario) (any, any) {
+			return *sc.Server.Quota, stubserver.Quota{Algorithm: "fixed-window", Limit: 100, Per: time.Minute, Key: "client"}
+		}},
+		{"server: {quota: {rate: 50}}", func(sc *Scenario) (any, any) {
+			return sc.Server.Quota.Limit / sc.Server.Quota.Per.Seconds(), 50.0
+		}},
+		{"server: {phases: [{respond: {mix: {200: 90, 500: 5, reset: 2, hang: 0.5}}}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].Respond, stubserver.Respond{Kind: "mix", Mix: []stubserver.Weighted{
+				{Status: 200, Weight: 90}, {Status: 500, Weight: 5}, {Fault: "reset", Weight: 2}, {Fault: "hang", Weight: 0.5}}}
+		}},
+		{"server: {phases: [{respond: {fault: hang}}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].Respond, stubserver.Respond{Kind: "fault", Fault: "hang"}
+		}},
+		{"server: {phases: [{for: 1s}, {}]}", func(sc *Scenario) (any, any) {
+			return []string{sc.Server.Phases[0].Name, sc.Server.Phases[1].Name, sc.Server.Phases[1].Respond.Kind}, []string{"phase-1", "phase-2", "ok"}
+		}},
+		{"server: {phases: [{retry_after: {form: delta, value: 2}}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].RetryAfter, stubserver.RetryAfter{Form: "delta", Value: "fixed", Fixed: 2 * time.Second}
+		}},
+		{"server: {phases: [{retry_after: {form: delta, value: 1.5, spread: 1s}}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].RetryAfter, stubserver.RetryAfter{Form: "delta", Value: "fixed", Fixed: 1500 * time.Millisecond, Spread: time.Second}
+		}},
+		{"server: {phases: [{retry_after: {form: date, value: 2500ms}}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].RetryAfter.Fixed, 2500 * time.Millisecond
+		}},
+		{"server: {phases: [{retry_after: garbage}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].RetryAfter, stubserver.RetryAfter{Form: "garbage"}
+		}},
+		{"subject: {policy: {rate: 10/s, burst: 5, timeout: 2s}}", func(sc *Scenario) (any, any) {
+			return []any{sc.Subject.Policy.Rate, sc.Subject.Policy.Burst, sc.Subject.Policy.Timeout}, []any{10.0, 5, 2 * time.Second}
+		}},
+		{"expect: {skip: [waves], thresholds: {waves.threshold: 2.5}}", func(sc *Scenario) (any, any) {
+			return []any{sc.Expect.Skip, sc.Expect.Thresholds}, []any{[]string{"waves"}, map[string]float64{"waves.threshold": 2.5}}
+		}},
+		{"server:\n  phases:\n    - &down {for: 2s, respond: {status: 503}}\n    - *down\n    - {}\n", func(sc *Scenario) (any, any) {
+			return []any{sc.Server.Phases[1].For, sc.Server.Phases[1].Respond.Status}, []any{2 * time.Second, 503}
+		}},
+		{"fleet: {method: POST, think: 0, timeout: 1m30s}", func(sc *Scenario) (any, any) {
+			return []any{sc.Fleet.Method, sc.Fleet.Think, sc.Fleet.Timeout}, []any{"POST", time.Duration(0), 90 * time.Second}
+		}},
+	}
+	for _, tt := range tests {
+		sc, err := Parse("t.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.yaml, err)
+			continue
+		}
+		if got, want := tt.check(sc); !reflect.DeepEqual(got, want) {
+			t.Errorf("Parse(%q) = %+v; want %+v", tt.yaml, got, want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want string // the whole first line of the error
+	}{
+		{"nmae: x\n", `t.yaml:1:1: nmae: unknown key "nmae" (want one of name, description, duration, server, fleet, subject, expect)`},
+		{"duration: 5x\n", `t.yaml:1:11: duration: bad duration "5x" (want e.g. 250ms, 5s, 1m30s)`},
+		{"duration: 5\n", `t.yaml:1:11: duration: duration "5" has no unit (write 5s or 5ms)`},
+		{"duration: -5s\n", `t.yaml:1:11: duration: negative duration "-5s"`},
+		{"duration: 0\n", `t.yaml:1:11: duration: duration 0s is out of range [1ns, 24h0m0s]`},
+		{"server:\n  phases:\n    - for: -1s\n", `t.yaml:3:12: server.phases[0].for: negative duration "-1s"`},
+		{"server:\n  latency: fast\n", `t.yaml:2:12: server.latency: bad duration "fast" (want e.g. 250ms, 5s, 1m30s)`},
+		{"server:\n  headers: github\n", `t.yaml:2:12: server.headers: want one of ietf, x-ratelimit, none, got "github"`},
+		{"server:\n  quota: {rate: 100/fortnight}\n", `t.yaml:2:17: server.quota.rate: bad rate "100/fortnight": interval "fortnight" is not a duration (want e.g. 100/s, 100/1m, 5/100ms)`},
+		{"server:\n  quota: {rate: 0/s}\n", `t.yaml:2:17: server.quota.rate: rate "0/s" must be positive`},
+		{"server:\n  quota: {rate: lots}\n", `t.yaml:2:17: server.quota.rate: bad rate "lots" (want e.g. 100/s, 100/1m, 5/100ms)`},
+		{"server:\n  quota: {burst: 3}\n", `t.yaml:2:10: server.quota: quota needs a rate (e.g. rate: 100/s)`},
+		{"server:\n  quota: {rate: 1/s, key: user}\n", `t.yaml:2:27: server.quota.key: want one of global, client, api-key, endpoint, got "user"`},
+		{"server:\n  phases:\n    - respond: quota\n", `t.yaml:3:16: server.phases[0].respond: respond: quota needs server.quota`},
+		{"server:\n  phases:\n    - respond: {status: 700}\n", `t.yaml:3:25: server.phases[0].respond.status: 700 is out of range [200, 599]`},
+		{"server:\n  phases:\n    - respond: {status: 503, fault: reset}\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, {status: N}, {mix: {...}} or {fault: reset|hang}`},
+		{"server:\n  phases:\n    - respond: {mix: {200: 9, 600: 1}}\n", `t.yaml:3:31: server.phases[0].respond.mix.600: want a status 200-599 or a fault (reset, hang), got "600"`},
+		{"server:\n  phases:\n    - respond: {mix: {200: 0}}\n", `t.yaml:3:28: server.phases[0].respond.mix.200: weight must be positive`},
+		{"server:\n  phases:\n    - respond: {fault: delay}\n", `t.yaml:3:24: server.phases[0].respond.fault: want one of reset, hang, got "delay"`},
+		{"server:\n  phases:\n    - respond: {statuz: 503}\n", `t.yaml:3:17: server.phases[0].respond.statuz: unknown key "statuz" (want one of status, mix, fault)`},
+		{"server:\n  phases:\n    - respond: teapot\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, {status: N}, {mix: {...}} or {fault: reset|hang}, got "teapot"`},
+		{"server:\n  phases:\n    - {respond: ok}\n    - {respond: ok}\n", `t.yaml:3:7: server.phases[0]: every phase but the last needs a positive ` + "`for`" + ` (e.g. for: 5s)`},
+		{"server:\n  phases:\n    - {name: a, for: 1s}\n    - {name: a}\n", `t.yaml:4:14: server.phases[1].name: phase name "a" used twice`},
+		{"server:\n  phases:\n    - retry_after: {form: later}\n", `t.yaml:3:27: server.phases[0].retry_after.form: want one of none, delta, date, negative, garbage, past-date, fractional, huge, got "later"`},
+		{"server:\n  phases:\n    - retry_after: {value: 5}\n", `t.yaml:3:28: server.phases[0].retry_after.value: value given but form is none`},
+		{"server:\n  phases:\n    - retry_after: {form: delta, value: -2}\n", `t.yaml:3:41: server.phases[0].retry_after.value: -2 is out of range [0, 1e+09]`},
+		{"server:\n  phases:\n    - retry_after: {form: delta, value: soon}\n", `t.yaml:3:41: server.phases[0].retry_after.value: want seconds, a duration, limiter or phase-end, got "soon"`},
+		{"server:\n  phases:\n    - retry_after: {form: delta, value: limiter}\n", `t.yaml:3:41: server.phases[0].retry_after.value: value: limiter needs server.quota`},
+		{"server:\n  phases:\n    - retry_after: {form: delta, spread: -1s}\n", `t.yaml:3:42: server.phases[0].retry_after.spread: negative duration "-1s"`},
+		{"server:\n  phases: {a: 1}\n", `t.yaml:2:11: server.phases: want a sequence, got a mapping`},
+		// found by stubserver.Config.Validate, placed by its field path
+		{"server:\n  quota: {rate: 1/s}\n  phases:\n    - {respond: {status: 503}, retry_after: {form: delta, value: limiter}}\n",
+			`t.yaml:4:66: server.phases[0].retry_after.value: limiter needs respond: quota`},
+		{"server:\n  phases:\n    - retry_after: {form: date, value: phase-end}\n",
+			`t.yaml:3:40: server.phases[0].retry_after.value: phase-end on the last phase, which never ends`},
+		{"server:\n  quota: {rate: 0.5/s, algorithm: fixed-window}\n",
+			`t.yaml:2:17: server.quota.rate: a fixed-window quota needs a limit of at least 1 request per window, got 0.5`},
+		{"fleet:\n  clients: 0\n", `t.yaml:2:12: fleet.clients: 0 is out of range [1, 1000000]`},
+		{"fleet:\n  clients: many\n", `t.yaml:2:12: fleet.clients: want an integer, got "many"`},
+		{"fleet:\n  clients: 2.5\n", `t.yaml:2:12: fleet.clients: want an integer, got "2.5"`},
+		{"fleet:\n  start: ramp\n", `t.yaml:2:10: fleet.start: ramp needs a duration (e.g. ramp 10s)`},
+		{"fleet:\n  start: ramp -3s\n", `t.yaml:2:10: fleet.start: ramp duration -3s is out of range (0, 24h0m0s]`},
+		{"fleet:\n  start: poisson fast\n", `t.yaml:2:10: fleet.start: poisson: bad rate "fast" (want e.g. 100/s, 100/1m, 5/100ms)`},
+		{"fleet:\n  start: gradual\n", `t.yaml:2:10: fleet.start: bad start "gradual" (want burst, ramp DURATION or poisson RATE)`},
+		{"fleet:\n  method: post\n", `t.yaml:2:11: fleet.method: want an upper-case HTTP method like GET or POST, got "post"`},
+		{"fleet:\n  timeout: 0s\n", `t.yaml:2:12: fleet.timeout: duration 0s is out of range [1ns, 24h0m0s]`},
+		{"subject:\n  policy: {jitter: lots}\n", `t.yaml:2:20: subject.policy.jitter: want one of full, equal, decorrelated, none, got "lots"`},
+		{"subject:\n  policy: {base: 1s, cap: 100ms}\n", `t.yaml:2:27: subject.policy.cap: cap 100ms is below base 1s`},
+		{"subject:\n  policy: {max_attempts: -1}\n", `t.yaml:2:26: subject.policy.max_attempts: -1 is out of range [0, 1000000]`},
+		{"subject:\n  name: a/b\n", `t.yaml:2:9: subject.name: want a subject name like retrylab, got "a/b"`},
+		{"expect:\n  checks: [waves, wavez]\n", `t.yaml:2:19: expect.checks[1]: want one of retry-after, instant-retry, waves, non-retryable, idempotency, attempts, budget, amplification, pacing, jitter-bounds, got "wavez"`},
+		{"expect:\n  checks: [waves]\n  skip: [waves]\n", `t.yaml:3:9: expect.skip: check "waves" is both in checks and in skip`},
+		{"expect:\n  thresholds: {amplification: -1}\n", `t.yaml:2:31: expect.thresholds.amplification: -1 is out of range [0, 1e+12]`},
+		{"expect:\n  thresholds: {speed: 1}\n", `t.yaml:2:16: expect.thresholds.speed: unknown check "speed" (want one of retry-after, instant-retry, waves, non-retryable, idempotency, attempts, budget, amplification, pacing, jitter-bounds, optionally .PARAM)`},
+		{"name: a b\n", `t.yaml:1:7: name: "a b" is not a usable name (letters, digits, '.', '_', '-')`},
+		{"name: x\nname: y\n", `t.yaml:2:1: mapping key "name" already defined at [1:1]`},
+		{"- a\n", `t.yaml:1:1: want a mapping, got a sequence`},
+		{"", `t.yaml: empty scenario`},
+		{"name: a\n---\nname: b\n", `t.yaml:3:1: a scenario file holds one YAML document`},
+		{"server: *nowhere\n", `t.yaml:1:9: server: unknown alias "nowhere"`},
+		{"a: {b: 1}\nserver:\n  <<: {latency: 1s}\n", `t.yaml:1:1: a: unknown key "a" (want one of name, description, duration, server, fleet, subject, expect)`},
+		{"name: \xff\n", `t.yaml: file is not valid UTF-8`},
+	}
+	for _, tt := range tests {
+		_, err := Parse("t.yaml", []byte(tt.yaml))
+		if err == nil {
+			t.Errorf("Parse(%q) = nil error; want %q", tt.yaml, tt.want)
+			continue
+		}
+		if got, _, _ := strings.Cut(err.Error(), "\n"); got != tt.want {
+			t.Errorf("Parse(%q) error = %q; want %q", tt.yaml, got, tt.want)
+		}
+		var se *SyntaxError
+		if !errors.As(err, &se) {
+			t.Errorf("Parse(%q) error %T is not a *SyntaxError", tt.yaml, err)
+		}
+	}
+}
+
+func TestParseReportsEveryProblemInOrder(t *testing.T) {
+	src := "fleet:\n  clients: 0\nduration: -1s\nbogus: 1\n"
+	_, err := Parse("t.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("Parse = nil error; want three problems")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{"t.yaml:2:12: fleet.clients", "t.yaml:3:11: duration", "t.yaml:4:1: bogus"}
+	if len(lines) != len(want) {
+		t.Fatalf("Parse error has %d lines; want %d:\n%v", len(lines), len(want), err)
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("error line %d = %q; want prefix %q", i, lines[i], want[i])
+		}
+	}
+}
+
+func TestParseServer(t *testing.T) {
+	cfg, err := ParseServer("s.yaml", []byte(designExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Phases) != 2 || cfg.Phases[0].Name != "outage" || cfg.Quota == nil {
+		t.Errorf("ParseServer(design example) = %+v; want its two phases and quota", cfg)
+	}
+	// Only the server section is read: a bad fleet does not matter, an
+	// unknown top-level key does.
+	if _, err := ParseServer("s.yaml", []byte("fleet: {clients: -1}\nserver: {latency: 1ms}\n")); err != nil {
+		t.Errorf("ParseServer(bad fleet) = %v; want nil", err)
+	}
+	_, err = ParseServer("s.yaml", []byte("server: {latency: 1ms}\nservr: {}\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "s.yaml:2:1: servr: unknown key") {
+		t.Errorf("ParseServer(unknown key) = %v; want s.yaml:2:1: servr: unknown key ...", err)
+	}
+	_, err = ParseServer("s.yaml", []byte("server:\n  phases:\n    - for: 1h1s\n      latency: -1ms\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "s.yaml:4:16: server.phases[0].latency: negative duration") {
+		t.Errorf("ParseServer(negative latency) = %v; want s.yaml:4:16: ...", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ci.yaml")
+	if err := os.WriteFile(path, []byte("duration: 1x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.HasPrefix(err.Error(), path+":1:11: duration:") {
+		t.Errorf("Load(bad file) = %v; want %s:1:11: duration: ...", err, path)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v; want os.ErrNotExist", err)
+	}
+	big := make([]byte, MaxFileSize+10)
+	for i := range big {
+		big[i] = '#'
+	}
+	if err := os.WriteFile(path, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load(huge file) = %v; want a size error", err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in    string
+		count float64
+		per   time.Duration
+		err   bool
+	}{
+		{"100/s", 100, time.Second, false},
+		{"100/1s", 100, time.Second, false},
+		{"100/1m", 100, time.Minute, false},
+		{"100/m", 100, time.Minute, false},
+		{"5/100ms", 5, 100 * time.Millisecond, false},
+		{"0.5/s", 0.5, time.Second, false},
+		{" 7 / h ", 7, time.Hour, false},
+		{"50", 50, time.Second, false},
+		{"100/", 0, 0, true},
+		{"/s", 0, 0, true},
+		{"-1/s", 0, 0, true},
+		{"1/0s", 0, 0, true},
+		{"1/-1s", 0, 0, true},
+		{"NaN/s", 0, 0, true},
+		{"Inf/s", 0, 0, true},
+		{"1e10/1ns", 0, 0, true},
+	}
+	for _, tt := range tests {
+		count, per, err := parseRate(tt.in)
+		if (err != nil) != tt.err || count != tt.count || per != tt.per {
+			t.Errorf("parseRate(%q) = %v, %v, %v; want %v, %v, error %v", tt.in, count, per, err, tt.count, tt.per, tt.err)
+		}
+	}
+}
+
+// TestJSONRoundTrip: the JSON kept in the timeline's meta parses back into
+// the same scenario.
+func TestJSONRoundTrip(t *testing.T) {
+	srcs := []string{designExample, "{}", `
+server:
+  quota: {rate: 5/100ms, algorithm: sliding-window, key: endpoint, burst: 3}
+  phases:
+    - {name: a, for: 1s, respond: {mix: {503: 2, 200: 7.5, reset: 1}}, retry_after: {form: huge}, latency: 3ms}
+    - {for: 2s, respond: {fault: hang}, retry_after: {form: delta, value: 2.5, spread: 250ms}}
+    - {respond: quota, retry_after: {form: date, value: limiter}}
+fleet: {start: poisson 12.5/s, method: POST, think: 1ms}
+subject: {name: exp-no-jitter, policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: none}}
+expect: {skip: [pacing], thresholds: {waves.threshold: 2.5}}
+`}
+	for _, src := range srcs {
+		checkRoundTrip(t, []byte(src))
+	}
+}
+
+func checkRoundTrip(t *testing.T, src []byte) {
+	t.Helper()
+	sc, err := Parse("t.yaml", src)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", src, err)
+	}
+	j, err := json.Marshal(sc)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	back, err := Parse("t.yaml", j)
+	if err != nil {
+		t.Fatalf("Parse(Marshal(Parse(%q))) = %v\njson: %s", src, err, j)
+	}
+	back.Source, sc.Source = nil, nil
+	if !reflect.DeepEqual(back, sc) {
+		t.Errorf("round trip of %q:\n got %+v\nwant %+v\njson: %s", src, back, sc, j)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(designExample))
+	f.Add([]byte("server: {phases: [{for: 1s, respond: {mix: {200: 1, reset: 1}}}, {respond: {fault: hang}}]}"))
+	f.Add([]byte("fleet: {start: poisson 5/100ms, clients: 3}\nexpect: {checks: [waves]}"))
+	f.Add([]byte("server:\n  phases:\n    - &x {for: 2s}\n    - *x\n"))
+	f.Add([]byte("duration: -1s\nbogus: [1, {a: b}]\n"))
+	for _, b := range builtinSources() {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := Parse("f.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.yaml") {
+				t.Fatalf("error %q does not start with the file name", err)
+			}
+			return
+		}
+		if _, err := ParseServer("f.yaml", data); err != nil {
+			t.Fatalf("Parse accepts but ParseServer rejects: %v", err)
+		}
+		j, err := json.Marshal(sc)
+		if err != nil {
+			t.Fatalf("Marshal: %v", err)
+		}
+		back, err := Parse("f.yaml", j)
+		if err != nil {
+			t.Fatalf("Parse(Marshal(sc)) = %v\njson: %s", err, j)
+		}
+		back.Source, sc.Source = nil, nil
+		if !reflect.DeepEqual(back, sc) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v\njson: %s", back, sc, j)
+		}
+	})
+}

@@ -1,0 +1,123 @@
+// Package scenarios owns retrylab's scenario files — their YAML schema, the
+// strict loader, the built-in scenarios — and the runner that plays one: the
+// stub server, the fleet of simulated clients and the timeline recording.
+package scenarios
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/retrylab/retrylab/stubserver"
+)
+
+// Defaults applied by the loader when a scenario leaves a key out. They
+// follow what a k6 or vegeta user expects: a bounded run, a modest fleet
+// started at once, GET requests and a 30-second per-request watchdog.
+const (
+	DefaultDuration = 60 * time.Second
+	DefaultClients  = 10
+	DefaultRequests = 1
+	DefaultMethod   = "GET"
+	DefaultTimeout  = 30 * time.Second
+	DefaultSubject  = "retrylab"
+)
+
+// Limits on the sizes a scenario may ask for; larger values are errors, so a
+// typo cannot turn the tool into the outage.
+const (
+	MaxDuration = 24 * time.Hour
+	MaxClients  = 1_000_000
+	MaxRequests = 1_000_000
+	MaxPhases   = 1000
+)
+
+// Arrival kinds: how the fleet's clients start.
+const (
+	ArrivalBurst   = "burst"   // every client at time zero (staggered by nanoseconds)
+	ArrivalRamp    = "ramp"    // clients evenly spread over Arrival.Over
+	ArrivalPoisson = "poisson" // exponential gaps at Arrival.Rate clients per second
+)
+
+// Check ids the loader accepts in expect.checks and expect.skip; DESIGN.md
+// gives their meaning and the analyzer implements them.
+var CheckIDs = []string{
+	"retry-after", "instant-retry", "waves", "non-retryable", "idempotency",
+	"attempts", "budget", "amplification", "pacing", "jitter-bounds",
+}
+
+// Jitter kinds the loader accepts in subject.policy.jitter.
+var JitterKinds = []string{"full", "equal", "decorrelated", "none"}
+
+// A Scenario is one run: the stub server's behaviour, the fleet that loads
+// it, the subject (the retry library under test) and what the analyzer
+// should expect. Load and Parse fill every field, defaults included; a
+// Scenario is plain data, safe to copy and to share read-only.
+type Scenario struct {
+	Name        string
+	Description string
+	// Duration is the hard cap on the whole run (DefaultDuration when unset).
+	Duration time.Duration
+	Server   stubserver.Config
+	Fleet    Fleet
+	Subject  SubjectSpec
+	Expect   Expect
+	// Source is the file's bytes as read; File is its path, or
+	// "builtin/NAME.yaml" for an embedded scenario.
+	Source []byte
+	File   string
+}
+
+// Fleet is what the simulated clients do.
+type Fleet struct {
+	Clients  int           // simulated clients (DefaultClients)
+	Start    Arrival       // when each client starts (burst)
+	Requests int           // logical requests per client (DefaultRequests)
+	Think    time.Duration // pause between a client's logical requests (0)
+	Method   string        // DefaultMethod; POST exercises the idempotency check
+	// Timeout is the watchdog per logical request: past it the outcome is
+	// "hung" (DefaultTimeout).
+	Timeout time.Duration
+}
+
+// Arrival is the fleet's start schedule: `burst`, `ramp 10s` or
+// `poisson 200/s` in a scenario file.
+type Arrival struct {
+	Kind string        // ArrivalBurst (the zero value means burst), ArrivalRamp, ArrivalPoisson
+	Over time.Duration // ramp: the last client starts at Over
+	Rate float64       // poisson: mean clients started per second
+}
+
+// String returns the arrival in scenario-file syntax.
+func (a Arrival) String() string {
+	switch a.Kind {
+	case ArrivalRamp:
+		return "ramp " + a.Over.String()
+	case ArrivalPoisson:
+		return "poisson " + formatFloat(a.Rate) + "/s"
+	}
+	return ArrivalBurst
+}
+
+// SubjectSpec names the subject and the policy knobs handed to it; zero
+// knobs mean the subject's own defaults.
+type SubjectSpec struct {
+	Name   string // DefaultSubject when unset
+	Policy subjectPolicy
+}
+
+// Expect is which checks the analyzer runs and their thresholds. Empty
+// Checks means the analyzer's default set.
+type Expect struct {
+	Checks     []string
+	Skip       []string
+	Thresholds map[string]float64
+}
+
+// formatFloat writes f in the shortest form that parses back to f.
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// formatRate writes a quota's rate in scenario-file syntax ("100/1s").
+func formatRate(limit float64, per time.Duration) string {
+	return fmt.Sprintf("%s/%s", formatFloat(limit), per)
+}
