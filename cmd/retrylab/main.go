@@ -105,6 +105,7 @@ func init() {
 		"analyze":   {"judge a recorded timeline", cmdAnalyze},
 		"report":    {"write the HTML report of a timeline", cmdReport},
 		"compare":   {"run several subjects on one scenario and rank them", cmdCompare},
+		"subjects":  {"list the subjects (libraries under test)", cmdSubjects},
 	}
 }
 

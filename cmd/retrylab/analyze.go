@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/retrylab/retrylab/analyzer"
+)
+
+const analyzeUsage = "analyze TIMELINE [--check ID[:k=v]] [--skip IDS] [--json F] [--junit F] [--markdown F]"
+
+func cmdAnalyze(ctx context.Context, e *env, args []string) error {
+	var vf verdictFlags
+	fs := newFlags("analyze", analyzeUsage, e)
+	vf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("analyze takes one timeline file, got %d arguments", fs.NArg())
+	}
+	path := fs.Arg(0)
+	opts, err := vf.options()
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return badInput(err)
+	}
+	defer f.Close()
+	v, err := analyzer.Analyze(f, opts)
+	if err != nil {
+		return timelineInputErr(path, err)
+	}
+	if err := vf.emit(e, v); err != nil {
+		return err
+	}
+	return verdictErr(v)
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/timeline"
+	"github.com/spf13/pflag"
+)
+
+// verdictFlags are the analyzer flags `run` and `analyze` share.
+type verdictFlags struct {
+	checks   []string
+	skip     []string
+	json     string
+	junit    string
+	markdown string
+}
+
+func (v *verdictFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&v.checks, "check", nil, "run a check, optionally with parameters: `ID[:k=v,...]` (e.g. waves:threshold=2.5; repeatable)")
+	fs.StringSliceVar(&v.skip, "skip", nil, "skip these check `IDs` (comma-separated)")
+	fs.StringVar(&v.json, "json", "", "write the verdict as JSON to `FILE`")
+	fs.StringVar(&v.junit, "junit", "", "write the verdict as JUnit XML to `FILE` (one testcase per check)")
+	fs.StringVar(&v.markdown, "markdown", "", "write the verdict as Markdown to `FILE` (PR comment, $GITHUB_STEP_SUMMARY)")
+}
+
+// options turns the flags into analyzer options; errors name the flag.
+func (v *verdictFlags) options() (analyzer.Options, error) {
+	var o analyzer.Options
+	for _, c := range v.checks {
+		spec, err := analyzer.ParseCheckSpec(c)
+		if err != nil {
+			return o, usagef("--check %q: %v", c, err)
+		}
+		o.Checks = append(o.Checks, spec)
+	}
+	for _, s := range v.skip {
+		ids, err := analyzer.ParseCheckIDs(s)
+		if err != nil {
+			return o, usagef("--skip %q: %v", s, err)
+		}
+		o.Skip = append(o.Skip, ids...)
+	}
+	if err := o.Validate(); err != nil {
+		return o, usagef("%v", err)
+	}
+	return o, nil
+}
+
+// emit prints the verdict table and writes the requested files. Each file
+// is written whole or not at all.
+func (v *verdictFlags) emit(e *env, verdict *analyzer.Verdict) error {
+	if err := analyzer.WriteText(e.stdout, verdict); err != nil {
+		return err
+	}
+	outs := []struct {
+		flag, path string
+		write      func(io.Writer, *analyzer.Verdict) error
+	}{
+		{"--json", v.json, analyzer.WriteJSON},
+		{"--junit", v.junit, analyzer.WriteJUnit},
+		{"--markdown", v.markdown, analyzer.WriteMarkdown},
+	}
+	for _, o := range outs {
+		if o.path == "" {
+			continue
+		}
+		if err := writeFileAtomic(o.path, func(w io.Writer) error { return o.write(w, verdict) }); err != nil {
+			return fmt.Errorf("%s: %w", o.flag, err)
+		}
+	}
+	return nil
+}
+
+// verdictErr is the error a command returns for a verdict: nil when it
+// passed, errVerdictFailed when not.
+func verdictErr(v *analyzer.Verdict) error {
+	if v.Pass {
+		return nil
+	}
+	return errVerdictFailed
+}
+
+// writeFileAtomic writes path through a temporary file in the same
+// directory and renames it into place, so a failure leaves nothing
+// half-written behind.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// timelineInputErr turns a timeline decoding error into bad input naming
+// the file and line.
+func timelineInputErr(path string, err error) error {
+	var se *timeline.SyntaxError
+	if errors.As(err, &se) {
+		return usagef("%s:%d: %s", path, se.Line, se.Msg)
+	}
+	if errors.Is(err, analyzer.ErrNoRecords) {
+		return usagef("%s: %v", path, err)
+	}
+	return err
+}
