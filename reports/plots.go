@@ -145,25 +145,16 @@ func (c *Collector) plotAttempts() drawn {
 // the most alarming wins.
 var rasterPriority = [...]int{classFault, class503, classOther, class429, class2xx}
 
-// Plot 2: one row per sampled client, one mark per attempt (per cell).
-func (c *Collector) plotRaster() drawn {
-	d := drawn{Plot: Plot{
-		Name:    PlotRaster,
-		Title:   "Client raster",
-		Caption: "One row per client, one mark per attempt, coloured by response. Lockstep retries show as vertical stripes; jitter as scatter.",
-	}, w: plotWidth, h: 5 * vg.Inch}
-	rows := c.sortedRows()
-	if len(rows) == 0 {
-		d.Note = "The timeline has no attempts."
-		return d
-	}
-	used, width := c.bins.used, c.bins.width
-	cells := make([][]uint8, len(rows))
-	for i, r := range rows {
-		cells[i] = slices.Clone(r.cells)
-	}
-	type run struct{ row, from, to, class int }
-	var runs []run
+// rasterRun is a raster mark: columns [from, to) of a row, one class.
+type rasterRun struct{ row, from, to, class int }
+
+// rasterRuns turns the raster's cells (a class bit set per row and column;
+// used columns of width ns) into marks, merging neighbouring cells of the
+// same class, and folds columns until there are at most rasterCols of them
+// and at most rasterMarks marks. It folds cells in place and returns the
+// marks with the final column count and width.
+func rasterRuns(cells [][]uint8, used int, width int64) ([]rasterRun, int, int64) {
+	var runs []rasterRun
 	for {
 		for used > rasterCols {
 			for _, s := range cells {
@@ -183,16 +174,16 @@ func (c *Collector) plotRaster() drawn {
 						break
 					}
 				}
-				if cl >= 0 && cl == prev && runs[len(runs)-1].to == col {
+				if cl >= 0 && cl == prev {
 					runs[len(runs)-1].to = col + 1
 				} else if cl >= 0 {
-					runs = append(runs, run{row: ri, from: col, to: col + 1, class: cl})
+					runs = append(runs, rasterRun{row: ri, from: col, to: col + 1, class: cl})
 				}
 				prev = cl
 			}
 		}
 		if len(runs) <= rasterMarks || used <= 1 {
-			break
+			return runs, used, width
 		}
 		for _, s := range cells {
 			foldOr(s)
@@ -200,6 +191,26 @@ func (c *Collector) plotRaster() drawn {
 		width *= 2
 		used = (used + 1) / 2
 	}
+}
+
+// Plot 2: one row per sampled client, one mark per attempt (per cell).
+func (c *Collector) plotRaster() drawn {
+	d := drawn{Plot: Plot{
+		Name:    PlotRaster,
+		Title:   "Client raster",
+		Caption: "One row per client, one mark per attempt, coloured by response. Lockstep retries show as vertical stripes; jitter as scatter.",
+	}, w: plotWidth, h: 5 * vg.Inch}
+	rows := c.sortedRows()
+	if len(rows) == 0 {
+		d.Note = "The timeline has no attempts."
+		return d
+	}
+	used, width := c.bins.used, c.bins.width
+	cells := make([][]uint8, len(rows))
+	for i, r := range rows {
+		cells[i] = slices.Clone(r.cells)
+	}
+	runs, used, width := rasterRuns(cells, used, width)
 	sec := seconds(float64(width))
 	n := len(rows)
 	var rings [numClasses][]plotter.XYs
