@@ -84,7 +84,21 @@ func (t *Transport) CloseIdleConnections() {
 type layerKey struct{}
 
 // layerCtx is the call's context: the caller's, plus the one-layer marker.
-type layerCtx struct{ context.Context }
+// It doubles as the body of the response given to the caller, so that
+// closing it releases the attempt's context (one allocation, not two).
+type layerCtx struct {
+	context.Context
+	body   io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (c *layerCtx) Read(p []byte) (int, error) { return c.body.Read(p) }
+
+func (c *layerCtx) Close() error {
+	err := c.body.Close()
+	c.cancel(nil)
+	return err
+}
 
 func (c *layerCtx) Value(key any) any {
 	if key == (layerKey{}) {
@@ -121,7 +135,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			replayable = false
 		}
 	}
-	lctx := &layerCtx{ctx}
+	lctx := &layerCtx{Context: ctx}
 	budgetEnd := start.Add(cfg.Budget)
 	var prev time.Duration // previous backoff, for decorrelated jitter
 	serverPaced := false   // the last wait was the server's Retry-After
@@ -139,16 +153,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return fail(attempt-1, 0, err, nil, wait)
 		}
 		// The attempt.
-		areq := req.WithContext(lctx)
-		areq.Header = header
+		body := req.Body
 		if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
-			body, err := req.GetBody()
-			if err != nil {
+			var err error
+			if body, err = req.GetBody(); err != nil {
 				return fail(attempt-1, 0, nil, err, 0)
 			}
-			areq.Body = body
 		}
-		resp, err, cause, cancel := t.send(lctx, areq, budgetEnd)
+		resp, err, cause, cancel := t.send(lctx, req, header, body, budgetEnd)
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
@@ -170,10 +182,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case err != nil:
 			switch {
 			case ctx.Err() != nil:
-				cancel(nil)
+				discard(nil, cancel)
 				return fail(attempt, 0, ctx.Err(), err, 0)
 			case cause == ErrBudgetExhausted:
-				cancel(nil)
+				discard(nil, cancel)
 				return fail(attempt, 0, ErrBudgetExhausted, err, 0)
 			case cause == errAttemptTimeout:
 				retry = true
@@ -188,10 +200,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if !retry || !replayable {
 			if err != nil {
-				cancel(nil)
+				discard(nil, cancel)
 				return fail(attempt, 0, nil, err, 0)
 			}
-			return t.deliver(resp, cancel), nil
+			return t.deliver(lctx, resp, cancel), nil
 		}
 		// A retryable failure.
 		if attempt >= cfg.MaxAttempts {
@@ -225,10 +237,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send runs one attempt, bounded by the budget and AttemptTimeout unless the
 // caller's deadline comes first. cause is set when the Transport's own timer
-// ended the attempt (ErrBudgetExhausted or errAttemptTimeout). cancel
-// releases the attempt's context; call it once the response is done with
-// (deliver arranges that for a response given to the caller).
-func (t *Transport) send(lctx *layerCtx, areq *http.Request, budgetEnd time.Time) (resp *http.Response, err, cause error, cancel context.CancelCauseFunc) {
+// ended the attempt (ErrBudgetExhausted or errAttemptTimeout). cancel, if not
+// nil, releases the attempt's context; call it once the response is done
+// with (deliver arranges that for a response given to the caller).
+func (t *Transport) send(lctx *layerCtx, req *http.Request, header http.Header, body io.ReadCloser, budgetEnd time.Time) (resp *http.Response, err, cause error, cancel context.CancelCauseFunc) {
 	limit, why := budgetEnd, ErrBudgetExhausted
 	if at := t.cfg.AttemptTimeout; at > 0 {
 		if end := time.Now().Add(at); end.Before(limit) {
@@ -237,44 +249,41 @@ func (t *Transport) send(lctx *layerCtx, areq *http.Request, budgetEnd time.Time
 	}
 	if d, ok := lctx.Deadline(); ok && !d.After(limit) {
 		// The caller's deadline ends the attempt first: no timer needed.
+		areq := req.WithContext(lctx)
+		areq.Header, areq.Body = header, body
 		resp, err = t.next.RoundTrip(areq)
-		return resp, err, nil, nopCancel
+		return resp, err, nil, nil
 	}
+	return t.sendTimed(lctx, req, header, body, limit, why)
+}
+
+func (t *Transport) sendTimed(lctx *layerCtx, req *http.Request, header http.Header, body io.ReadCloser, limit time.Time, why error) (resp *http.Response, err, cause error, _ context.CancelCauseFunc) {
 	actx, cancel := context.WithCancelCause(lctx)
 	timer := time.AfterFunc(time.Until(limit), func() { cancel(why) })
-	resp, err = t.next.RoundTrip(areq.WithContext(actx))
+	areq := req.WithContext(actx)
+	areq.Header, areq.Body = header, body
+	resp, err = t.next.RoundTrip(areq)
 	if !timer.Stop() {
 		cause = context.Cause(actx)
 		if err == nil {
 			// The timer fired as the response came: its body is unusable.
-			discard(resp, nopCancel)
+			discard(resp, nil)
 			resp, err = nil, cause
 		}
 	}
 	return resp, err, cause, cancel
 }
 
-func nopCancel(error) {}
-
-// deliver returns resp to the caller; its body releases the attempt's
-// context when closed.
-func (t *Transport) deliver(resp *http.Response, cancel context.CancelCauseFunc) *http.Response {
-	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+// deliver returns resp to the caller. When the attempt had its own context,
+// the response body is the call's layerCtx, which releases that context when
+// closed.
+func (t *Transport) deliver(lctx *layerCtx, resp *http.Response, cancel context.CancelCauseFunc) *http.Response {
+	if cancel == nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		return resp
 	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	lctx.body, lctx.cancel = resp.Body, cancel
+	resp.Body = lctx
 	return resp
-}
-
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel(nil)
-	return err
 }
 
 // discard drains (up to DrainLimit bytes) and closes a response that will
@@ -284,7 +293,9 @@ func discard(resp *http.Response, cancel context.CancelCauseFunc) {
 		io.CopyN(io.Discard, resp.Body, DrainLimit)
 		resp.Body.Close()
 	}
-	cancel(nil)
+	if cancel != nil {
+		cancel(nil)
+	}
 }
 
 func closeBody(req *http.Request) {
