@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -58,6 +59,12 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return badInput(err)
 	}
+	// A server built only to lay the phases out in time for the meta record,
+	// which the recording needs before the real server starts.
+	probe, err := stubserver.New(cfg, stubserver.Options{})
+	if err != nil {
+		return badInput(err)
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -85,6 +92,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			Source:      source,
 			Seed:        o.seed,
 			Start:       start,
+			Phases:      probe.Phases(),
+			Quota:       metaQuota(cfg.Quota),
 		}
 		if err := enc.EncodeMeta(meta); err != nil {
 			ln.Close()
@@ -153,7 +162,20 @@ func loadServerConfig(arg string) (name, desc string, cfg stubserver.Config, sou
 	if err != nil {
 		return "", "", cfg, nil, err
 	}
-	return sc.Name, sc.Description, sc.Server, nil, nil
+	source, err = json.Marshal(sc)
+	return sc.Name, sc.Description, sc.Server, source, err
+}
+
+// metaQuota is the published quota as the timeline records it.
+func metaQuota(q *stubserver.Quota) *timeline.Quota {
+	if q == nil {
+		return nil
+	}
+	per := q.Per
+	if per <= 0 {
+		per = time.Second
+	}
+	return &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: q.Burst, Key: q.Key}
 }
 
 func closeRecording(rec *timeline.Recorder, f *os.File) error {
