@@ -337,3 +337,48 @@ func TestExpCeil(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"", "0", "7", "-3", "1.5", "soon", "Fri, 02 Jan 2026 03:04:15 GMT", "99999999999999999999", "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := parseRetryAfter(s, now)
+		if d < 0 {
+			t.Fatalf("parseRetryAfter(%q) = %v; want ≥ 0", s, d)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("parseRetryAfter(%q) = %v, false; want 0 when unusable", s, d)
+		}
+		if ok && isDigits(s) && len(s) < 10 {
+			if n, _ := strconv.Atoi(s); d != time.Duration(n)*time.Second {
+				t.Fatalf("parseRetryAfter(%q) = %v; want %ds", s, d, n)
+			}
+		}
+	})
+}
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		p    Policy
+		want string // substring of the error; "" for none
+	}{
+		{Policy{}, ""},
+		{Policy{Base: time.Second, Cap: time.Minute, MaxAttempts: 3, Budget: time.Minute, Jitter: "decorrelated", Rate: 5, Burst: 2, Timeout: time.Second}, ""},
+		{Policy{Base: -1}, "policy.base"},
+		{Policy{Cap: -1}, "policy.cap"},
+		{Policy{MaxAttempts: -1}, "policy.max_attempts"},
+		{Policy{Budget: -1}, "policy.budget"},
+		{Policy{Rate: -1}, "policy.rate"},
+		{Policy{Burst: -1}, "policy.burst"},
+		{Policy{Timeout: -1}, "policy.timeout"},
+		{Policy{Jitter: "none"}, "policy.jitter"},
+	}
+	for _, tt := range tests {
+		err := tt.p.Validate()
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v.Validate() = %v; want error containing %q", tt.p, err, tt.want)
+		}
+	}
+}

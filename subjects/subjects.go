@@ -171,3 +171,31 @@ func Controls() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Validate reports a policy no subject can follow: a negative duration,
+// count or rate, or an unknown jitter name. The error names the field as
+// the scenario file does ("policy.jitter: ...").
+func (p Policy) Validate() error {
+	switch {
+	case p.Base < 0:
+		return fmt.Errorf("subjects: policy.base: %v is negative", p.Base)
+	case p.Cap < 0:
+		return fmt.Errorf("subjects: policy.cap: %v is negative", p.Cap)
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("subjects: policy.max_attempts: %d is negative", p.MaxAttempts)
+	case p.Budget < 0:
+		return fmt.Errorf("subjects: policy.budget: %v is negative", p.Budget)
+	case p.Rate < 0 || p.Rate != p.Rate:
+		return fmt.Errorf("subjects: policy.rate: %v is not a rate", p.Rate)
+	case p.Burst < 0:
+		return fmt.Errorf("subjects: policy.burst: %d is negative", p.Burst)
+	case p.Timeout < 0:
+		return fmt.Errorf("subjects: policy.timeout: %v is negative", p.Timeout)
+	}
+	switch p.Jitter {
+	case "", "full", "equal", "decorrelated":
+	default:
+		return fmt.Errorf("subjects: policy.jitter: unknown mode %q (want full, equal or decorrelated)", p.Jitter)
+	}
+	return nil
+}
