@@ -1,0 +1,93 @@
+package clientprom
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/retrylab/retrylab/client"
+)
+
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestObserverCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := New(Options{})
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(obs)
+		n := 0
+		next := rtFunc(func(*http.Request) (*http.Response, error) {
+			n++
+			h := http.Header{}
+			code := 429
+			if n == 1 {
+				h.Set("Retry-After", "2")
+			} else if n == 3 {
+				h.Set("Retry-After", "3600") // past the budget: give up
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody}, nil
+		})
+		tr := client.New(next, client.Config{Observer: obs})
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+		if _, err := tr.RoundTrip(req); err == nil {
+			t.Fatal("RoundTrip succeeded; want a budget failure")
+		}
+		want := `
+# HELP retrylab_client_attempts_total Attempts sent, by response status code ("error" for transport errors).
+# TYPE retrylab_client_attempts_total counter
+retrylab_client_attempts_total{code="429"} 2
+retrylab_client_attempts_total{code="503"} 1
+# HELP retrylab_client_budget_exhausted_total Calls that failed because the retry budget ran out.
+# TYPE retrylab_client_budget_exhausted_total counter
+retrylab_client_budget_exhausted_total 1
+# HELP retrylab_client_giveups_total Calls that failed, by reason (budget, attempts, canceled, not-retryable).
+# TYPE retrylab_client_giveups_total counter
+retrylab_client_giveups_total{reason="budget"} 1
+# HELP retrylab_client_retries_total Retries scheduled, by the failed attempt's status code or "network".
+# TYPE retrylab_client_retries_total counter
+retrylab_client_retries_total{reason="429"} 2
+# HELP retrylab_client_throttled_total 429 responses received; divide by attempts_total for the 429 rate.
+# TYPE retrylab_client_throttled_total counter
+retrylab_client_throttled_total 2
+`
+		names := []string{"retrylab_client_attempts_total", "retrylab_client_budget_exhausted_total",
+			"retrylab_client_giveups_total", "retrylab_client_retries_total", "retrylab_client_throttled_total"}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+			t.Error(err)
+		}
+		if c := testutil.CollectAndCount(obs, "retrylab_client_backoff_seconds"); c != 2 {
+			t.Errorf("backoff_seconds series = %d; want 2 (retry-after and backoff)", c)
+		}
+	})
+}
+
+func TestPacingAndSummary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := New(Options{Namespace: "app", Subsystem: "github"})
+		next := rtFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+		})
+		cfg := client.Config{Observer: obs, Rate: 1, Burst: 1}
+		tr := client.New(next, cfg)
+		for range 3 {
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+			if _, err := tr.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c := testutil.CollectAndCount(obs, "app_github_pacing_wait_seconds"); c != 1 {
+			t.Errorf("pacing_wait_seconds series = %d; want 1 (bucket)", c)
+		}
+		s := cfg.Summary()
+		if !strings.Contains(s, "metrics: app_github_attempts_total, app_github_retries_total, app_github_backoff_seconds") {
+			t.Errorf("Summary() does not list the metrics:\n%s", s)
+		}
+	})
+}
