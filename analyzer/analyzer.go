@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 
@@ -60,6 +61,10 @@ func (o Options) Validate() error {
 // should be the meta record; without it the checks that need the scenario
 // skip. A malformed line is an error wrapping a *timeline.SyntaxError that
 // names it.
+//
+// With more than one CPU (GOMAXPROCS), decoding runs on its own goroutine,
+// handing batches of records to the analyzer; the goroutine has ended when
+// Analyze returns.
 func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -79,17 +84,71 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 		an = New(nil, opts)
 		an.Add(rec)
 	}
-	for {
-		err := dec.Decode(rec)
-		if err == io.EOF {
-			break
+	var err error
+	if pipelined && runtime.GOMAXPROCS(0) > 1 {
+		err = analyzePipelined(dec, an)
+	} else {
+		for {
+			if err = dec.Decode(rec); err != nil {
+				break
+			}
+			an.Add(rec)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("analyzer: %w", err)
-		}
-		an.Add(rec)
+	}
+	if err != io.EOF {
+		return nil, fmt.Errorf("analyzer: %w", err)
 	}
 	return an.Result(), nil
+}
+
+// pipelined switches the decoding goroutine (benchmarks compare both).
+var pipelined = true
+
+// batchSize is how many records the decoding goroutine hands over at once.
+const batchSize = 256
+
+// analyzePipelined decodes on a second goroutine and feeds the analyzer on
+// this one. It returns the decoder's final error (io.EOF at a clean end).
+func analyzePipelined(dec *timeline.Decoder, an *Analyzer) error {
+	type batch struct {
+		recs []timeline.Record
+		err  error
+	}
+	full := make(chan *batch, 4)
+	free := make(chan *batch, 6)
+	for range 6 {
+		free <- &batch{recs: make([]timeline.Record, batchSize)}
+	}
+	go func() {
+		defer close(full)
+		for {
+			b := <-free
+			b.recs = b.recs[:cap(b.recs)]
+			n := 0
+			for n < len(b.recs) {
+				if b.err = dec.Decode(&b.recs[n]); b.err != nil {
+					break
+				}
+				n++
+			}
+			b.recs = b.recs[:n]
+			full <- b
+			if b.err != nil {
+				return
+			}
+		}
+	}()
+	var err error
+	for b := range full {
+		for i := range b.recs {
+			an.Add(&b.recs[i])
+		}
+		if b.err != nil {
+			err = b.err
+		}
+		free <- b
+	}
+	return err
 }
 
 // checkCfg is one check's resolved configuration.
@@ -152,6 +211,8 @@ type Analyzer struct {
 	lastSweep  int64
 	sinceSweep int
 	unpaired   int64
+	closing    []closing // outcomes in arrival order, dropped after closeGrace
+	qHead      int
 	lastPh     int // index of the phase of the last attempt (pacing)
 
 	fig      Figures
@@ -181,11 +242,10 @@ type counter struct {
 	worst       int64
 }
 
-func (c *counter) offend(max int, ex func() Example) {
+// hit counts one offender and reports whether an example of it is wanted.
+func (c *counter) hit(max int) bool {
 	c.bad++
-	if len(c.ex) < max {
-		c.ex = append(c.ex, ex())
-	}
+	return len(c.ex) < max
 }
 
 // New returns an Analyzer for a timeline whose meta record is meta (nil when

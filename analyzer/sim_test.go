@@ -37,7 +37,7 @@ type sim struct {
 	budget      time.Duration                                               // give up when the next wait would pass it (0: none)
 	overrun     time.Duration                                               // a buggy client: ignores the budget by this much
 	retry4xx    bool
-	hang        bool // outcomes of failed requests are "hung"
+	hang        bool          // outcomes of failed requests are "hung"
 	raExtra     time.Duration // fixed extra wait on top of Retry-After
 
 	policy *timeline.Policy

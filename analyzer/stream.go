@@ -30,9 +30,17 @@ type attemptLite struct {
 	nb          int64
 }
 
+// closing is a logical request whose outcome arrived at `at`.
+type closing struct {
+	st  *keyState
+	key string
+	at  int64
+}
+
 // keyState is one open logical request: the attempts not yet paired with
 // both neighbours, sorted by number (one entry when records come in order).
 type keyState struct {
+	key    string // the map's key
 	client string
 	att    []attemptLite
 	last   int64 // stream time of the last news
@@ -113,8 +121,23 @@ func (a *Analyzer) Add(rec *timeline.Record) {
 	default:
 		return
 	}
+	// Drop the requests whose outcome is older than the grace period.
+	for a.qHead < len(a.closing) && a.now-a.closing[a.qHead].at > closeGrace {
+		c := a.closing[a.qHead]
+		a.closing[a.qHead] = closing{}
+		a.qHead++
+		if c.st.key == c.key && c.st.closed == c.at+1 {
+			a.drop(c.st)
+		}
+	}
+	if a.qHead > 1024 && a.qHead > len(a.closing)/2 {
+		n := copy(a.closing, a.closing[a.qHead:])
+		clear(a.closing[n:])
+		a.closing, a.qHead = a.closing[:n], 0
+	}
+	// Now and then, drop the idle ones (no outcome: serve recordings).
 	a.sinceSweep++
-	if a.sinceSweep >= 4096 && a.sinceSweep >= len(a.keys)/2 && a.now-a.lastSweep >= int64(time.Second) {
+	if a.sinceSweep >= 4096 && a.sinceSweep >= len(a.keys) && a.now-a.lastSweep >= max(a.idle/4, int64(time.Second)) {
 		a.sweep(false)
 	}
 }
@@ -146,18 +169,18 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.maxAtt = r.Attempt
 	}
 	if a.attCap > 0 && r.Attempt == a.attCap+1 {
-		a.att.offend(a.maxEx, func() Example {
-			return Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
-				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", r.Attempt, fmtNS(r.At), a.attCap)}
-		})
+		if a.att.hit(a.maxEx) {
+			a.att.ex = append(a.att.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", r.Attempt, fmtNS(r.At), a.attCap)})
+		}
 	}
 	if r.Attempt > 1 && (r.Method == "POST" || r.Method == "PATCH") {
 		a.idem.judged++
 		if !r.Idempotent {
-			a.idem.offend(a.maxEx, func() Example {
-				return Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
-					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))}
-			})
+			if a.idem.hit(a.maxEx) {
+				a.idem.ex = append(a.idem.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))})
+			}
 		}
 	}
 	if a.pacingOn {
@@ -180,8 +203,8 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		} else {
 			st = &keyState{att: make([]attemptLite, 0, 2)}
 		}
-		st.client = r.Client
-		a.keys[strings.Clone(r.Key)] = st
+		st.key, st.client = strings.Clone(r.Key), strings.Clone(r.Client)
+		a.keys[st.key] = st
 	}
 	st.last = a.now
 	a.insert(st, r.Key, x)
@@ -236,10 +259,8 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	}
 	k := int(x.n - 1) // x is the k-th retry
 	gap := x.at - p.done
-	ex := func(detail string) func() Example {
-		return func() Example {
-			return Example{Client: st.client, Key: key, Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
-		}
+	ex := func(detail string) Example {
+		return Example{Client: st.client, Key: key, Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
 	}
 
 	if p.hasNB {
@@ -248,12 +269,16 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 			if early > a.ra.worst {
 				a.ra.worst = early
 			}
-			a.ra.offend(a.maxEx, ex(fmt.Sprintf("attempt %d arrived at %s, %s before not_before %s (the previous response at %s)",
-				x.n, fmtNS(x.at), fmtDur(early), fmtNS(p.nb), fmtNS(p.done))))
+			if a.ra.hit(a.maxEx) {
+				a.ra.ex = append(a.ra.ex, ex(fmt.Sprintf("attempt %d arrived at %s, %s before not_before %s (the previous response at %s)",
+					x.n, fmtNS(x.at), fmtDur(early), fmtNS(p.nb), fmtNS(p.done))))
+			}
 		}
 	}
 	if p.status > 0 && int(p.status) < len(a.nonRetry) && a.nonRetry[p.status] {
-		a.nonr.offend(a.maxEx, ex(fmt.Sprintf("retried after a %d: attempt %d at %s, %s after the response", p.status, x.n, fmtNS(x.at), fmtDur(gap))))
+		if a.nonr.hit(a.maxEx) {
+			a.nonr.ex = append(a.nonr.ex, ex(fmt.Sprintf("retried after a %d: attempt %d at %s, %s after the response", p.status, x.n, fmtNS(x.at), fmtDur(gap))))
+		}
 	}
 	if p.status > 0 && int(p.status) < len(a.nonRetry) {
 		a.nonr.judged++
@@ -283,7 +308,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		}
 		a.waves[g].add(float64(own) / 1e9)
 		if len(a.wavEx[g]) < 3 {
-			a.wavEx[g] = append(a.wavEx[g], ex(fmt.Sprintf("retry %d waited %s", k, fmtDur(own)))())
+			a.wavEx[g] = append(a.wavEx[g], ex(fmt.Sprintf("retry %d waited %s", k, fmtDur(own))))
 		}
 	}
 
@@ -292,7 +317,9 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		a.inst.judged++
 		a.instEx += a.instantProb(k)
 		if gap < a.instWindow {
-			a.inst.offend(a.maxEx, ex(fmt.Sprintf("retry %d came %s after a %d without a usable Retry-After", k, fmtDur(gap), p.status)))
+			if a.inst.hit(a.maxEx) {
+				a.inst.ex = append(a.inst.ex, ex(fmt.Sprintf("retry %d came %s after a %d without a usable Retry-After", k, fmtDur(gap), p.status)))
+			}
 		}
 	}
 	if unadvised && a.jbBounded {
@@ -302,7 +329,9 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 			if over > a.jb.worst {
 				a.jb.worst = over
 			}
-			a.jb.offend(a.maxEx, ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b))))
+			if a.jb.hit(a.maxEx) {
+				a.jb.ex = append(a.jb.ex, ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b))))
+			}
 		}
 	}
 }
@@ -398,22 +427,23 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	if o.End > a.now {
 		a.now = o.End
 	}
-	if st := a.keys[o.Key]; st != nil && o.Result != timeline.ResultHung {
+	if st := a.keys[o.Key]; st != nil && o.Result != timeline.ResultHung && st.closed == 0 {
 		st.closed = a.now + 1
 		st.last = a.now
+		a.closing = append(a.closing, closing{st: st, key: st.key, at: a.now})
 	}
 	switch o.Result {
 	case timeline.ResultOK, timeline.ResultCanceled:
 		return
 	}
 	a.bud.judged++
-	ex := func(detail string) func() Example {
-		return func() Example {
-			return Example{Client: o.Client, Key: o.Key, Attempt: o.Attempts, At: o.End, Prev: o.Start, Detail: detail}
-		}
+	ex := func(detail string) Example {
+		return Example{Client: o.Client, Key: o.Key, Attempt: o.Attempts, At: o.End, Prev: o.Start, Detail: detail}
 	}
 	if o.Result == timeline.ResultHung {
-		a.bud.offend(a.maxEx, ex(fmt.Sprintf("never returned: the watchdog fired after %s", fmtDur(o.End-o.Start))))
+		if a.bud.hit(a.maxEx) {
+			a.bud.ex = append(a.bud.ex, ex(fmt.Sprintf("never returned: the watchdog fired after %s", fmtDur(o.End-o.Start))))
+		}
 		return
 	}
 	if a.budget > 0 {
@@ -421,7 +451,9 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 			if over > a.bud.worst {
 				a.bud.worst = over
 			}
-			a.bud.offend(a.maxEx, ex(fmt.Sprintf("%s after %s (%d attempts); the budget is %s", o.Result, fmtDur(o.End-o.Start), o.Attempts, fmtDur(a.budget))))
+			if a.bud.hit(a.maxEx) {
+				a.bud.ex = append(a.bud.ex, ex(fmt.Sprintf("%s after %s (%d attempts); the budget is %s", o.Result, fmtDur(o.End-o.Start), o.Attempts, fmtDur(a.budget))))
+			}
 		}
 	}
 }
@@ -431,22 +463,26 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 func (a *Analyzer) sweep(final bool) {
 	a.sinceSweep = 0
 	a.lastSweep = a.now
-	for k, st := range a.keys {
-		if !final && !(st.closed != 0 && a.now-st.closed > closeGrace) && a.now-st.last <= a.idle {
-			continue
-		}
-		for _, x := range st.att {
-			if !x.prevDone {
-				a.unpaired++
-			}
-		}
-		delete(a.keys, k)
-		st.att, st.client, st.closed = st.att[:0], "", 0
-		if len(a.free) < 4096 {
-			a.free = append(a.free, st)
+	for _, st := range a.keys {
+		if final || (st.closed != 0 && a.now-st.closed > closeGrace) || a.now-st.last > a.idle {
+			a.drop(st)
 		}
 	}
 	a.sync.prune(a.now)
+}
+
+// drop forgets a logical request, counting its unpaired retries.
+func (a *Analyzer) drop(st *keyState) {
+	for _, x := range st.att {
+		if !x.prevDone {
+			a.unpaired++
+		}
+	}
+	delete(a.keys, st.key)
+	st.att, st.key, st.client, st.closed = st.att[:0], "", "", 0
+	if len(a.free) < 4096 {
+		a.free = append(a.free, st)
+	}
 }
 
 // OpenRequests is how many logical requests the analyzer holds state for.

@@ -12,14 +12,27 @@ import (
 // every stream, are parsed by hand in one pass without reflection; the meta
 // record, one per stream, goes through encoding/json. Keys it does not know
 // are skipped, so records may grow new fields.
+//
+// The strings of one record that are not interned share a single allocation:
+// the first of them copies the whole line, and the others are slices of that
+// copy. Holding one of them keeps the line alive; callers that keep a few
+// strings of many records for long (map keys) should strings.Clone them.
 type parser struct {
 	b    []byte
 	i    int
 	strs map[string]string // interned short strings (methods, phases, results)
+
+	line    string // copy of b, made on first use by str; "" until then
+	lineSet bool
+	// where the last rawString result lies in b; esc when it was decoded
+	// from escapes (and so is not a slice of b)
+	sStart, sEnd int
+	esc          bool
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
 	p.b, p.i = line, 0
+	p.line, p.lineSet = "", false
 	rec.Type = ""
 	rec.Meta = nil
 	rec.Attempt = Attempt{}
@@ -190,6 +203,7 @@ func (p *parser) rawString() ([]byte, error) {
 	}
 	start := p.i
 	high := false
+	p.esc = true // until proven a plain slice of b
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
@@ -199,6 +213,7 @@ func (p *parser) rawString() ([]byte, error) {
 				// encoding/json turns invalid UTF-8 into U+FFFD; so do we.
 				return p.escapedString(start - 1)
 			}
+			p.sStart, p.sEnd, p.esc = start, p.i, false
 			p.i++
 			return s, nil
 		case c >= utf8.RuneSelf:
@@ -243,7 +258,13 @@ func (p *parser) str(intern bool) (string, error) {
 		return "", err
 	}
 	if !intern || len(b) > 32 {
-		return string(b), nil
+		if p.esc {
+			return string(b), nil
+		}
+		if !p.lineSet {
+			p.line, p.lineSet = string(p.b), true
+		}
+		return p.line[p.sStart:p.sEnd], nil
 	}
 	if s, ok := p.strs[string(b)]; ok { // no allocation for the lookup
 		return s, nil
