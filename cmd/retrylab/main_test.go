@@ -145,3 +145,28 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
 	}
 }
+
+// TestAnalyzeGolden judges a small recorded timeline: client 2 retries
+// 1.5 s early, client 3 retries a 404. stdout and stderr are compared with
+// golden files separately, and every --json/--junit/--markdown file is
+// written.
+func TestAnalyzeGolden(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCmd(t, "analyze", "testdata/early.ndjson",
+		"--json", filepath.Join(dir, "v.json"), "--junit", filepath.Join(dir, "j.xml"), "--markdown", filepath.Join(dir, "v.md"))
+	if code != exitFailed {
+		t.Errorf("exit status = %d; want %d (a failed verdict)", code, exitFailed)
+	}
+	golden(t, "analyze-early.stdout", stdout)
+	golden(t, "analyze-early.stderr", stderr)
+	for _, f := range []string{"v.json", "j.xml", "v.md"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v, %d bytes; want the verdict written", f, err, len(b))
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left behind: %v", left)
+	}
+}
