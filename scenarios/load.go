@@ -18,6 +18,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // MaxFileSize is the largest scenario file Load and Parse accept.
@@ -437,8 +438,8 @@ func (d *decoder) subject(n ast.Node, path string) SubjectSpec {
 	m := d.mapping(n, path)
 	if nn, npath := m.take("name"); nn != nil {
 		name, _ := scalarText(nn)
-		if !nameRE.MatchString(name) {
-			d.fail(nn, npath, "want a subject name like retrylab, got %s", quoteNode(nn))
+		if _, err := subjects.Lookup(name); err != nil {
+			d.fail(nn, npath, "unknown subject %s (known: %s, exec:COMMAND)", quoteNode(nn), strings.Join(subjects.Names(), ", "))
 		} else {
 			s.Name = name
 		}

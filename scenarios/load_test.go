@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // designExample is DESIGN.md's scenario file, verbatim.
@@ -229,10 +230,10 @@ func TestParseErrors(t *testing.T) {
 		{"fleet:\n  start: gradual\n", `t.yaml:2:10: fleet.start: bad start "gradual" (want burst, ramp DURATION or poisson RATE)`},
 		{"fleet:\n  method: post\n", `t.yaml:2:11: fleet.method: want an upper-case HTTP method like GET or POST, got "post"`},
 		{"fleet:\n  timeout: 0s\n", `t.yaml:2:12: fleet.timeout: duration 0s is out of range [1ns, 24h0m0s]`},
-		{"subject:\n  policy: {jitter: lots}\n", `t.yaml:2:20: subject.policy.jitter: want one of full, equal, decorrelated, none, got "lots"`},
+		{"subject:\n  policy: {jitter: lots}\n", `t.yaml:2:20: subject.policy.jitter: want one of full, equal, decorrelated, got "lots"`},
 		{"subject:\n  policy: {base: 1s, cap: 100ms}\n", `t.yaml:2:27: subject.policy.cap: cap 100ms is below base 1s`},
 		{"subject:\n  policy: {max_attempts: -1}\n", `t.yaml:2:26: subject.policy.max_attempts: -1 is out of range [0, 1000000]`},
-		{"subject:\n  name: a/b\n", `t.yaml:2:9: subject.name: want a subject name like retrylab, got "a/b"`},
+		{"subject:\n  name: a/b\n", `t.yaml:2:9: subject.name: unknown subject "a/b" (known: ` + strings.Join(subjects.Names(), ", ") + `, exec:COMMAND)`},
 		{"expect:\n  checks: [waves, wavez]\n", `t.yaml:2:19: expect.checks[1]: want one of retry-after, instant-retry, waves, non-retryable, idempotency, attempts, budget, amplification, pacing, jitter-bounds, got "wavez"`},
 		{"expect:\n  checks: [waves]\n  skip: [waves]\n", `t.yaml:3:9: expect.skip: check "waves" is both in checks and in skip`},
 		{"expect:\n  thresholds: {amplification: -1}\n", `t.yaml:2:31: expect.thresholds.amplification: -1 is out of range [0, 1e+12]`},
@@ -371,7 +372,7 @@ server:
     - {for: 2s, respond: {fault: hang}, retry_after: {form: delta, value: 2.5, spread: 250ms}}
     - {respond: quota, retry_after: {form: date, value: limiter}}
 fleet: {start: poisson 12.5/s, method: POST, think: 1ms}
-subject: {name: exp-no-jitter, policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: none}}
+subject: {name: exp-no-jitter, policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: equal}}
 expect: {skip: [pacing], thresholds: {waves.threshold: 2.5}}
 `}
 	for _, src := range srcs {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // Defaults applied by the loader when a scenario leaves a key out. They
@@ -47,7 +48,7 @@ var CheckIDs = []string{
 }
 
 // Jitter kinds the loader accepts in subject.policy.jitter.
-var JitterKinds = []string{"full", "equal", "decorrelated", "none"}
+var JitterKinds = []string{"full", "equal", "decorrelated"}
 
 // A Scenario is one run: the stub server's behaviour, the fleet that loads
 // it, the subject (the retry library under test) and what the analyzer
@@ -102,8 +103,10 @@ func (a Arrival) String() string {
 // SubjectSpec names the subject and the policy knobs handed to it; zero
 // knobs mean the subject's own defaults.
 type SubjectSpec struct {
-	Name   string // DefaultSubject when unset
-	Policy subjectPolicy
+	// Name is a subjects.Lookup name (DefaultSubject when unset), e.g.
+	// "retryablehttp" or "exec:python3 client.py".
+	Name   string
+	Policy subjects.Policy
 }
 
 // Expect is which checks the analyzer runs and their thresholds. Empty

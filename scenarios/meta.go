@@ -1,0 +1,97 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"runtime"
+	"time"
+
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// MetaOptions are what a meta record needs beyond the scenario itself.
+type MetaOptions struct {
+	// Subject is the library under test (nil: none, as for `serve`). When
+	// it implements subjects.Describer, its version, stated policy and
+	// summary go into the record.
+	Subject subjects.Subject
+	// Phases is the stub's schedule (stubserver.Server.Phases); nil lays
+	// it out from the scenario.
+	Phases []timeline.Phase
+	// Recorder is "run" (the default) or "serve".
+	Recorder string
+	Seed     int64
+	Start    time.Time // wall-clock time zero
+	Virtual  bool
+	Tool     string // retrylab version
+	Shard    string // "i/n"
+}
+
+// Meta builds the timeline's meta record for a run of sc: the typed
+// schedule, fleet, quota and expectations the analyzer reads, the
+// subject's stated policy, and Source, the scenario as JSON (see
+// MarshalJSON), so the timeline stands alone and reproduces the run.
+func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
+	m := &timeline.Meta{
+		Format:      timeline.Format,
+		Tool:        o.Tool,
+		Go:          runtime.Version(),
+		Recorder:    o.Recorder,
+		Virtual:     o.Virtual,
+		Scenario:    sc.Name,
+		Description: sc.Description,
+		Seed:        o.Seed,
+		Start:       o.Start,
+		Shard:       o.Shard,
+		Duration:    int64(sc.Duration),
+		Phases:      o.Phases,
+		Fleet: &timeline.Fleet{
+			Clients:  sc.Fleet.Clients,
+			Requests: sc.Fleet.Requests,
+			Start:    sc.Fleet.Start.String(),
+			Think:    int64(sc.Fleet.Think),
+			Method:   sc.Fleet.Method,
+			Timeout:  int64(sc.Fleet.Timeout),
+		},
+	}
+	if m.Recorder == "" {
+		m.Recorder = "run"
+	}
+	if src, err := json.Marshal(sc); err == nil {
+		m.Source = src
+	}
+	if m.Phases == nil {
+		if srv, err := stubserver.New(sc.Server, stubserver.Options{}); err == nil {
+			m.Phases = srv.Phases()
+		}
+	}
+	if q := sc.Server.Quota; q != nil {
+		per := q.Per
+		if per <= 0 {
+			per = time.Second
+		}
+		burst := q.Burst
+		if burst == 0 {
+			burst = max(1, int(q.Limit))
+		}
+		m.Quota = &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: burst, Key: q.Key}
+	}
+	if e := sc.Expect; len(e.Checks)+len(e.Skip)+len(e.Thresholds) > 0 {
+		m.Expect = &timeline.Expect{Checks: e.Checks, Skip: e.Skip, Thresholds: e.Thresholds}
+	}
+	if s := o.Subject; s != nil {
+		m.Subject = s.Name()
+		if d, ok := s.(subjects.Describer); ok {
+			info := d.Describe(subjects.Params{Policy: sc.Subject.Policy, Virtual: o.Virtual})
+			m.SubjectVersion, m.Summary = info.Version, info.Summary
+			if st := info.Stated; st != nil {
+				m.Policy = &timeline.Policy{
+					Base: int64(st.Base), Cap: int64(st.Cap), MaxAttempts: st.MaxAttempts,
+					Budget: int64(st.Budget), Jitter: st.Jitter, Retryable: st.Retryable,
+				}
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,650 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrylab/retrylab/internal/memnet"
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// RunOptions tune a run. The zero value runs the scenario as written, with
+// seed 0, recording nothing.
+type RunOptions struct {
+	// Subject is the library under test (nil: subjects.Lookup of the
+	// scenario's subject name).
+	Subject subjects.Subject
+	// Clients and Requests, when positive, replace the fleet's sizes;
+	// Duration, when positive, replaces the run's hard cap.
+	Clients  int
+	Requests int
+	Duration time.Duration
+	// Seed derives every random draw: arrivals, each client's jitter source
+	// (subjects.Params.Rand) and the stub's mix and spread draws.
+	Seed int64
+	// Timeline receives the NDJSON timeline (nil: nothing is recorded).
+	// Run does not close it.
+	Timeline io.Writer
+	// TimelinePath is only echoed into the Summary.
+	TimelinePath string
+	// Progress, when set, is called every ProgressEvery (default 200ms)
+	// from one goroutine while the run lasts, and once more at its end.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	// Virtual runs over an in-memory network instead of loopback TCP. Run
+	// must then be called inside a testing/synctest bubble (retrylabtest
+	// does this); exec subjects are refused.
+	Virtual bool
+	// Stagger offsets client i's start by i×Stagger, so that no two
+	// clients start at the same instant (what a reproducible virtual run
+	// needs; 0: none).
+	Stagger time.Duration
+	// Tool is the retrylab version written into the meta record.
+	Tool string
+	// Start is the wall-clock time zero written into the meta record and
+	// used by the stub (zero: time.Now() when the run starts).
+	Start time.Time
+}
+
+// Progress is a snapshot of a running run.
+type Progress struct {
+	Done, Total    int64 // logical requests finished / planned
+	Attempts       int64 // requests the stub has seen
+	Throttled429   int64
+	Unavailable503 int64
+	Elapsed        time.Duration
+}
+
+// Why a run stopped, Summary.Stopped.
+const (
+	StoppedDone     = ""         // every client finished its requests
+	StoppedDuration = "duration" // the run's duration cap
+	StoppedCanceled = "canceled" // the caller's context
+)
+
+// Summary is what a run did.
+type Summary struct {
+	Scenario string
+	Subject  string
+	Seed     int64
+	Clients  int
+	// Planned is clients × requests; Requests is how many logical requests
+	// got an outcome, Results counts them by timeline result.
+	Planned  int64
+	Requests int64
+	Results  map[string]int64
+	// Attempts, Throttled429 and Unavailable503 are as the stub counted.
+	Attempts       int64
+	Throttled429   int64
+	Unavailable503 int64
+	Elapsed        time.Duration
+	Stopped        string // StoppedDone, StoppedDuration or StoppedCanceled
+	// StartLateness is how late logical requests started after their
+	// scheduled instant (the fleet's own timer and scheduling delay).
+	StartLateness Lateness
+	TimelinePath  string
+	TimelineBytes int64
+}
+
+// Lateness summarizes delays; values are bucketed to within 1/16.
+type Lateness struct{ P50, P99, Max time.Duration }
+
+// ErrNoSubject is wrapped by Run's error when the scenario's subject
+// cannot be found.
+var ErrNoSubject = errors.New("scenarios: no such subject")
+
+// Run plays sc: it starts the stub server in-process (loopback TCP on
+// 127.0.0.1:0, or an in-memory network when opts.Virtual), starts the
+// fleet of simulated clients, each calling through a Caller the subject
+// builds over one shared harness http.Transport, and records the
+// timeline: the meta record, every attempt the stub sees and one outcome
+// per logical request.
+//
+// Each logical request is watched: past the fleet's timeout its outcome is
+// "hung" and the client moves on; when the run's duration cap passes or ctx
+// ends, requests in flight become "canceled" and no new ones start. Either
+// way Run shuts the stub down, flushes the timeline and returns the
+// Summary; its error reports setup and write failures only. Run never
+// prints; progress goes to opts.Progress.
+func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
+	eff := *sc
+	if opts.Clients > 0 {
+		eff.Fleet.Clients = opts.Clients
+	}
+	if opts.Requests > 0 {
+		eff.Fleet.Requests = opts.Requests
+	}
+	if opts.Duration > 0 {
+		eff.Duration = opts.Duration
+	}
+	if eff.Fleet.Clients <= 0 || eff.Fleet.Requests <= 0 || eff.Duration <= 0 {
+		return nil, fmt.Errorf("scenarios: run %s: clients, requests and duration must be positive", sc.Name)
+	}
+	if eff.Fleet.Method == "" {
+		eff.Fleet.Method = DefaultMethod
+	}
+	if eff.Fleet.Timeout <= 0 {
+		eff.Fleet.Timeout = DefaultTimeout
+	}
+	subj := opts.Subject
+	if subj == nil {
+		name := eff.Subject.Name
+		if name == "" {
+			name = DefaultSubject
+		}
+		s, err := subjects.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("scenarios: run %s: %w: %w", sc.Name, ErrNoSubject, err)
+		}
+		subj = s
+	}
+	eff.Subject.Name = subj.Name()
+	if opts.Virtual {
+		if err := subjects.CheckVirtual(subj); err != nil {
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+	}
+
+	r := &runner{sc: &eff, opts: opts, subj: subj}
+	return r.run(ctx)
+}
+
+type runner struct {
+	sc   *Scenario
+	opts RunOptions
+	subj subjects.Subject
+
+	start   time.Time
+	rec     *timeline.Recorder
+	srv     *stubserver.Server
+	base    string
+	tr      *http.Transport
+	total   int64
+	done    atomic.Int64
+	results [len(resultNames)]atomic.Int64
+	late    histogram
+}
+
+var resultNames = [...]string{
+	timeline.ResultOK, timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultNonRetryable,
+	timeline.ResultError, timeline.ResultHung, timeline.ResultCanceled,
+}
+
+func resultIndex(s string) int {
+	for i, n := range resultNames {
+		if n == s {
+			return i
+		}
+	}
+	return 4 // error
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
+	sc, opts := r.sc, r.opts
+	r.start = opts.Start
+	if r.start.IsZero() {
+		r.start = time.Now()
+	}
+	r.total = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
+
+	var cw *countingWriter
+	var enc *timeline.Encoder
+	if opts.Timeline != nil {
+		cw = &countingWriter{w: opts.Timeline}
+		enc = timeline.NewEncoder(cw)
+		r.rec = timeline.NewRecorder(enc, 4096)
+	}
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
+	if err != nil {
+		r.closeRecorder()
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	r.srv = srv
+	if enc != nil {
+		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
+			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
+		// The Recorder has not been handed a record yet, so writing the
+		// meta record through the encoder first keeps it first.
+		if err := enc.EncodeMeta(meta); err != nil {
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+	}
+
+	var l net.Listener
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	if opts.Virtual {
+		nw := memnet.New()
+		defer nw.Close()
+		l = nw.Listen()
+		dial = nw.DialContext
+	} else {
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+	}
+	r.base = "http://" + l.Addr().String()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+	r.tr = &http.Transport{
+		Proxy:                 nil, // loopback only, whatever the environment says
+		DialContext:           dial,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0,
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, sc.Duration)
+	defer cancel()
+
+	stopProgress := r.progress()
+	r.fleet(runCtx)
+	elapsed := time.Since(r.start)
+	stopped := StoppedDone
+	switch {
+	case ctx.Err() != nil:
+		stopped = StoppedCanceled
+	case runCtx.Err() != nil && r.done.Load() < r.total:
+		stopped = StoppedDuration
+	}
+	cancel()
+
+	// Shut down: idle connections first, then the server, which releases
+	// hanging requests and waits for the active ones.
+	r.tr.CloseIdleConnections()
+	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	shErr := srv.Shutdown(shCtx)
+	shCancel()
+	<-served
+	r.tr.CloseIdleConnections()
+	stopProgress()
+	recErr := r.closeRecorder()
+
+	st := srv.Stats()
+	sum = &Summary{
+		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
+		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
+		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
+		Elapsed: elapsed, Stopped: stopped, StartLateness: r.late.summary(),
+		TimelinePath: opts.TimelinePath,
+	}
+	for i := range r.results {
+		if n := r.results[i].Load(); n > 0 {
+			sum.Results[resultNames[i]] = n
+		}
+	}
+	if cw != nil {
+		sum.TimelineBytes = cw.n
+	}
+	if recErr != nil {
+		return sum, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, recErr)
+	}
+	if shErr != nil {
+		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
+	}
+	return sum, nil
+}
+
+func (r *runner) closeRecorder() error {
+	if r.rec == nil {
+		return nil
+	}
+	return r.rec.Close()
+}
+
+// progress starts the progress reporter; the returned func stops it after
+// a last report.
+func (r *runner) progress() (stop func()) {
+	if r.opts.Progress == nil {
+		return func() {}
+	}
+	every := r.opts.ProgressEvery
+	if every <= 0 {
+		every = 200 * time.Millisecond
+	}
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				r.opts.Progress(r.snapshot())
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+		r.opts.Progress(r.snapshot())
+	}
+}
+
+func (r *runner) snapshot() Progress {
+	st := r.srv.Stats()
+	return Progress{Done: r.done.Load(), Total: r.total, Attempts: st.Attempts,
+		Throttled429: st.Throttled429, Unavailable503: st.Unavailable503, Elapsed: time.Since(r.start)}
+}
+
+// since is the run instant of now, ns.
+func (r *runner) since() int64 { return int64(time.Since(r.start)) }
+
+// fleet starts every client at its arrival instant and waits for all.
+func (r *runner) fleet(ctx context.Context) {
+	sc := r.sc
+	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
+	var wg sync.WaitGroup
+	prog, isProgram := r.subj.(subjects.Program)
+	for i := range sc.Fleet.Clients {
+		at := arrivals.next() + time.Duration(i)*r.opts.Stagger
+		if d := at - time.Since(r.start); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				wg.Wait()
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if isProgram {
+				r.program(ctx, prog, i, at)
+			} else {
+				r.client(ctx, i, at)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// result is what one call of a Caller came to.
+type result struct {
+	result   string
+	status   int
+	attempts int
+	err      string
+	end      int64
+}
+
+// client plays one simulated client: requests in sequence, think time
+// between them, each under the watchdog.
+func (r *runner) client(ctx context.Context, id int, at time.Duration) {
+	sc := r.sc
+	caller := r.subj.New(r.tr, subjects.Params{
+		Client:  id,
+		Rand:    rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))),
+		Policy:  sc.Subject.Policy,
+		Virtual: r.opts.Virtual,
+	})
+	clientID := strconv.Itoa(id)
+	base := r.base
+	scheduled := int64(at)
+	for seq := range sc.Fleet.Requests {
+		if d := time.Duration(scheduled - r.since()); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		out := timeline.Outcome{
+			Client:    clientID,
+			Key:       clientID + "/" + strconv.Itoa(seq),
+			Scheduled: scheduled,
+			Start:     r.since(),
+		}
+		r.late.add(out.Start - out.Scheduled)
+		res := r.call(ctx, caller, base+stubserver.RequestPath(id, seq))
+		out.End, out.Result, out.Status, out.Attempts, out.Error = res.end, res.result, res.status, res.attempts, res.err
+		r.finish(&out)
+		scheduled = out.End + int64(sc.Fleet.Think)
+	}
+}
+
+// call makes one logical request under the watchdog.
+func (r *runner) call(ctx context.Context, caller subjects.Caller, url string) result {
+	sc := r.sc
+	reqCtx, cancel := context.WithCancel(ctx)
+	var body io.Reader
+	if sc.Fleet.Method != http.MethodGet && sc.Fleet.Method != http.MethodHead {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(reqCtx, sc.Fleet.Method, url, body)
+	if err != nil {
+		cancel()
+		return result{result: timeline.ResultError, err: err.Error(), end: r.since()}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := caller(reqCtx, req)
+		end := r.since()
+		res, status, attempts := subjects.Classify(resp, err)
+		out := result{result: res, status: status, attempts: attempts, end: end}
+		if err != nil {
+			out.err = err.Error()
+		}
+		if resp != nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+		done <- out
+	}()
+	watchdog := time.NewTimer(sc.Fleet.Timeout)
+	defer watchdog.Stop()
+	select {
+	case res := <-done:
+		cancel()
+		return res
+	case <-watchdog.C:
+		cancel()
+		return result{result: timeline.ResultHung, end: r.since(),
+			err: fmt.Sprintf("no result within the fleet timeout %v", sc.Fleet.Timeout)}
+	case <-ctx.Done():
+		cancel()
+		// Give the caller a moment to return on its own: a request that
+		// ends with the run is canceled either way.
+		t := time.NewTimer(100 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case res := <-done:
+			if res.result == timeline.ResultOK {
+				return res
+			}
+		case <-t.C:
+		}
+		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}
+	}
+}
+
+func (r *runner) finish(o *timeline.Outcome) {
+	if r.rec != nil {
+		r.rec.Outcome(o)
+	}
+	r.results[resultIndex(o.Result)].Add(1)
+	r.done.Add(1)
+}
+
+// program runs an exec subject as one simulated client: one process for
+// all its requests; outcomes come from its output lines.
+func (r *runner) program(ctx context.Context, prog subjects.Program, id int, at time.Duration) {
+	sc := r.sc
+	clientID := strconv.Itoa(id)
+	start := r.since()
+	r.late.add(start - int64(at))
+	pctx, cancel := context.WithTimeout(ctx, sc.Fleet.Timeout*time.Duration(sc.Fleet.Requests))
+	defer cancel()
+	base := r.base + strings.TrimSuffix(stubserver.RequestPath(id, 0), "/r/0")
+	lines, err := prog.Run(pctx, base, id, sc.Fleet.Requests, nil)
+	end := r.since()
+	seen := make([]bool, sc.Fleet.Requests)
+	for _, l := range lines {
+		seq := l.Seq()
+		if seq < 0 || seq >= len(seen) || seen[seq] {
+			continue
+		}
+		seen[seq] = true
+		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
+			Scheduled: int64(at), Start: start, End: end, Result: l.Result()}
+		if !l.OK {
+			o.Error = l.Reason
+		}
+		r.finish(&o)
+	}
+	for seq, ok := range seen {
+		if ok {
+			continue
+		}
+		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
+			Scheduled: int64(at), Start: start, End: end, Result: timeline.ResultError, Error: "the program printed no line for it"}
+		switch {
+		case ctx.Err() != nil:
+			o.Result, o.Error = timeline.ResultCanceled, "the run stopped"
+		case pctx.Err() != nil:
+			o.Result, o.Error = timeline.ResultHung, "the program did not finish within requests × the fleet timeout"
+		case err != nil:
+			o.Error = err.Error()
+		}
+		r.finish(&o)
+	}
+}
+
+// arrivals yields the fleet's start instants in order.
+type arrivals struct {
+	a     Arrival
+	n, i  int
+	rand  *rand.Rand
+	clock time.Duration
+}
+
+func newArrivals(a Arrival, n int, seed int64) *arrivals {
+	return &arrivals{a: a, n: n, rand: rand.New(rand.NewPCG(uint64(seed), 0xa771_7a15))}
+}
+
+// next returns the next client's start instant, relative to the run start.
+func (a *arrivals) next() time.Duration {
+	i := a.i
+	a.i++
+	switch a.a.Kind {
+	case ArrivalRamp:
+		if a.n <= 1 {
+			return 0
+		}
+		return time.Duration(float64(a.a.Over) * float64(i) / float64(a.n-1))
+	case ArrivalPoisson:
+		if i == 0 {
+			return 0
+		}
+		gap := a.rand.ExpFloat64() / a.a.Rate * float64(time.Second)
+		a.clock += time.Duration(math.Min(gap, float64(MaxDuration)))
+		return a.clock
+	}
+	return 0
+}
+
+// histogram is a lock-free log-linear histogram of non-negative
+// nanosecond values, 16 sub-buckets per power of two of microseconds.
+type histogram struct {
+	counts [64 * 16]atomic.Int64
+	max    atomic.Int64
+}
+
+func (h *histogram) add(ns int64) {
+	ns = max(ns, 0)
+	for {
+		m := h.max.Load()
+		if ns <= m || h.max.CompareAndSwap(m, ns) {
+			break
+		}
+	}
+	h.counts[bucketOf(uint64(ns/1000))].Add(1)
+}
+
+func bucketOf(us uint64) int {
+	if us < 16 {
+		return int(us)
+	}
+	e := bits.Len64(us) - 5
+	return (e+1)*16 + int((us>>e)&15)
+}
+
+// bucketLow is the smallest value (µs) of bucket i.
+func bucketLow(i int) uint64 {
+	if i < 16 {
+		return uint64(i)
+	}
+	e := i/16 - 1
+	return uint64(16+i%16) << e
+}
+
+func (h *histogram) quantile(q float64) time.Duration {
+	var total int64
+	for i := range h.counts {
+		total += h.counts[i].Load()
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(total)))
+	var cum int64
+	for i := range h.counts {
+		cum += h.counts[i].Load()
+		if cum >= rank {
+			return time.Duration(bucketLow(i)) * time.Microsecond
+		}
+	}
+	return time.Duration(h.max.Load())
+}
+
+func (h *histogram) summary() Lateness {
+	return Lateness{P50: h.quantile(0.5), P99: h.quantile(0.99), Max: time.Duration(h.max.Load())}
+}

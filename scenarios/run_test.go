@@ -1,0 +1,336 @@
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+func mustParse(t *testing.T, src string) *Scenario {
+	t.Helper()
+	sc, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// decodeAll reads a timeline into its meta, attempts and outcomes.
+func decodeAll(t *testing.T, b []byte) (*timeline.Meta, []timeline.Attempt, []timeline.Outcome) {
+	t.Helper()
+	dec := timeline.NewDecoder(bytes.NewReader(b))
+	var meta *timeline.Meta
+	var atts []timeline.Attempt
+	var outs []timeline.Outcome
+	for i := 0; ; i++ {
+		var rec timeline.Record
+		err := dec.Decode(&rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("decoding the timeline: %v", err)
+		}
+		switch rec.Type {
+		case timeline.TypeMeta:
+			if i != 0 {
+				t.Errorf("meta record at position %d; want first", i)
+			}
+			m := *rec.Meta
+			meta = &m
+		case timeline.TypeAttempt:
+			atts = append(atts, rec.Attempt)
+		case timeline.TypeOutcome:
+			outs = append(outs, rec.Outcome)
+		}
+	}
+	if meta == nil {
+		t.Fatal("timeline has no meta record")
+	}
+	return meta, atts, outs
+}
+
+const smallOutage = `
+name: small-outage
+duration: 20s
+server:
+  phases:
+    - {name: down, for: 1s, respond: {status: 503}, retry_after: {form: delta, value: 1}}
+    - {name: up, respond: ok}
+fleet: {clients: 20, requests: 3, think: 100ms, start: ramp 500ms, timeout: 10s}
+subject: {name: retrylab, policy: {base: 50ms, cap: 1s, max_attempts: 5, budget: 8s}}
+expect: {checks: [retry-after, attempts]}
+`
+
+func TestRunVirtual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := mustParse(t, smallOutage)
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		var last Progress
+		calls := 0
+		sum, err := Run(context.Background(), sc, RunOptions{Virtual: true, Seed: 7, Timeline: &buf,
+			Progress: func(p Progress) { mu.Lock(); last = p; calls++; mu.Unlock() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Planned != 60 || sum.Requests != 60 || sum.Results["ok"] != 60 || sum.Stopped != StoppedDone {
+			t.Errorf("Summary = %+v; want 60 planned, 60 ok, stopped done", sum)
+		}
+		if sum.Unavailable503 < 10 || sum.Attempts != 60+sum.Unavailable503 {
+			t.Errorf("Summary attempts %d, 503s %d; want every client of the first 500ms to meet a 503, then succeed", sum.Attempts, sum.Unavailable503)
+		}
+		if sum.TimelineBytes != int64(buf.Len()) {
+			t.Errorf("TimelineBytes = %d; want %d", sum.TimelineBytes, buf.Len())
+		}
+		if calls < 2 || last.Done != 60 || last.Total != 60 || last.Attempts != sum.Attempts {
+			t.Errorf("progress: %d calls, last %+v; want several, ending with 60/60 and %d attempts", calls, last, sum.Attempts)
+		}
+		meta, atts, outs := decodeAll(t, buf.Bytes())
+		if !meta.Virtual || meta.Subject != "retrylab" || meta.Seed != 7 || meta.Recorder != "run" || meta.Policy == nil || len(meta.Phases) != 2 {
+			t.Errorf("meta = %+v; want virtual, retrylab, seed 7, a stated policy, two phases", meta)
+		}
+		if int64(len(atts)) != sum.Attempts || len(outs) != 60 {
+			t.Errorf("timeline has %d attempts and %d outcomes; want %d and 60", len(atts), len(outs), sum.Attempts)
+		}
+		for _, a := range atts {
+			if a.Status == 503 && (!a.HasNotBefore || a.NotBefore-a.Done > int64(time.Second)+int64(time.Millisecond)) {
+				t.Errorf("attempt %+v: 503 without a 1 s not_before", a)
+				break
+			}
+		}
+		for _, o := range outs {
+			if o.Start < o.Scheduled || o.End < o.Start || o.Result != "ok" || o.Attempts < 1 {
+				t.Errorf("outcome %+v; want scheduled <= start <= end, ok, attempts counted", o)
+				break
+			}
+		}
+	})
+}
+
+func TestRunWatchdogHung(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := mustParse(t, `
+duration: 1m
+server: {phases: [{respond: {fault: hang}}]}
+fleet: {clients: 3, requests: 2, timeout: 2s}
+`)
+		var buf bytes.Buffer
+		start := time.Now()
+		sum, err := Run(context.Background(), sc, RunOptions{Virtual: true, Subject: mustSubject(t, "no-retry"), Timeline: &buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Results["hung"] != 6 || sum.Stopped != StoppedDone {
+			t.Errorf("Summary = %+v; want 6 hung, stopped done", sum)
+		}
+		if el := time.Since(start); el < 4*time.Second || el > 5*time.Second {
+			t.Errorf("run took %v; want about two watchdog periods (4s)", el)
+		}
+		_, _, outs := decodeAll(t, buf.Bytes())
+		for _, o := range outs {
+			if o.Result != "hung" || o.Duration() != 2*time.Second {
+				t.Errorf("outcome %+v; want hung after exactly 2s", o)
+			}
+		}
+	})
+}
+
+func TestRunDurationCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := mustParse(t, `
+duration: 3s
+server: {phases: [{respond: {fault: hang}}]}
+fleet: {clients: 4, requests: 5, timeout: 1m}
+`)
+		var buf bytes.Buffer
+		start := time.Now()
+		sum, err := Run(context.Background(), sc, RunOptions{Virtual: true, Subject: mustSubject(t, "no-retry"), Timeline: &buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Results["canceled"] != 4 || sum.Requests != 4 || sum.Planned != 20 || sum.Stopped != StoppedDuration {
+			t.Errorf("Summary = %+v; want 4 canceled of 20 planned, stopped by duration", sum)
+		}
+		if el := time.Since(start); el < 3*time.Second || el > 4*time.Second {
+			t.Errorf("run took %v; want the 3s cap", el)
+		}
+		_, atts, outs := decodeAll(t, buf.Bytes())
+		if len(outs) != 4 || len(atts) != 4 {
+			t.Errorf("timeline: %d outcomes, %d attempts; want 4 and 4", len(outs), len(atts))
+		}
+	})
+}
+
+func TestRunCanceledStillSummarizes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := mustParse(t, `
+duration: 1m
+fleet: {clients: 5, requests: 1000, think: 100ms}
+`)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(2*time.Second, cancel)
+		var buf bytes.Buffer
+		sum, err := Run(ctx, sc, RunOptions{Virtual: true, Timeline: &buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Stopped != StoppedCanceled || sum.Requests < 50 || sum.Requests > 150 {
+			t.Errorf("Summary = %+v; want canceled after about 100 requests", sum)
+		}
+		_, _, outs := decodeAll(t, buf.Bytes())
+		if int64(len(outs)) != sum.Requests {
+			t.Errorf("timeline has %d outcomes; want %d (flushed)", len(outs), sum.Requests)
+		}
+	})
+}
+
+func TestRunReal(t *testing.T) {
+	sc := mustParse(t, `
+duration: 10s
+server:
+  phases:
+    - {name: down, for: 200ms, respond: {status: 503}}
+    - {name: up, respond: ok}
+fleet: {clients: 8, requests: 4, start: poisson 100/s}
+subject: {policy: {base: 10ms, cap: 100ms, max_attempts: 20}}
+`)
+	var buf bytes.Buffer
+	sum, err := Run(t.Context(), sc, RunOptions{Timeline: &buf, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Requests != 32 || sum.Results["ok"] != 32 {
+		t.Errorf("Summary = %+v; want 32 ok", sum)
+	}
+	meta, atts, outs := decodeAll(t, buf.Bytes())
+	if meta.Virtual || len(outs) != 32 || int64(len(atts)) != sum.Attempts {
+		t.Errorf("real run: virtual %v, %d outcomes, %d attempts; want false, 32, %d", meta.Virtual, len(outs), len(atts), sum.Attempts)
+	}
+	if sum.StartLateness.Max > 5*time.Second {
+		t.Errorf("StartLateness = %+v; want small", sum.StartLateness)
+	}
+}
+
+func TestRunRefuses(t *testing.T) {
+	sc := mustParse(t, "fleet: {clients: 1}\n")
+	_, err := Run(context.Background(), sc, RunOptions{Virtual: true, Subject: subjects.Program{Path: "true"}})
+	if !errors.Is(err, subjects.ErrRealTimeOnly) {
+		t.Errorf("Run(virtual, exec) = %v; want ErrRealTimeOnly", err)
+	}
+	bad := *sc
+	bad.Subject.Name = "nope"
+	if _, err := Run(context.Background(), &bad, RunOptions{}); !errors.Is(err, ErrNoSubject) {
+		t.Errorf("Run(unknown subject) = %v; want ErrNoSubject", err)
+	}
+}
+
+func mustSubject(t *testing.T, name string) subjects.Subject {
+	t.Helper()
+	s, err := subjects.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestArrivals(t *testing.T) {
+	a := newArrivals(Arrival{Kind: ArrivalRamp, Over: 10 * time.Second}, 5, 1)
+	var got []time.Duration
+	for range 5 {
+		got = append(got, a.next())
+	}
+	want := []time.Duration{0, 2500 * time.Millisecond, 5 * time.Second, 7500 * time.Millisecond, 10 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("ramp 10s over 5 clients: start[%d] = %v; want %v", i, got[i], want[i])
+		}
+	}
+	b := newArrivals(Arrival{Kind: ArrivalBurst}, 3, 1)
+	if x, y := b.next(), b.next(); x != 0 || y != 0 {
+		t.Errorf("burst starts = %v, %v; want 0, 0", x, y)
+	}
+	p := newArrivals(Arrival{Kind: ArrivalPoisson, Rate: 100}, 20001, 3)
+	var last time.Duration
+	for range 20001 {
+		last = p.next()
+	}
+	// 20000 gaps of mean 10ms: 200s, within a few standard deviations (1.4s).
+	if math.Abs(last.Seconds()-200) > 6 {
+		t.Errorf("poisson 100/s: the 20001st client starts at %v; want about 200s", last)
+	}
+	q := newArrivals(Arrival{Kind: ArrivalPoisson, Rate: 100}, 20001, 3)
+	for range 100 {
+		q.next()
+	}
+	r := newArrivals(Arrival{Kind: ArrivalPoisson, Rate: 100}, 20001, 3)
+	for range 99 {
+		r.next()
+	}
+	if x, y := q.next(), r.next(); x == y {
+		t.Errorf("poisson arrivals do not advance: %v == %v", x, y)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.add(int64(i) * int64(time.Millisecond))
+	}
+	s := h.summary()
+	near := func(got, want time.Duration) bool {
+		return got <= want && float64(got) >= float64(want)*(1-1.0/16)
+	}
+	if !near(s.P50, 500*time.Millisecond) || !near(s.P99, 990*time.Millisecond) || s.Max != time.Second {
+		t.Errorf("summary of 1..1000 ms = %+v; want p50 ≈ 500ms, p99 ≈ 990ms, max 1s", s)
+	}
+	for us := uint64(0); us < 1<<20; us = us*5/4 + 1 {
+		if lo := bucketLow(bucketOf(us)); lo > us || float64(us-lo) > float64(us)/16+1 {
+			t.Errorf("bucketLow(bucketOf(%d)) = %d; want within 1/16 below", us, lo)
+		}
+	}
+}
+
+func TestMeta(t *testing.T) {
+	sc, err := Builtin("quota-steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m := sc.Meta(MetaOptions{Subject: mustSubject(t, "retrylab"), Seed: 9, Start: start, Tool: "v1"})
+	if m.Scenario != "quota-steady" || m.Subject != "retrylab" || m.Recorder != "run" || m.Seed != 9 || !m.Start.Equal(start) || m.Tool != "v1" {
+		t.Errorf("meta header = %+v", m)
+	}
+	if m.Quota == nil || m.Quota.Rate != 200 || m.Quota.Burst != 20 || m.Quota.Key != "global" {
+		t.Errorf("meta.Quota = %+v; want 200/s burst 20 global", m.Quota)
+	}
+	if m.Fleet == nil || m.Fleet.Clients != 50 || m.Fleet.Requests != 30 || m.Fleet.Start != "ramp 2s" || m.Fleet.Timeout != int64(20*time.Second) {
+		t.Errorf("meta.Fleet = %+v", m.Fleet)
+	}
+	if len(m.Phases) != 1 || m.Phases[0].Name != "steady" || m.Duration != int64(25*time.Second) {
+		t.Errorf("meta phases %+v, duration %d", m.Phases, m.Duration)
+	}
+	if m.Policy == nil || m.Policy.Base != int64(100*time.Millisecond) || m.Policy.MaxAttempts != 5 || m.Policy.Budget != int64(10*time.Second) {
+		t.Errorf("meta.Policy = %+v; want the scenario's policy as the subject states it", m.Policy)
+	}
+	if m.Expect == nil || !strings.Contains(strings.Join(m.Expect.Checks, ","), "pacing") {
+		t.Errorf("meta.Expect = %+v; want the scenario's checks", m.Expect)
+	}
+	back, err := Parse("meta.json", m.Source)
+	if err != nil {
+		t.Fatalf("Parse(meta.Source) = %v", err)
+	}
+	if back.Fleet != sc.Fleet || back.Name != sc.Name {
+		t.Errorf("meta.Source parses to %+v; want the scenario", back)
+	}
+}
