@@ -45,8 +45,9 @@ type Program struct {
 	Args []string // its arguments
 	Dir  string   // working directory ("": the current one)
 	Env  []string // added to the inherited environment, "KEY=value"
-	// Timeout bounds each run: past it the process is killed (zero:
-	// DefaultProgramTimeout). The context given to Run bounds it too.
+	// Timeout bounds each run: past it the process, and on Unix its whole
+	// process group, is killed (zero: DefaultProgramTimeout). The context
+	// given to Run bounds it too.
 	Timeout time.Duration
 }
 
@@ -192,7 +193,8 @@ func (p Program) Run(ctx context.Context, baseURL string, client, requests int, 
 		"RETRYLAB_CLIENT="+strconv.Itoa(client),
 		"RETRYLAB_REQUESTS="+strconv.Itoa(requests),
 	)
-	cmd.WaitDelay = time.Second // a killed shell's children may hold the pipes open
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = time.Second // children that escaped the kill may hold the pipes open
 	stderr := &tailBuffer{max: 1 << 10}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -196,5 +197,42 @@ func TestProgramVirtual(t *testing.T) {
 	}
 	if _, err := Lookup("nope"); !errors.Is(err, ErrUnknown) {
 		t.Errorf("Lookup(nope) = %v; want ErrUnknown", err)
+	}
+}
+
+// TestProgramKillsChildren: at the deadline the program's children die
+// with it, not only the shell.
+func TestProgramKillsChildren(t *testing.T) {
+	needSh(t)
+	pidFile := t.TempDir() + "/pid"
+	p := Program{Path: "sh", Args: []string{"-c", `sleep 30 & echo $! > "$PIDFILE"; echo "ok /r/0"; wait`},
+		Env: []string{"PIDFILE=" + pidFile}, Timeout: 300 * time.Millisecond}
+	start := time.Now()
+	_, err := p.Run(context.Background(), "http://127.0.0.1:9/c/1", 1, 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("Run = %v; want killed", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Run took %v; want about the 300ms deadline", d)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("reading the child's pid: %v", err)
+	}
+	pid := strings.TrimSpace(string(b))
+	// Wait (bounded) for the kernel to finish the child: gone, or a zombie.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return // gone or dead
+		}
+		if _, err := os.Stat("/proc"); err != nil {
+			t.Skip("no /proc")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %s still alive after the program was killed: %s", pid, stat)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,0 +1,18 @@
+//go:build unix
+
+package subjects
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// ownProcessGroup starts cmd in a process group of its own and makes its
+// cancellation kill the whole group, so a shell script's children (curl,
+// python) die with it at the deadline.
+func ownProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
