@@ -69,7 +69,7 @@ func (c *control) Describe(p Params) Info {
 		Base: pol.Base, Cap: pol.Cap, MaxAttempts: pol.MaxAttempts, Budget: pol.Budget,
 		Jitter: pol.Jitter, Retryable: []int{429, 500, 502, 503, 504},
 	}
-	return Info{Version: "(devel)", Stated: st, Summary: "negative control: " + c.mistake}
+	return Info{Version: "(devel)", Stated: st, Summary: "negative control: " + c.mistake, Replayable: true}
 }
 
 // effective fills the zero fields of p with the controls' defaults.

@@ -24,9 +24,10 @@ func (failsafeSubject) Name() string { return "failsafe" }
 
 func (failsafeSubject) Describe(Params) Info {
 	return Info{
-		Version: moduleVersion("github.com/failsafe-go/failsafe-go", "v0.9.8"),
-		Stated:  &Stated{MaxAttempts: 3, Jitter: "none", Retryable: []int{429, 500, 502, 503, 504}},
-		Summary: "failsafehttp.NewRoundTripper with NewRetryPolicyBuilder().Build() defaults",
+		Version:    moduleVersion("github.com/failsafe-go/failsafe-go", "v0.9.8"),
+		Stated:     &Stated{MaxAttempts: 3, Jitter: "none", Retryable: []int{429, 500, 502, 503, 504}},
+		Summary:    "failsafehttp.NewRoundTripper with NewRetryPolicyBuilder().Build() defaults",
+		Replayable: true,
 	}
 }
 

@@ -26,7 +26,8 @@ func (goRetrySubject) Describe(Params) Info {
 		Version: moduleVersion("github.com/sethvargo/go-retry", "v0.5.0"),
 		Stated: &Stated{Base: time.Second, MaxAttempts: 5, Jitter: "none",
 			Retryable: []int{429, 500, 502, 503, 504}},
-		Summary: "retry.Do with WithMaxRetries(4, NewExponential(1s))",
+		Summary:    "retry.Do with WithMaxRetries(4, NewExponential(1s))",
+		Replayable: true,
 	}
 }
 

@@ -372,3 +372,30 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayable: subjects that say they replay make the same attempts at
+// the same virtual instants in two runs with the same seed; backoff, which
+// draws from the global source, does not.
+func TestReplayable(t *testing.T) {
+	script := func(n int) (int, string) {
+		if n < 5 {
+			return 503, ""
+		}
+		return 200, ""
+	}
+	for _, name := range goSubjects {
+		s, _ := Lookup(name)
+		replayable := s.(Describer).Describe(Params{}).Replayable
+		if !replayable && name != "backoff" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			a := reachRun(t, name, "GET", script, time.Hour).arrivals
+			b := reachRun(t, name, "GET", script, time.Hour).arrivals
+			same := fmt.Sprint(a) == fmt.Sprint(b)
+			if same != replayable {
+				t.Errorf("%s: runs equal = %v (%v vs %v); want %v", name, same, a, b, replayable)
+			}
+		})
+	}
+}

@@ -15,7 +15,9 @@ import (
 // Retry-After (delay-seconds or date) obeyed on 429 and 503 without a cap,
 // retries 429, 5xx but 501, and transport errors, no time budget. It draws
 // no random numbers, so runs replay. A call that gives up returns an
-// error, not the response.
+// error, not the response, and calls CloseIdleConnections on its
+// http.Client; the adapter's transport wrapper does not pass that on, so
+// one client giving up does not drop the whole fleet's idle connections.
 type retryablehttpSubject struct{}
 
 func init() { register(retryablehttpSubject{}) }
@@ -27,7 +29,8 @@ func (retryablehttpSubject) Describe(Params) Info {
 		Version: moduleVersion("github.com/hashicorp/go-retryablehttp", "v0.7.8"),
 		Stated: &Stated{Base: time.Second, Cap: 30 * time.Second, MaxAttempts: 5, Jitter: "none",
 			Retryable: []int{429, 500, 502, 503, 504}},
-		Summary: "retryablehttp.NewClient() defaults, Logger nil",
+		Summary:    "retryablehttp.NewClient() defaults, Logger nil",
+		Replayable: true,
 	}
 }
 

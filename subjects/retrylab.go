@@ -47,6 +47,7 @@ func (retrylabSubject) Describe(p Params) Info {
 			Jitter: e.Jitter.String(), Retryable: e.Retryable},
 		Summary: fmt.Sprintf("client.New: %s jitter, base %v, cap %v, %d attempts, budget %v, Idempotency-Key added",
 			e.Jitter, e.Base, e.Cap, e.MaxAttempts, e.Budget),
+		Replayable: true,
 	}
 }
 

@@ -80,6 +80,10 @@ type Info struct {
 	Stated *Stated
 	// Summary is one line on how the subject is wired.
 	Summary string
+	// Replayable is true when the subject draws randomness only from
+	// Params.Rand, or none at all, so a seeded virtual-time run replays
+	// exactly; false for libraries that draw from a global source.
+	Replayable bool
 }
 
 // Stated is the policy a subject claims. Zero fields mean "unbounded" or
