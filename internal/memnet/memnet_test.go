@@ -311,3 +311,31 @@ func TestHTTPIdleTimeout(t *testing.T) {
 		srv.Shutdown(context.Background())
 	})
 }
+
+// TestNetworkMadeOutsideBubble: New creates no channel, so a Network made
+// outside the bubble serves inside it (Listen and Dial run inside).
+func TestNetworkMadeOutsideBubble(t *testing.T) {
+	n := New()
+	synctest.Test(t, func(t *testing.T) {
+		l := n.Listen()
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(time.Minute) // virtual: returns at once in real time
+			w.Write([]byte("late"))
+		})}
+		go srv.Serve(l)
+		tr := &http.Transport{DialContext: n.DialContext}
+		start := time.Now()
+		resp, err := (&http.Client{Transport: tr}).Get("http://" + l.Addr().String() + "/")
+		if err != nil {
+			t.Fatalf("GET: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "late" || time.Since(start) != time.Minute {
+			t.Errorf("GET = %q after %v; want \"late\" after 1m of virtual time", b, time.Since(start))
+		}
+		tr.CloseIdleConnections()
+		srv.Shutdown(context.Background())
+		n.Close()
+	})
+}
