@@ -17,7 +17,7 @@ const maxWaveIndex = 1000
 
 // Default thresholds.
 const (
-	defaultWaves   = 4.0 // × less spread than full jitter
+	defaultWaves   = 5.0 // × less spread than full jitter: jitter narrower than ±20%
 	defaultInstant = 50.0
 	defaultPacing  = 1.0
 	defaultJitter  = 1.0
