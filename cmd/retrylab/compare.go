@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/reports"
+	"github.com/retrylab/retrylab/subjects"
+)
+
+const compareUsage = "compare SCENARIO|FILE --subjects a,b,c [--seeds N] [--clients N] [--out DIR] [--check ...]"
+
+func cmdCompare(ctx context.Context, e *env, args []string) error {
+	var (
+		o     runOptions
+		names []string
+		seeds int
+	)
+	fs := newFlags("compare", compareUsage, e)
+	fs.StringSliceVar(&names, "subjects", nil, "subjects to compare, `a,b,c`; the verdict (exit status) is the first one's")
+	fs.IntVar(&seeds, "seeds", 1, "runs per subject, with seeds --seed, --seed+1, ...")
+	o.register(fs)
+	fs.StringArrayVar(&o.verdict.checks, "check", nil, "as for run: `ID[:k=v,...]` (repeatable)")
+	fs.StringSliceVar(&o.verdict.skip, "skip", nil, "as for run: check `IDs` to skip")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("compare takes one scenario (a built-in name or a file), got %d arguments", fs.NArg())
+	}
+	if len(names) == 0 {
+		return usagef("--subjects must name at least one subject")
+	}
+	if seeds < 1 || seeds > 100 {
+		return usagef("--seeds must be between 1 and 100, got %d", seeds)
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	aopts, err := o.verdict.options()
+	if err != nil {
+		return err
+	}
+	sc, _, err := resolveRun(fs.Arg(0), names[0])
+	if err != nil {
+		return err
+	}
+	subjs := make([]subjects.Subject, len(names))
+	for i, n := range names {
+		if subjs[i], err = subjects.Lookup(n); err != nil {
+			return usagef("--subjects %q: %v (see 'retrylab subjects')", n, err)
+		}
+	}
+
+	dir := filepath.Join(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
+	var entries []reports.CompareEntry
+	for i, subj := range subjs {
+		for k := 0; k < seeds; k++ {
+			if ctx.Err() != nil {
+				break
+			}
+			ro := o
+			ro.seed = o.seed + int64(k)
+			sub := fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed)
+			sum, err := runOnce(ctx, e, sc, subj, ro, filepath.Join(dir, sub))
+			if err != nil {
+				return err
+			}
+			v, err := analyzeFile(sum.TimelinePath, aopts)
+			if err != nil {
+				return err
+			}
+			entry := reports.CompareEntry{Subject: names[i], Seed: ro.seed, Verdict: v, Timeline: sum.TimelinePath}
+			if !o.noReport {
+				rep, err := reports.Write(filepath.Join(dir, sub), sum.TimelinePath, v, reports.Options{})
+				if err != nil {
+					return fmt.Errorf("report: %w", err)
+				}
+				entry.Stats = &rep.Stats
+				entry.Report = filepath.Join(sub, reports.ReportFile)
+			}
+			entries = append(entries, entry)
+			fmt.Fprintf(e.stdout, "%-20s seed %-3d %s (%s)\n", names[i], ro.seed, passWord(v), strings.Join(v.Failed(), ", "))
+		}
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("compare: interrupted before any run finished")
+	}
+	cmp, err := reports.Compare(dir, entries, reports.CompareOptions{Scenario: sc.Name})
+	if err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	fmt.Fprintln(e.stdout)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tSUBJECT\tVERDICT\tFAILED CHECKS")
+	for i, r := range cmp.Ranking {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", i+1, r.Subject, passWordBool(r.Pass), strings.Join(r.Failed, ", "))
+	}
+	tw.Flush()
+	fmt.Fprintf(e.stdout, "\ncomparison: %s\n", cmp.HTML)
+	for _, s := range cmp.Subjects {
+		if s.Subject == names[0] && !s.Pass {
+			return errVerdictFailed
+		}
+	}
+	return nil
+}
+
+func passWord(v *analyzer.Verdict) string { return passWordBool(v.Pass) }
+
+func passWordBool(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
