@@ -1,0 +1,50 @@
+package analyzer_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// A client that retried a 503 one millisecond after it, and a POST without
+// an Idempotency-Key: the timeline is built here; usually it comes from a
+// file written by retrylab run or serve.
+func Example() {
+	var buf bytes.Buffer
+	enc := timeline.NewEncoder(&buf)
+	enc.EncodeMeta(&timeline.Meta{Format: timeline.Format, Recorder: "serve", Scenario: "demo",
+		Expect: &timeline.Expect{Checks: []string{analyzer.CheckInstantRetry, analyzer.CheckIdempotency, analyzer.CheckBudget}}})
+	ms := int64(1e6)
+	for i := range 3 {
+		enc.EncodeAttempt(&timeline.Attempt{Client: "1", Key: "1/0", Attempt: i + 1, Method: "POST", Path: "/c/1/r/0",
+			At: int64(i) * 3 * ms, Done: int64(i)*3*ms + 2*ms, Status: 503})
+	}
+	enc.Flush()
+
+	v, err := analyzer.Analyze(&buf, analyzer.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("pass:", v.Pass, "failed:", v.Failed())
+	analyzer.WriteText(os.Stdout, v)
+	// Output:
+	// pass: false failed: [instant-retry idempotency]
+	// retrylab verdict: FAIL  demo · seed 0 · 3 attempts, 1 requests, 2 retries, 0 outcomes
+	//
+	//   ↷ retry-after..... skipped: not in the scenario's expect.checks
+	//   ✗ instant-retry... 100.0% > 50.0%
+	//       ↳ client 1 · 1/0 · retry 1 came 1ms after a 503 without a usable Retry-After
+	//   ↷ waves........... skipped: not in the scenario's expect.checks
+	//   ↷ non-retryable... skipped: not in the scenario's expect.checks
+	//   ✗ idempotency..... 2 retries > 0
+	//       ↳ client 1 · 1/0 · POST /c/1/r/0 retried (attempt 2 at 3ms) without an Idempotency-Key
+	//   ↷ attempts........ skipped: not in the scenario's expect.checks
+	//   ↷ budget.......... skipped: a serve recording has no client outcomes
+	//   ↷ amplification... skipped: not in the scenario's expect.checks
+	//   ↷ pacing.......... skipped: not in the scenario's expect.checks
+	//   ↷ jitter-bounds... skipped: not in the scenario's expect.checks
+}
