@@ -1,10 +1,10 @@
 package reports
 
 import (
+	"container/heap"
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -60,107 +60,138 @@ type synthEvent struct {
 	out *timeline.Outcome
 }
 
-// write writes the synthetic timeline to w and returns the number of
-// attempts.
+// synthClient is one simulated client generating its logical requests one
+// at a time, so a run of any size is generated in memory proportional to
+// its clients.
+type synthClient struct {
+	c    int
+	rng  *rand.Rand
+	t    int64 // when the next logical request starts
+	r    int   // next logical request
+	evs  []synthEvent
+	next int // index in evs
+}
+
+// request generates the events of the client's next logical request into
+// evs; it returns false when the client is done.
+func (s synth) request(cl *synthClient) bool {
+	if cl.r >= s.requests {
+		return false
+	}
+	c, rng := cl.c, cl.rng
+	client := strconv.Itoa(c)
+	key := client + "/" + strconv.Itoa(cl.r)
+	cl.r++
+	cl.evs, cl.next = cl.evs[:0], 0
+	t := cl.t
+	start := t
+	var result string
+	var status int
+	n := 0
+	for {
+		n++
+		a := &timeline.Attempt{Client: client, Key: key, Attempt: n, Method: "GET", Path: "/c/" + key, At: t}
+		lat := int64(2*time.Millisecond) + rng.Int64N(int64(3*time.Millisecond))
+		a.Done = t + lat
+		var wait int64
+		switch {
+		case t < int64(synthOutageEnd):
+			a.Status, a.Phase, a.RetryAfter = 503, "outage", "Fri, 02 Jan 2026 03:04:07 GMT"
+			a.NotBefore, a.HasNotBefore = int64(synthOutageEnd), true
+			wait = a.NotBefore - a.Done + rng.Int64N(int64(20*time.Millisecond))
+			if c%7 == 0 && !s.wellBehaved {
+				wait = int64(50 * time.Millisecond) // ignores Retry-After
+			}
+		default:
+			a.Phase = "recovered"
+			switch x := rng.IntN(100); {
+			case x < 55:
+				a.Status = 200
+			case x < 70:
+				a.Status, a.RetryAfter = 429, "1"
+				a.NotBefore, a.HasNotBefore = a.Done+int64(time.Second), true
+				wait = a.NotBefore - a.Done + rng.Int64N(int64(50*time.Millisecond))
+				if c%7 == 0 && !s.wellBehaved {
+					wait = rng.Int64N(int64(time.Second))
+				}
+			case x < 90:
+				a.Status, a.RetryAfter = 429, "soon" // unusable: the client backs off
+			case x < 95:
+				a.Fault = timeline.FaultReset
+			default:
+				a.Status = 404
+			}
+			if !a.HasNotBefore {
+				bound := min(int64(synthCap), int64(synthBase)<<(n-1))
+				wait = rng.Int64N(bound + 1)
+				if c%11 == 0 && !s.wellBehaved {
+					wait = bound + bound/2
+				}
+			}
+		}
+		cl.evs = append(cl.evs, synthEvent{at: a.Done, att: a})
+		t = a.Done
+		switch {
+		case a.Status == 200:
+			result, status = timeline.ResultOK, 200
+		case a.Status == 404:
+			result, status = timeline.ResultNonRetryable, 404
+		case n >= synthMax:
+			result, status = timeline.ResultGaveUp, a.Status
+		case a.Done+wait-start > int64(synthBudget):
+			result, status = timeline.ResultBudget, a.Status
+		default:
+			t = a.Done + wait
+			continue
+		}
+		break
+	}
+	o := &timeline.Outcome{Client: client, Key: key, Scheduled: start, Start: start, End: t + int64(time.Millisecond), Result: result, Status: status, Attempts: n}
+	cl.evs = append(cl.evs, synthEvent{at: o.End, out: o})
+	cl.t = o.End + int64(50*time.Millisecond)
+	return true
+}
+
+// clientHeap orders clients by the write time of their next event.
+type clientHeap []*synthClient
+
+func (h clientHeap) Len() int { return len(h) }
+func (h clientHeap) Less(i, j int) bool {
+	a, b := h[i].evs[h[i].next].at, h[j].evs[h[j].next].at
+	return a < b || a == b && h[i].c < h[j].c
+}
+func (h clientHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *clientHeap) Push(x any)   { *h = append(*h, x.(*synthClient)) }
+func (h *clientHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// write writes the synthetic timeline to w, records in write order, and
+// returns the number of attempts.
 func (s synth) write(w io.Writer) (int, error) {
-	rng := rand.New(rand.NewPCG(s.seed, 7))
-	var evs []synthEvent
 	stride := s.stride
 	if stride == 0 {
 		stride = time.Second / time.Duration(max(1, s.clients))
 	}
+	var h clientHeap
 	for c := 0; c < s.clients; c++ {
-		client := strconv.Itoa(c)
-		t := int64(time.Duration(c) * stride)
-		for r := 0; r < s.requests; r++ {
-			key := client + "/" + strconv.Itoa(r)
-			start := t
-			result, status := timeline.ResultGaveUp, 0
-			n := 0
-			for {
-				n++
-				a := &timeline.Attempt{Client: client, Key: key, Attempt: n, Method: "GET", Path: "/c/" + key, At: t}
-				lat := int64(2*time.Millisecond) + rng.Int64N(int64(3*time.Millisecond))
-				a.Done = t + lat
-				var wait int64
-				switch {
-				case t < int64(synthOutageEnd):
-					a.Status, a.Phase, a.RetryAfter = 503, "outage", "Fri, 02 Jan 2026 03:04:07 GMT"
-					a.NotBefore, a.HasNotBefore = int64(synthOutageEnd), true
-					wait = a.NotBefore - a.Done + rng.Int64N(int64(20*time.Millisecond))
-					if c%7 == 0 && !s.wellBehaved {
-						wait = int64(50 * time.Millisecond) // ignores Retry-After
-					}
-				default:
-					a.Phase = "recovered"
-					switch x := rng.IntN(100); {
-					case x < 55:
-						a.Status = 200
-					case x < 70:
-						a.Status, a.RetryAfter = 429, "1"
-						a.NotBefore, a.HasNotBefore = a.Done+int64(time.Second), true
-						wait = a.NotBefore - a.Done + rng.Int64N(int64(50*time.Millisecond))
-						if c%7 == 0 && !s.wellBehaved {
-							wait = rng.Int64N(int64(time.Second))
-						}
-					case x < 90:
-						a.Status, a.RetryAfter = 429, "soon" // unusable: the client backs off
-					case x < 95:
-						a.Fault = timeline.FaultReset
-					default:
-						a.Status = 404
-					}
-					if !a.HasNotBefore {
-						bound := min(int64(synthCap), int64(synthBase)<<(n-1))
-						wait = rng.Int64N(bound + 1)
-						if c%11 == 0 && !s.wellBehaved {
-							wait = bound + bound/2
-						}
-					}
-				}
-				evs = append(evs, synthEvent{at: a.Done, att: a})
-				if a.Status == 200 {
-					result, status = timeline.ResultOK, 200
-					t = a.Done
-					break
-				}
-				if a.Status == 404 {
-					result, status = timeline.ResultNonRetryable, 404
-					t = a.Done
-					break
-				}
-				if n >= synthMax {
-					result, status = timeline.ResultGaveUp, a.Status
-					t = a.Done
-					break
-				}
-				if a.Done+wait-start > int64(synthBudget) {
-					result, status = timeline.ResultBudget, a.Status
-					t = a.Done
-					break
-				}
-				t = a.Done + wait
-			}
-			o := &timeline.Outcome{Client: client, Key: key, Scheduled: start, Start: start, End: t + int64(time.Millisecond), Result: result, Status: status, Attempts: n}
-			evs = append(evs, synthEvent{at: o.End, out: o})
-			t = o.End + int64(50*time.Millisecond)
+		cl := &synthClient{c: c, rng: rand.New(rand.NewPCG(s.seed, uint64(c))), t: int64(time.Duration(c) * stride)}
+		if s.request(cl) {
+			h = append(h, cl)
 		}
 	}
-	slices.SortStableFunc(evs, func(a, b synthEvent) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	})
+	heap.Init(&h)
 	enc := timeline.NewEncoder(w)
 	if err := enc.EncodeMeta(s.meta()); err != nil {
 		return 0, err
 	}
 	attempts := 0
-	for _, e := range evs {
+	for len(h) > 0 {
+		cl := h[0]
+		e := cl.evs[cl.next]
 		var err error
 		if e.att != nil {
 			attempts++
@@ -170,6 +201,12 @@ func (s synth) write(w io.Writer) (int, error) {
 		}
 		if err != nil {
 			return 0, err
+		}
+		cl.next++
+		if cl.next < len(cl.evs) || s.request(cl) {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
 		}
 	}
 	return attempts, enc.Flush()
