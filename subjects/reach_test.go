@@ -59,6 +59,11 @@ type reachResult struct {
 
 func reachRun(t *testing.T, name string, method string, script func(int) (int, string), timeout time.Duration) reachResult {
 	t.Helper()
+	return reachRunPolicy(t, name, method, script, timeout, Policy{})
+}
+
+func reachRunPolicy(t *testing.T, name string, method string, script func(int) (int, string), timeout time.Duration, pol Policy) reachResult {
+	t.Helper()
 	var out reachResult
 	synctest.Test(t, func(t *testing.T) {
 		n := memnet.New()
@@ -72,7 +77,7 @@ func reachRun(t *testing.T, name string, method string, script func(int) (int, s
 		if err != nil {
 			t.Fatal(err)
 		}
-		caller := s.New(tr, Params{Client: 1, Rand: rand.New(rand.NewPCG(7, 8))})
+		caller := s.New(tr, Params{Client: 1, Rand: rand.New(rand.NewPCG(7, 8)), Policy: pol})
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		path := "/c/1/r/0"
@@ -397,5 +402,33 @@ func TestReplayable(t *testing.T) {
 				t.Errorf("%s: runs equal = %v (%v vs %v); want %v", name, same, a, b, replayable)
 			}
 		})
+	}
+}
+
+// TestReachPolicy: the retrylab subject and the controls follow the
+// scenario's policy: attempt cap, budget and backoff base.
+func TestReachPolicy(t *testing.T) {
+	script := func(int) (int, string) { return 503, "" }
+	pol := Policy{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 3, Budget: time.Minute, Jitter: "equal"}
+	for _, name := range []string{"retrylab", "fixed-delay", "exp-no-jitter", "ignore-retry-after", "retry-4xx"} {
+		t.Run(name, func(t *testing.T) {
+			r := reachRunPolicy(t, name, "GET", script, time.Hour, pol)
+			if n := len(r.arrivals); n != 3 || r.attempts != 3 || r.result != ResultGaveUp {
+				t.Fatalf("%s: server saw %d, subject %d, result %q; want 3, 3, gave-up", name, n, r.attempts, r.result)
+			}
+			for i := 1; i < 3; i++ {
+				if gap := r.arrivals[i] - r.arrivals[i-1]; gap < 5*time.Millisecond || gap > 20*time.Millisecond {
+					t.Errorf("%s: wait before retry %d = %v; want within [5ms, 20ms]", name, i, gap)
+				}
+			}
+		})
+	}
+	// A budget shorter than the first wait: one attempt, result budget.
+	pol = Policy{Base: 10 * time.Second, Cap: 10 * time.Second, Jitter: "equal", Budget: 2 * time.Second}
+	for _, name := range []string{"retrylab", "exp-no-jitter"} {
+		r := reachRunPolicy(t, name, "GET", script, time.Hour, pol)
+		if len(r.arrivals) != 1 || r.result != ResultBudget {
+			t.Errorf("%s with a 2s budget and 10s waits: %d attempts, result %q; want 1, budget", name, len(r.arrivals), r.result)
+		}
 	}
 }
