@@ -21,6 +21,9 @@ var (
 	// ErrAttemptsExhausted is the reason a call gave up after
 	// Config.MaxAttempts attempts that all failed retryably.
 	ErrAttemptsExhausted = errors.New("client: attempts exhausted")
+	// ErrAttemptTimeout is the error of an attempt that Config.AttemptTimeout
+	// ended; such attempts are retried while the budget lasts.
+	ErrAttemptTimeout = errors.New("client: attempt timed out")
 )
 
 // RetryError is the error RoundTrip returns when a call ends without a

@@ -60,7 +60,7 @@ func (t *Transport) pace(ctx context.Context, req *http.Request, key string, att
 	if wait <= 0 {
 		return 0, ctx.Err()
 	}
-	if !now.Add(wait).Before(budgetEnd) {
+	if wait >= t.cfg.Budget || !now.Add(wait).Before(budgetEnd) {
 		if res != nil {
 			res.CancelAt(now)
 		}
@@ -75,6 +75,10 @@ func (t *Transport) pace(ctx context.Context, req *http.Request, key string, att
 	}
 	return 0, nil
 }
+
+// maxReset bounds a rate-limit reset taken into account; any wait that long
+// is past every budget anyway.
+const maxReset = 365 * 24 * time.Hour
 
 // slowDelay takes the next slow-down slot, returning how long until it.
 func (ks *keyState) slowDelay(now time.Time) time.Duration {
@@ -121,6 +125,9 @@ func (t *Transport) observeHeaders(resp *http.Response, key string, now time.Tim
 	ks := t.state(key, true)
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	if rl.Reset > maxReset {
+		rl.Reset = maxReset // keeps the arithmetic below from overflowing
+	}
 	until := now.Add(rl.Reset)
 	every := rl.Reset / time.Duration(rl.Remaining+1)
 	ks.slowUntil = until

@@ -7,7 +7,6 @@ package client
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -107,9 +106,6 @@ func (c *layerCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// errAttemptTimeout is the cause of an attempt ended by AttemptTimeout.
-var errAttemptTimeout = errors.New("client: attempt timed out")
-
 // RoundTrip sends req, retrying and pacing as the Transport's doc says. It
 // does not modify req; it closes req.Body, also on errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -160,13 +156,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return fail(attempt-1, 0, nil, err, 0)
 			}
 		}
+		sentAt := time.Now()
 		resp, err, cause, cancel := t.send(lctx, req, header, body, budgetEnd)
+		if cause != nil && err != nil {
+			err = cause // the Transport's timer ended the attempt, not the caller
+		}
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
 		}
 		now := time.Now()
-		t.obs.Attempt(AttemptEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Duration: now.Sub(start)})
+		t.obs.Attempt(AttemptEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Duration: now.Sub(sentAt)})
 		retryAfter, hasRA := time.Duration(0), false
 		if resp != nil {
 			if v := resp.Header["Retry-After"]; len(v) > 0 {
@@ -186,8 +186,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return fail(attempt, 0, ctx.Err(), err, 0)
 			case cause == ErrBudgetExhausted:
 				discard(nil, cancel)
-				return fail(attempt, 0, ErrBudgetExhausted, err, 0)
-			case cause == errAttemptTimeout:
+				return fail(attempt, 0, ErrBudgetExhausted, nil, 0)
+			case cause == ErrAttemptTimeout:
 				retry = true
 			default:
 				retry = cfg.RetryError(err)
@@ -237,14 +237,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send runs one attempt, bounded by the budget and AttemptTimeout unless the
 // caller's deadline comes first. cause is set when the Transport's own timer
-// ended the attempt (ErrBudgetExhausted or errAttemptTimeout). cancel, if not
+// ended the attempt (ErrBudgetExhausted or ErrAttemptTimeout). cancel, if not
 // nil, releases the attempt's context; call it once the response is done
 // with (deliver arranges that for a response given to the caller).
 func (t *Transport) send(lctx *layerCtx, req *http.Request, header http.Header, body io.ReadCloser, budgetEnd time.Time) (resp *http.Response, err, cause error, cancel context.CancelCauseFunc) {
 	limit, why := budgetEnd, ErrBudgetExhausted
 	if at := t.cfg.AttemptTimeout; at > 0 {
 		if end := time.Now().Add(at); end.Before(limit) {
-			limit, why = end, errAttemptTimeout
+			limit, why = end, ErrAttemptTimeout
 		}
 	}
 	if d, ok := lctx.Deadline(); ok && !d.After(limit) {

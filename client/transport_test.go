@@ -890,3 +890,47 @@ func TestNilNextIsDefaultTransport(t *testing.T) {
 		t.Errorf("New(nil, ...).next = %v; want http.DefaultTransport", tr.next)
 	}
 }
+
+func TestAttemptTimeoutExhaustsAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		})
+		_, err := get(t, New(f, seeded(Config{AttemptTimeout: time.Second, MaxAttempts: 3, Base: time.Millisecond})), "http://api.test/x")
+		if !errors.Is(err, ErrAttemptTimeout) || !errors.Is(err, ErrAttemptsExhausted) || errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v; want ErrAttemptTimeout and ErrAttemptsExhausted, not context.Canceled", err)
+		}
+		if n := len(f.attempts()); n != 3 {
+			t.Errorf("attempts = %d; want 3", n)
+		}
+	})
+}
+
+func TestBudgetCancelIsNotCallerCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		})
+		_, err := get(t, New(f, Config{Budget: time.Second}), "http://api.test/x")
+		if !errors.Is(err, ErrBudgetExhausted) || errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v; want ErrBudgetExhausted, not context.Canceled", err)
+		}
+	})
+}
+
+func TestHugeResetFailsFastOnBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(func(n int, _ *http.Request) (*http.Response, error) {
+			return reply(200, "X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "99999999999999"), nil
+		})
+		tr := New(f, Config{Budget: 10 * time.Second})
+		get(t, tr, "http://api.test/x")
+		start := time.Now()
+		_, err := get(t, tr, "http://api.test/x")
+		if !errors.Is(err, ErrBudgetExhausted) || time.Since(start) != 0 {
+			t.Fatalf("err = %v after %v; want ErrBudgetExhausted at once", err, time.Since(start))
+		}
+	})
+}
