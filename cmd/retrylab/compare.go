@@ -22,10 +22,11 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 		seeds int
 	)
 	fs := newFlags("compare", compareUsage, e)
-	fs.StringSliceVar(&names, "subjects", nil, "subjects to compare, `a,b,c`; the verdict (exit status) is the first one's")
+	fs.StringSliceVar(&names, "subjects", nil, "`subjects` to compare, comma-separated; the exit status is the first one's verdict")
 	fs.IntVar(&seeds, "seeds", 1, "runs per subject, with seeds --seed, --seed+1, ...")
 	o.register(fs)
-	fs.StringArrayVar(&o.verdict.checks, "check", nil, "as for run: `ID[:k=v,...]` (repeatable)")
+	fs.MarkHidden("subject") // --subjects names them all
+	fs.StringArrayVar(&o.verdict.checks, "check", nil, "as for run: run this check, with optional parameters: `ID[:k=v,...]` (repeatable)")
 	fs.StringSliceVar(&o.verdict.skip, "skip", nil, "as for run: check `IDs` to skip")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -22,7 +22,7 @@ type verdictFlags struct {
 }
 
 func (v *verdictFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&v.checks, "check", nil, "run a check, optionally with parameters: `ID[:k=v,...]` (e.g. waves:threshold=2.5; repeatable)")
+	fs.StringArrayVar(&v.checks, "check", nil, "run this check, with optional parameters: `ID[:k=v,...]`, e.g. waves:threshold=2.5 (repeatable)")
 	fs.StringSliceVar(&v.skip, "skip", nil, "skip these check `IDs` (comma-separated)")
 	fs.StringVar(&v.json, "json", "", "write the verdict as JSON to `FILE`")
 	fs.StringVar(&v.junit, "junit", "", "write the verdict as JUnit XML to `FILE` (one testcase per check)")

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// quickstart returns the commands of the README's quick-start block.
+func quickstart(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := bytes.Cut(readme, []byte("<!-- quickstart"))
+	if !ok {
+		t.Fatal("README.md has no quickstart marker")
+	}
+	_, block, _ := bytes.Cut(after, []byte("```sh\n"))
+	block, _, _ = bytes.Cut(block, []byte("```"))
+	var cmds []string
+	sc := bufio.NewScanner(bytes.NewReader(block))
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if line = strings.TrimSpace(line); line != "" {
+			cmds = append(cmds, line)
+		}
+	}
+	return cmds
+}
+
+// TestReadmeQuickStart runs the README's set-up commands: the main job on
+// the built-in defaults (in-process, in a scratch directory, so its out/
+// lands there), and checks that the test command is the Makefile's.
+func TestReadmeQuickStart(t *testing.T) {
+	cmds := quickstart(t)
+	if len(cmds) != 2 {
+		t.Fatalf("quick start has %d commands %q; want 2 (the main job, the tests)", len(cmds), cmds)
+	}
+	const prefix = "go run ./cmd/retrylab "
+	if !strings.HasPrefix(cmds[0], prefix) {
+		t.Fatalf("first quick-start command %q; want %q...", cmds[0], prefix)
+	}
+	if cmds[1] != "make test" {
+		t.Fatalf("second quick-start command %q; want make test", cmds[1])
+	}
+	if testing.Short() {
+		t.Skip("the main job runs about 7 s of real time")
+	}
+	mk := exec.Command("make", "-n", "test")
+	mk.Dir = "../.."
+	if out, err := mk.CombinedOutput(); err != nil || !strings.Contains(string(out), "go test -race") {
+		t.Errorf("make -n test: %v\n%s; want it to run go test -race", err, out)
+	}
+
+	t.Chdir(t.TempDir())
+	args := strings.Fields(strings.TrimPrefix(cmds[0], prefix))
+	code, stdout, stderr := runCmdCtx(t, context.Background(), args...)
+	if code != exitOK {
+		t.Fatalf("%s: exit %d; want 0\nstdout:\n%s\nstderr:\n%s", cmds[0], code, stdout, stderr)
+	}
+	for _, want := range []string{"logical requests:", "verdict: PASS", "report: out/"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("%s: stdout lacks %q:\n%s", cmds[0], want, stdout)
+		}
+	}
+	html, _ := filepath.Glob("out/*/report.html")
+	tl, _ := filepath.Glob("out/*/timeline.ndjson")
+	if len(html) != 1 || len(tl) != 1 {
+		t.Errorf("out/ holds reports %v and timelines %v; want one of each", html, tl)
+	}
+}
+
+var flagRE = regexp.MustCompile("`--([a-z-]+)")
+
+// TestReadmeNamesEveryFlag keeps the README's flag reference complete.
+func TestReadmeNamesEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range flagRE.FindAllSubmatch(readme, -1) {
+		documented[string(m[1])] = true
+	}
+	for name, cmd := range commands {
+		var out bytes.Buffer
+		e := &env{stdout: &out, stderr: &out}
+		cmd.run(context.Background(), e, []string{"--help"})
+		for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+)`).FindAllStringSubmatch(out.String(), -1) {
+			if m[1] == "help" {
+				continue
+			}
+			if !documented[m[1]] {
+				t.Errorf("retrylab %s --%s is not in README.md", name, m[1])
+			}
+		}
+	}
+	_ = pflag.ErrHelp
+}
