@@ -122,7 +122,9 @@ func TestValidationMatrix(t *testing.T) {
 	}
 }
 
-func fmtFig(f float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".") }
+func fmtFig(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".")
+}
 
 // validationMarkdown renders the matrix: one table per scenario, a row per
 // subject, a cell per seed listing the failed checks with their figures.
