@@ -374,8 +374,11 @@ func idempotent(r *http.Request) bool {
 	return false
 }
 
+// hasIdempotencyKey reports whether h has a non-empty Idempotency-Key (the
+// IETF httpapi draft's field; X-Idempotency-Key and other spellings do not
+// count, as servers and the harness look for this one).
 func hasIdempotencyKey(h http.Header) bool {
-	return h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != ""
+	return h.Get("Idempotency-Key") != ""
 }
 
 // keyState is a quota key's bucket and slow-down.

@@ -934,3 +934,15 @@ func TestHugeResetFailsFastOnBudget(t *testing.T) {
 		}
 	})
 }
+
+func TestOtherKeySpellingsDoNotCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(statuses(503, 200))
+		req, _ := http.NewRequest(http.MethodPost, "http://api.test/x", nil)
+		req.Header.Set("X-Idempotency-Key", "k")
+		resp, err := New(f, Config{}).RoundTrip(req)
+		if err != nil || resp.StatusCode != 503 || len(f.attempts()) != 1 {
+			t.Fatalf("RoundTrip = %v, %v after %d attempts; want the 503 after 1", resp, err, len(f.attempts()))
+		}
+	})
+}
