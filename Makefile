@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 BENCHTIME ?= 1x
 
-.PHONY: all build test vet fmt-check race bench fuzz run validation clean
+.PHONY: all build test vet fmt-check race bench fuzz run validation libraries clean
 
 all: build test
 
@@ -40,6 +40,15 @@ fuzz:
 ## run: the main job on the built-in defaults.
 run:
 	$(GO) run ./cmd/retrylab run outage-date
+
+## validation: every built-in scenario × retrylab and each negative control ×
+## 3 seeds in virtual time; writes docs/validation.md.
+validation:
+	$(GO) test ./analyzer -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../docs/validation.md
+
+## libraries: what retrylab finds in popular Go retry libraries; writes docs/libraries.md.
+libraries:
+	$(GO) test ./internal/findings -count=1 -timeout 30m -args -write-doc ../../docs/libraries.md
 
 clean:
 	rm -rf bin out
