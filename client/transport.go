@@ -30,7 +30,17 @@ import (
 // jittered backoff) and try again, until MaxAttempts or the Budget runs out
 // or the request's context ends. A call that fails returns a nil response and
 // a *RetryError; responses that are retried are drained (up to DrainLimit
-// bytes) and closed so their connections are reused.
+// bytes) and closed so their connections are reused. Close the body of a
+// returned response, as always: that also releases the attempt's context.
+//
+// Retry-After dates are measured against the local clock when the response
+// arrives. Rate-limit headers (see ParseRateLimit) on a response without a
+// usable Retry-After drive the key's proactive slow-down; the retry after a
+// Retry-After wait is not held back by them.
+//
+// Cost on the success path: a context and a request copy per call, plus a
+// timer that bounds the attempt by the budget unless the caller's context
+// deadline comes first (docs/benchmarks/client.md has the figures).
 //
 // One layer: while a Transport runs a call, the request's context carries a
 // marker; any Transport of this package that sees it (a nested layer) passes
