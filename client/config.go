@@ -149,6 +149,10 @@ type Config struct {
 	// Quota is the provider's published rate in requests per second per key,
 	// if known. It sets the default Rate and is stated by Summary.
 	Quota float64
+	// Limiter, if set, paces attempts in place of the in-process token
+	// buckets (Rate and Burst are then only stated by Summary): a shared
+	// Limiter makes a fleet of processes share one quota.
+	Limiter Limiter
 	// Key maps a request to its quota key (nil: HostKey). Every key has its
 	// own bucket and slow-down state; keys are kept for the Transport's life,
 	// so the set of keys should be bounded.
@@ -277,6 +281,10 @@ func (c Config) Summary() string {
 	}
 	fmt.Fprintf(&b, "idempotency: POST, PATCH and other non-idempotent methods retried only with an Idempotency-Key (%s); bodies replayed via GetBody, else not retried\n", add)
 	switch {
+	case e.Limiter != nil && e.Quota > 0:
+		fmt.Fprintf(&b, "pacing: custom Limiter per quota key (published quota %s req/s)\n", fmtFloat(e.Quota))
+	case e.Limiter != nil:
+		fmt.Fprintf(&b, "pacing: custom Limiter per quota key\n")
 	case e.Rate > 0 && e.Quota > 0:
 		fmt.Fprintf(&b, "pacing: token bucket %s req/s, burst %d, per quota key (%.0f%% of the published %s req/s)\n",
 			fmtFloat(e.Rate), e.Burst, 100*e.Rate/e.Quota, fmtFloat(e.Quota))
@@ -289,7 +297,11 @@ func (c Config) Summary() string {
 	if c.Key != nil {
 		key = "custom key function"
 	}
-	fmt.Fprintf(&b, "buckets: per-process (not shared across a fleet), keyed by %s\n", key)
+	if e.Limiter != nil {
+		fmt.Fprintf(&b, "buckets: shared through a custom Limiter (Rate and Burst not used locally), keyed by %s\n", key)
+	} else {
+		fmt.Fprintf(&b, "buckets: per-process (not shared across a fleet), keyed by %s\n", key)
+	}
 	fmt.Fprintf(&b, "slow-down: below %.0f%% of the limit in RateLimit / X-RateLimit-Remaining, the key's remaining quota is spread until the reset\n", 100*SlowDownBelow)
 	fmt.Fprintf(&b, "layers: retries at one layer only; a nested retrying Transport passes through\n")
 	metrics := "none (no observer)"

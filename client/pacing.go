@@ -29,47 +29,66 @@ func (t *Transport) state(key string, create bool) *keyState {
 	return ks
 }
 
-// pace waits until the key's bucket and slow-down allow an attempt. A wait
-// that would reach budgetEnd is not started: pace returns it with
-// ErrBudgetExhausted, its reservations given back. A wait ended by ctx
+// Limiter paces attempts per quota key in place of the Transport's own
+// in-process token buckets; give one in Config.Limiter when a fleet of
+// processes shares one quota, so the aggregate rate stays bounded (for
+// example a token bucket in Redis, updated atomically by a script).
+type Limiter interface {
+	// Reserve takes a permit for key at now, and returns how long to wait
+	// before using it and a function that gives the permit back (called,
+	// at most once, when the wait is not started or is cut short). An error
+	// ends the call with a *RetryError whose Reason is that error.
+	Reserve(ctx context.Context, key string, now time.Time) (wait time.Duration, cancel func(), err error)
+}
+
+// pace waits until the key's bucket (or the Limiter) and slow-down allow an
+// attempt. A wait that would reach budgetEnd is not started: pace returns it
+// with ErrBudgetExhausted, its reservations given back. A wait ended by ctx
 // returns ctx's error. serverPaced skips the slow-down: the attempt follows
 // a Retry-After, which wins over rate-limit headers.
 func (t *Transport) pace(ctx context.Context, req *http.Request, key string, attempt int, budgetEnd time.Time, serverPaced bool) (time.Duration, error) {
-	if t.cfg.Rate <= 0 && !t.slowing.Load() {
-		return 0, nil
-	}
-	ks := t.state(key, t.cfg.Rate > 0)
-	if ks == nil {
+	lim := t.cfg.Limiter
+	if lim == nil && t.cfg.Rate <= 0 && !t.slowing.Load() {
 		return 0, nil
 	}
 	now := time.Now()
 	var (
-		wait time.Duration
-		src  = SourceBucket
-		res  *rate.Reservation
+		wait     time.Duration
+		src      = SourceBucket
+		giveBack func()
 	)
-	if ks.bucket != nil {
-		res = ks.bucket.ReserveN(now, 1)
-		wait = res.DelayFrom(now)
+	if lim != nil {
+		w, cancel, err := lim.Reserve(ctx, key, now)
+		if err != nil {
+			return 0, err
+		}
+		wait, giveBack = w, cancel
 	}
-	if serverPaced {
-		// Retry-After wins over the rate-limit headers' reset.
-	} else if sd := ks.slowDelay(now); sd > wait {
-		wait, src = sd, SourceSlowDown
+	ks := t.state(key, lim == nil && t.cfg.Rate > 0)
+	if ks != nil && ks.bucket != nil {
+		res := ks.bucket.ReserveN(now, 1)
+		wait = res.DelayFrom(now)
+		giveBack = func() { res.CancelAt(time.Now()) }
+	}
+	if ks != nil && !serverPaced {
+		// Retry-After, when it set the last wait, wins over the headers' reset.
+		if sd := ks.slowDelay(now); sd > wait {
+			wait, src = sd, SourceSlowDown
+		}
 	}
 	if wait <= 0 {
 		return 0, ctx.Err()
 	}
 	if wait >= t.cfg.Budget || !now.Add(wait).Before(budgetEnd) {
-		if res != nil {
-			res.CancelAt(now)
+		if giveBack != nil {
+			giveBack()
 		}
 		return wait, ErrBudgetExhausted
 	}
 	t.obs.PacingWait(PacingEvent{Request: req, Key: key, Attempt: attempt, Wait: wait, Source: src})
 	if err := sleep(ctx, wait); err != nil {
-		if res != nil {
-			res.CancelAt(time.Now())
+		if giveBack != nil {
+			giveBack()
 		}
 		return 0, err
 	}

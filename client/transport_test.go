@@ -946,3 +946,46 @@ func TestOtherKeySpellingsDoNotCount(t *testing.T) {
 		}
 	})
 }
+
+// sharedLimiter is a toy shared quota: one permit per interval for all
+// Transports using it.
+type sharedLimiter struct {
+	mu       sync.Mutex
+	next     time.Time
+	interval time.Duration
+	canceled int
+}
+
+func (l *sharedLimiter) Reserve(_ context.Context, key string, now time.Time) (time.Duration, func(), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	slot := l.next
+	if slot.Before(now) {
+		slot = now
+	}
+	l.next = slot.Add(l.interval)
+	return slot.Sub(now), func() { l.mu.Lock(); l.canceled++; l.mu.Unlock() }, nil
+}
+
+func TestSharedLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := &sharedLimiter{interval: time.Second}
+		f := newFake(statuses(200))
+		a, b := New(f, Config{Limiter: lim, Rate: 1000}), New(f, Config{Limiter: lim, Budget: 2500 * time.Millisecond})
+		get(t, a, "http://api.test/x")
+		get(t, b, "http://api.test/x")
+		get(t, a, "http://api.test/x")
+		at := f.attempts()
+		if at[1].at != time.Second || at[2].at != 2*time.Second {
+			t.Errorf("attempts at %v, %v; want 1s, 2s: two Transports share one quota", at[1].at, at[2].at)
+		}
+		// The next permit is 1s away; b's budget is 2.5s, so 3 more s is refused.
+		lim.next = time.Now().Add(3 * time.Second)
+		if _, err := get(t, b, "http://api.test/x"); !errors.Is(err, ErrBudgetExhausted) || lim.canceled != 1 {
+			t.Errorf("err = %v, %d permits given back; want ErrBudgetExhausted and 1", err, lim.canceled)
+		}
+		if s := (Config{Limiter: lim}).Summary(); !strings.Contains(s, "shared through a custom Limiter") {
+			t.Errorf("Summary() does not state the shared bucket:\n%s", s)
+		}
+	})
+}
