@@ -1,0 +1,219 @@
+package retrylabtest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/retrylabtest"
+	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/subjects"
+)
+
+// TestBuiltinsJudge is the project's end-to-end test: for each built-in
+// scenario, the reference client passes and a subject with the mistake the
+// scenario exposes fails the check that names it.
+func TestBuiltinsJudge(t *testing.T) {
+	tests := []struct {
+		scenario          string
+		bad               string // subject with the mistake
+		fails             string // the check it must fail
+		clients, requests int    // 0: the scenario's
+	}{
+		{"outage-delta", "ignore-retry-after", "retry-after", 50, 0},
+		{"outage-date", "ignore-retry-after", "retry-after", 50, 0},
+		{"outage-bare", "exp-no-jitter", "waves", 100, 0},
+		{"quota-steady", "retryablehttp", "pacing", 0, 20},
+		{"non-retryable", "retry-4xx", "non-retryable", 30, 10},
+		{"budget-trip", "unbounded", "budget", 30, 0},
+		{"malformed-retry-after", "unbounded", "attempts", 30, 0},
+		{"post-idempotency", "retryablehttp", "idempotency", 30, 0},
+		{"flapping", "exp-no-jitter", "waves", 0, 4},
+		{"slow-server", "retryablehttp", "budget", 20, 0},
+	}
+	if got := len(tests); got != len(scenarios.BuiltinNames()) {
+		t.Errorf("%d scenarios judged; want every built-in (%d)", got, len(scenarios.BuiltinNames()))
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			var opts []retrylabtest.Option
+			if tt.clients > 0 {
+				opts = append(opts, retrylabtest.WithClients(tt.clients))
+			}
+			if tt.requests > 0 {
+				opts = append(opts, retrylabtest.WithRequests(tt.requests))
+			}
+			good := retrylabtest.Run(t, tt.scenario, "retrylab", opts...)
+			good.AssertPass(t)
+			if good.Summary.Requests != good.Summary.Planned {
+				t.Errorf("retrylab: %d of %d logical requests recorded", good.Summary.Requests, good.Summary.Planned)
+			}
+			bad := retrylabtest.Run(t, tt.scenario, tt.bad, opts...)
+			bad.AssertFails(t, tt.fails)
+		})
+	}
+}
+
+// TestSameSeedSameTimeline: a virtual run replays exactly.
+func TestSameSeedSameTimeline(t *testing.T) {
+	a := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	b := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	if a.Hash != b.Hash {
+		t.Errorf("two runs with seed 42: hashes %s and %s; want equal", a.Hash, b.Hash)
+	}
+	if len(a.Timeline) != len(b.Timeline) {
+		t.Errorf("two runs with seed 42: %d and %d timeline bytes; want equal", len(a.Timeline), len(b.Timeline))
+	}
+	c := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(100), retrylabtest.WithSeed(43))
+	if a.Hash == c.Hash {
+		t.Errorf("seeds 42 and 43 give the same timeline %s; want different jitter", a.Hash)
+	}
+}
+
+func TestRunOptions(t *testing.T) {
+	res := retrylabtest.Run(t, "outage-bare", "retrylab",
+		retrylabtest.WithClients(40), retrylabtest.WithRequests(2), retrylabtest.WithDuration(20*time.Second),
+		retrylabtest.WithPolicy(subjects.Policy{Base: 300 * time.Millisecond, Cap: 5 * time.Second, MaxAttempts: 9}),
+		retrylabtest.WithChecks("amplification:threshold=1.5"), retrylabtest.WithSkip("waves"))
+	if res.Summary.Planned != 80 || res.Summary.Clients != 40 {
+		t.Errorf("Summary = %+v; want 40 clients × 2", res.Summary)
+	}
+	if !bytes.Contains(res.Timeline, []byte(`"base":300000000`)) {
+		t.Errorf("timeline meta does not state the replaced policy (base 300ms)")
+	}
+	res.AssertCheck(t, "waves", analyzer.StatusSkip)
+	res.AssertFails(t, "amplification")
+	res.AssertFails(t)
+	path := filepath.Join(t.TempDir(), "t.ndjson")
+	if err := res.WriteTimeline(path); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, res.Timeline) {
+		t.Errorf("WriteTimeline wrote %d bytes, %v; want the timeline", len(b), err)
+	}
+}
+
+// TestRunInsideBubble: Run works from a test already in a bubble.
+func TestRunInsideBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		res := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(20))
+		res.AssertPass(t)
+		if time.Since(start) < 6*time.Second {
+			t.Errorf("the bubble's clock moved %v; want past the 6s outage", time.Since(start))
+		}
+	})
+}
+
+func TestRunScenarioValue(t *testing.T) {
+	sc, err := scenarios.Parse("mine.yaml", []byte(`
+duration: 30s
+server: {phases: [{for: 2s, respond: {status: 429}, retry_after: {form: delta, value: 1}}, {respond: ok}]}
+fleet: {clients: 10, requests: 2}
+expect: {checks: [retry-after, instant-retry]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := retrylabtest.Run(t, sc, nil)
+	res.AssertPass(t)
+	if res.Summary.Subject != "retrylab" || res.Summary.Throttled429 < 10 {
+		t.Errorf("Summary = %+v; want the scenario's default subject, every client throttled first", res.Summary)
+	}
+}
+
+// fakeTB records a Run's fatal errors; only the methods Run calls before
+// the bubble are implemented.
+type fakeTB struct {
+	testing.TB
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (f *fakeTB) Helper()      {}
+func (f *fakeTB) Name() string { return "fake" }
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msgs = append(f.msgs, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func TestRunRejects(t *testing.T) {
+	tests := []struct {
+		scenario, subject any
+		want              string
+	}{
+		{"no-such-scenario", "retrylab", "unknown scenario"},
+		{42, "retrylab", "want a name, a path or a *scenarios.Scenario"},
+		{"outage-date", "no-such-subject", "unknown subject"},
+		{"outage-date", subjects.Program{Path: "true"}, "real time only"},
+		{"outage-date", 3.5, "want a name or a subjects.Subject"},
+	}
+	for _, tt := range tests {
+		f := &fakeTB{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			retrylabtest.Run(f, tt.scenario, tt.subject)
+		}()
+		<-done
+		if len(f.msgs) != 1 || !strings.Contains(f.msgs[0], tt.want) {
+			t.Errorf("Run(%v, %v) fatal messages %q; want one containing %q", tt.scenario, tt.subject, f.msgs, tt.want)
+		}
+	}
+	f := &fakeTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		retrylabtest.Run(f, "outage-date", "retrylab", retrylabtest.WithChecks("speed"))
+	}()
+	<-done
+	if len(f.msgs) != 1 || !strings.Contains(f.msgs[0], "unknown check") {
+		t.Errorf("Run(WithChecks(speed)) fatal messages %q; want unknown check", f.msgs)
+	}
+}
+
+// A subject built in the test, as a library author writes one.
+type naive struct{}
+
+func (naive) Name() string { return "naive" }
+func (naive) New(next http.RoundTripper, _ subjects.Params) subjects.Caller {
+	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
+		for attempt := 1; ; attempt++ {
+			resp, err := next.RoundTrip(req)
+			if err != nil || resp.StatusCode < 500 || attempt == 5 {
+				return resp, err
+			}
+			resp.Body.Close() // and retry at once: the mistake
+		}
+	}
+}
+
+func TestCustomSubjectFails(t *testing.T) {
+	sc, err := scenarios.Parse("short.yaml", []byte(`
+duration: 10s
+server: {phases: [{for: 1s, respond: {status: 503}}, {respond: ok}]}
+fleet: {clients: 20, requests: 2, start: ramp 2s}
+expect: {checks: [instant-retry, attempts]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := retrylabtest.Run(t, sc, naive{})
+	res.AssertFails(t, "instant-retry")
+	res.AssertCheck(t, "attempts", analyzer.StatusSkip) // naive states no policy
+}
+
+// TestExampleGate runs the example's gate.
+func TestExampleGate(t *testing.T) { gateMyClient(t) }
