@@ -384,8 +384,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	now := time.Now()
-	nowRun := int64(now.Sub(s.start))
+	now, nowRun := arrive, a.At
+	if ph.latency > 0 {
+		now = time.Now()
+		nowRun = int64(now.Sub(s.start))
+	}
 	h := w.Header()
 	var limDelay time.Duration // the limiter's retry-in
 	if ph.Respond.Kind == RespondQuota {

@@ -65,13 +65,19 @@ func (r *Recorder) Close() error {
 	return r.err
 }
 
+// pollNap is how long the encoding goroutine naps between drains while
+// records keep coming. Napping instead of parking on the channel means a
+// busy producer's send is a plain buffered copy: nobody has to be woken
+// per record.
+const pollNap = 200 * time.Microsecond
+
 func (r *Recorder) loop() {
 	defer close(r.done)
 	var (
-		timer   *time.Timer
-		timerC  <-chan time.Time
+		timer   = time.NewTimer(flushDelay)
 		pending bool // encoded but not flushed
 	)
+	timer.Stop()
 	record := func(it *item) {
 		var err error
 		if it.outcome {
@@ -82,37 +88,57 @@ func (r *Recorder) loop() {
 		if err != nil && r.err == nil {
 			r.err = err
 		}
-		pending = true
+		if !pending {
+			pending = true
+			timer.Reset(flushDelay)
+		}
+	}
+	flush := func() {
+		pending = false
+		timer.Stop()
+		if err := r.enc.Flush(); err != nil && r.err == nil {
+			r.err = err
+		}
 	}
 	for {
+		// Idle: park until a record or the flush deadline.
 		select {
 		case it, ok := <-r.ch:
 			if !ok {
-				if timer != nil {
-					timer.Stop()
-				}
-				if err := r.enc.Flush(); err != nil && r.err == nil {
-					r.err = err
-				}
+				flush()
 				return
 			}
 			record(&it)
-			if timerC == nil {
-				if timer == nil {
-					timer = time.NewTimer(flushDelay)
-				} else {
-					timer.Reset(flushDelay)
+		case <-timer.C:
+			flush()
+			continue
+		}
+		// Busy: drain, nap, drain again, until a nap brings nothing.
+		for {
+			n := 0
+		drain:
+			for {
+				select {
+				case it, ok := <-r.ch:
+					if !ok {
+						flush()
+						return
+					}
+					record(&it)
+					n++
+				default:
+					break drain
 				}
-				timerC = timer.C
 			}
-		case <-timerC:
-			timerC = nil
-			if pending {
-				pending = false
-				if err := r.enc.Flush(); err != nil && r.err == nil {
-					r.err = err
-				}
+			if n == 0 {
+				break
 			}
+			select {
+			case <-timer.C:
+				flush()
+			default:
+			}
+			time.Sleep(pollNap)
 		}
 	}
 }

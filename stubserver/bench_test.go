@@ -1,0 +1,261 @@
+package stubserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// benchConfig is a stub that answers every request as bareHandler does:
+// 429, Retry-After: 1, the same body.
+var benchConfig = Config{Phases: []Phase{{Name: "throttle",
+	Respond:    Respond{Kind: RespondStatus, Status: 429},
+	RetryAfter: RetryAfter{Form: FormDelta, Fixed: time.Second}}}}
+
+// bareBody is the stub's 429 body.
+var bareBody = []byte("429 Too Many Requests\n")
+
+// bareHandler is the baseline: a plain net/http handler returning the
+// same 429 as the stub under benchConfig.
+var bareHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Retry-After", "1")
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(bareBody)
+})
+
+// benchStub returns the stub under cfg recording to a file in dir, and a
+// func that shuts it down and closes the recording.
+func benchStub(tb testing.TB, cfg Config, dir string) (*Server, func()) {
+	f, err := os.Create(filepath.Join(dir, "timeline.ndjson"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	enc := timeline.NewEncoder(f)
+	enc.EncodeMeta(&timeline.Meta{Format: timeline.Format, Recorder: "serve"})
+	rec := timeline.NewRecorder(enc, 4096)
+	s, err := New(cfg, Options{Recorder: rec})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, func() {
+		s.Shutdown(context.Background())
+		if err := rec.Close(); err != nil {
+			tb.Error(err)
+		}
+		f.Close()
+	}
+}
+
+// nopWriter is a reusable ResponseWriter, so the handler's own cost shows.
+type nopWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(code int)        { w.code = code }
+
+// requestLoop returns a request cycling over 1000 logical-request paths,
+// a reusable writer, and a func serving the next request.
+func requestLoop(h http.Handler) (w *nopWriter, next func(i int)) {
+	paths := make([]string, 1000)
+	for i := range paths {
+		paths[i] = RequestPath(i%50, i)
+	}
+	r, _ := http.NewRequest("GET", "http://stub"+paths[0], nil)
+	r.RemoteAddr = "127.0.0.1:1234"
+	w = &nopWriter{h: make(http.Header)}
+	return w, func(i int) {
+		r.URL.Path = paths[i%len(paths)]
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+}
+
+// BenchmarkHandler is the handler's cost per request with recording on (to
+// a file), against the bare 429 handler. The ratio sub-benchmark measures
+// both in the same loop, alternating batches, and reports stub/bare time
+// and the allocations the stub adds.
+func BenchmarkHandler(b *testing.B) {
+	run := func(b *testing.B, h http.Handler) {
+		w, next := requestLoop(h)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			next(i)
+		}
+		if w.code != 429 {
+			b.Fatalf("status = %d; want 429", w.code)
+		}
+	}
+	b.Run("bare", func(b *testing.B) { run(b, bareHandler) })
+	b.Run("stub", func(b *testing.B) {
+		s, stop := benchStub(b, benchConfig, b.TempDir())
+		defer stop()
+		run(b, s)
+	})
+	b.Run("ratio", func(b *testing.B) {
+		s, stop := benchStub(b, benchConfig, b.TempDir())
+		defer stop()
+		_, bareNext := requestLoop(bareHandler)
+		_, stubNext := requestLoop(s)
+		const batch = 1000
+		var tBare, tStub time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			for i := range batch {
+				bareNext(i)
+			}
+			t1 := time.Now()
+			for i := range batch {
+				stubNext(i)
+			}
+			tBare += t1.Sub(t0)
+			tStub += time.Since(t1)
+		}
+		i, j := 0, 0
+		aBare := testing.AllocsPerRun(batch, func() { bareNext(i); i++ })
+		aStub := testing.AllocsPerRun(batch, func() { stubNext(j); j++ })
+		b.ReportMetric(float64(tStub)/float64(tBare), "ns-ratio")
+		b.ReportMetric(aStub-aBare, "extra-allocs/op")
+	})
+}
+
+// load drives the server at addr with conns keep-alive HTTP/1.1
+// connections, each sending requests one after another (like wrk), until
+// total responses have arrived. It returns the rate of responses. The
+// generator is deliberately lean (raw TCP, a fixed request, minimal
+// response parsing) so the server, not the client, is what is measured.
+func load(tb testing.TB, addr string, conns, total int) float64 {
+	var left atomic.Int64
+	left.Store(int64(total))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range conns {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(60 * time.Second)) // the loop stops by itself
+			br := bufio.NewReaderSize(conn, 16<<10)
+			var req []byte
+			for n := 0; left.Add(-1) >= 0; n++ {
+				req = append(req[:0], "GET "...)
+				req = append(req, RequestPath(c, n%500)...)
+				req = append(req, " HTTP/1.1\r\nHost: stub\r\nUser-Agent: retrylab-bench\r\n\r\n"...)
+				if _, err := conn.Write(req); err != nil {
+					tb.Error(err)
+					return
+				}
+				if err := readResponse(br); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(total) / time.Since(start).Seconds()
+}
+
+// readResponse reads one response with a Content-Length body.
+func readResponse(br *bufio.Reader) error {
+	length := -1
+	status := true
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if status {
+			if len(line) < 12 || string(line[9:12]) != "429" {
+				return fmt.Errorf("status line %q; want 429", line)
+			}
+			status = false
+			continue
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if len(line) > 16 && (line[0] == 'C' || line[0] == 'c') && string(line[1:15]) == "ontent-Length:" {
+			length, err = strconv.Atoi(string(trimSpace(line[15:])))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if length < 0 {
+		return fmt.Errorf("no Content-Length")
+	}
+	_, err := br.Discard(length)
+	return err
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// serveOn runs h on a hardened http.Server on loopback (for the baseline;
+// the stub uses its own Serve) and returns its address and a stop func.
+func serveOn(tb testing.TB, serve func(net.Listener) error, stop func()) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go serve(l)
+	tb.Cleanup(stop)
+	return l.Addr().String()
+}
+
+// BenchmarkThroughput is the stub's throughput with recording on (to a
+// file) over loopback, as a ratio to a bare net/http server returning the
+// same 429, measured in the same run: 64 keep-alive connections, each
+// round a bounded number of requests; rounds alternate bare and stub and
+// the median of each is reported.
+func BenchmarkThroughput(b *testing.B) {
+	const conns, perRound, rounds = 64, 60000, 3
+	bareSrv := &http.Server{Handler: bareHandler, ReadHeaderTimeout: ReadHeaderTimeout, MaxHeaderBytes: MaxHeaderBytes, IdleTimeout: IdleTimeout}
+	bareAddr := serveOn(b, bareSrv.Serve, func() { bareSrv.Close() })
+	s, stopStub := benchStub(b, benchConfig, b.TempDir())
+	stubAddr := serveOn(b, s.Serve, stopStub)
+
+	load(b, bareAddr, conns, perRound/4) // warm up
+	load(b, stubAddr, conns, perRound/4)
+	var bare, stub []float64
+	b.ResetTimer()
+	for range b.N {
+		for range rounds {
+			bare = append(bare, load(b, bareAddr, conns, perRound))
+			stub = append(stub, load(b, stubAddr, conns, perRound))
+		}
+	}
+	b.StopTimer()
+	slices.Sort(bare)
+	slices.Sort(stub)
+	mb, ms := bare[len(bare)/2], stub[len(stub)/2]
+	b.ReportMetric(mb, "bare-req/s")
+	b.ReportMetric(ms, "stub-req/s")
+	b.ReportMetric(ms/mb, "ratio")
+}
