@@ -108,6 +108,22 @@ func BenchmarkHandler(b *testing.B) {
 		defer stop()
 		run(b, s)
 	})
+	// For scale, not for the ratio: a quota phase (per-client token
+	// bucket, IETF headers, Retry-After from the limiter).
+	b.Run("stub-quota-ietf", func(b *testing.B) {
+		cfg := Config{Headers: HeadersIETF, Quota: &Quota{Limit: 1, Per: time.Hour, Key: KeyClient},
+			Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}}}
+		s, stop := benchStub(b, cfg, b.TempDir())
+		defer stop()
+		run(b, s)
+	})
+	b.Run("stub-unrecorded", func(b *testing.B) {
+		s, err := New(benchConfig, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, s)
+	})
 	b.Run("ratio", func(b *testing.B) {
 		s, stop := benchStub(b, benchConfig, b.TempDir())
 		defer stop()

@@ -76,27 +76,47 @@ func (s *Server) retryAfter(form string, d time.Duration, now time.Time, nowRun 
 }
 
 // rateHeaders sets the rate-limit headers of family for dec at now and
-// returns them as recorded in timeline.Attempt.RateLimit.
+// returns them as recorded in timeline.Attempt.RateLimit. The header values
+// are substrings of the record, so the two cost one string.
 func (s *Server) rateHeaders(h http.Header, dec *Decision, now time.Time) string {
+	var b []byte
 	switch s.cfg.Headers {
 	case HeadersIETF:
-		reset := ceilSeconds(dec.Reset)
-		v := `"default";r=` + strconv.Itoa(dec.Remaining) + ";t=" + strconv.FormatInt(reset, 10)
+		b = make([]byte, 0, 96)
+		b = append(b, "RateLimit-Policy: "...)
+		b = append(b, s.policyValue[0]...)
+		b = append(b, "; RateLimit: "...)
+		v := len(b)
+		b = append(b, `"default";r=`...)
+		b = strconv.AppendInt(b, int64(dec.Remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(dec.Reset), 10)
+		rec := string(b)
 		h["Ratelimit-Policy"] = s.policyValue
-		h["Ratelimit"] = []string{v}
-		return "RateLimit-Policy: " + s.policyValue[0] + "; RateLimit: " + v
+		h["Ratelimit"] = []string{rec[v:]}
+		return rec
 	case HeadersXRateLimit:
 		reset := now.Add(dec.Reset)
 		epoch := reset.Unix()
 		if reset.Nanosecond() != 0 {
 			epoch++
 		}
-		rem := strconv.Itoa(dec.Remaining)
-		ep := strconv.FormatInt(epoch, 10)
+		b = make([]byte, 0, 96)
+		b = append(b, "X-RateLimit-Limit: "...)
+		b = append(b, s.limitValue[0]...)
+		b = append(b, "; X-RateLimit-Remaining: "...)
+		r0 := len(b)
+		b = strconv.AppendInt(b, int64(dec.Remaining), 10)
+		r1 := len(b)
+		b = append(b, "; X-RateLimit-Reset: "...)
+		e0 := len(b)
+		b = strconv.AppendInt(b, epoch, 10)
+		rec := string(b)
+		vals := []string{rec[r0:r1], rec[e0:]}
 		h["X-Ratelimit-Limit"] = s.limitValue
-		h["X-Ratelimit-Remaining"] = []string{rem}
-		h["X-Ratelimit-Reset"] = []string{ep}
-		return "X-RateLimit-Limit: " + s.limitValue[0] + "; X-RateLimit-Remaining: " + rem + "; X-RateLimit-Reset: " + ep
+		h["X-Ratelimit-Remaining"] = vals[0:1:1]
+		h["X-Ratelimit-Reset"] = vals[1:2:2]
+		return rec
 	}
 	return ""
 }

@@ -1,6 +1,3 @@
-// Package stubserver owns the throttling stub server: phases, behaviours,
-// Retry-After forms, rate-limit headers, quotas and their limiters, faults,
-// and the recording of one timeline attempt per request.
 package stubserver
 
 import (
