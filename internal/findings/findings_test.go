@@ -1,0 +1,463 @@
+package findings
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/retrylabtest"
+	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/subjects"
+)
+
+var (
+	writeDoc = flag.String("write-doc", "", "run every library × scenario and write the findings as Markdown to this file (docs/libraries.md)")
+	fullRun  = flag.Bool("full", false, "run every library × scenario (implied by -write-doc)")
+	numSeeds = flag.Int("seeds", 1, "with the full set, run seeds 1..N")
+)
+
+// regenerate is the command that writes docs/libraries.md (`make libraries`).
+const regenerate = "go test ./internal/findings -run TestLibraries -count=1 -timeout 30m -args -write-doc ../../docs/libraries.md -seeds 3"
+
+// libraries are the subjects judged: the reference client first, then the
+// real third-party libraries at their defaults.
+var libraries = []string{"retrylab", "retryablehttp", "backoff", "failsafe", "resty", "retry-go", "go-retry"}
+
+// scenarioNames are the built-in scenarios they are run through.
+var scenarioNames = []string{"outage-delta", "outage-date", "outage-bare", "malformed-retry-after", "budget-trip"}
+
+// fact is what a run was observed to show on every seed tried (1-3), for
+// libraries with a global random source as well: the exact set of failed
+// checks, and optionally that every logical request ended with one result
+// and that every retry was early.
+type fact struct {
+	subject, scenario string
+	failed            []string
+	allResult         string // every outcome has this result ("" = not asserted)
+	everyRetryEarly   bool   // retry-after's figure equals the number of retries
+}
+
+// facts run by default (in `go test ./...`): one or two per library, each a
+// finding of docs/libraries.md that holds whatever the jitter draws.
+var facts = []fact{
+	{subject: "retrylab", scenario: "outage-date", allResult: "ok"},
+	{subject: "retryablehttp", scenario: "outage-date", allResult: "ok"},
+	{subject: "retryablehttp", scenario: "budget-trip", failed: []string{analyzer.CheckBudget}, allResult: "hung"},
+	{subject: "backoff", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter}, allResult: "ok"},
+	{subject: "failsafe", scenario: "outage-date", failed: []string{analyzer.CheckRetryAfter}, allResult: "gave-up", everyRetryEarly: true},
+	{subject: "resty", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter}, allResult: "gave-up", everyRetryEarly: true},
+	{subject: "retry-go", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter}, allResult: "ok"},
+	{subject: "go-retry", scenario: "outage-bare", failed: []string{analyzer.CheckWaves}, allResult: "ok"},
+}
+
+// causes are what reading each library's source (the pinned version, in
+// the module cache) showed to be behind a failed check: subject/check, or
+// subject/scenario/check when the cause depends on the scenario. The
+// document prints a cause only beside a failure the runs showed.
+var causes = map[string]string{
+	"retryablehttp/waves": "`DefaultBackoff` (client.go) waits `RetryWaitMin·2ⁿ` capped at `RetryWaitMax` with no jitter when there is no usable Retry-After " +
+		"(`LinearJitterBackoff` is opt-in): every client waits exactly 1 s, 2 s, 4 s, 8 s.",
+	"retryablehttp/budget": "`DefaultBackoff` returns the parsed Retry-After (`parseRetryAfterHeader`, client.go) as is, not capped by `RetryWaitMax`, " +
+		"and there is no time budget: the client sleeps the one-year delay-seconds value until the harness's watchdog cancels it.",
+	"backoff/retry-after": "backoff knows nothing of HTTP; the user code, as in the library's own example (example_test.go), turns Retry-After into " +
+		"`backoff.RetryAfter` only on a 429 and only as delay-seconds. These scenarios send 503s, so their Retry-After is never read and " +
+		"the retries follow the default backoff (500 ms ×1.5 per retry, ±50%).",
+	"backoff/amplification": "no attempt cap by default (`MaxTries` 0; only the 15-minute `MaxElapsedTime` stops it), so it keeps retrying " +
+		"through the outage; with no stated `max_attempts` the threshold is the analyzer's default, 5.",
+	"backoff/budget": "the default `MaxElapsedTime` is 15 minutes, longer than the scenario's watchdog (`fleet.timeout`): the call was still " +
+		"retrying when the watchdog fired.",
+	"failsafe/retry-after": "`failsafehttp.DelayFunc` (failsafehttp/policy.go) reads Retry-After with `strconv.Atoi` only: an HTTP-date does not " +
+		"parse, it returns -1, and the retry policy falls back to its default delay, 0 — the retries go out at once.",
+	"failsafe/instant-retry": "the default retry policy has no delay (`Delay` 0) and no jitter: without a delay-seconds Retry-After both retries " +
+		"follow the 503 at once.",
+	"failsafe/waves": "the default retry policy has no delay (`Delay` 0) and no jitter: without a delay-seconds Retry-After both retries " +
+		"follow the 503 at once, the whole fleet together.",
+	"failsafe/budget": "`DelayFunc` uses a delay-seconds value as is, and the retry policy has no max delay or max duration by default " +
+		"(retrypolicy/retryexecutor.go): the client sleeps the one-year Retry-After until the harness's watchdog cancels it.",
+	"resty/retry-after": "resty v2 reads Retry-After only through a user-set `RetryAfter` callback (`SetRetryAfter`); with none, " +
+		"`sleepDuration` (retry.go) uses `jitterBackoff`: waits in [w/2, w) with w = min(2 s, 100 ms·2ⁿ). Its 4 attempts end within " +
+		"about a second, before the outage does.",
+	"retry-go/retry-after": "retry-go knows nothing of HTTP and the user code does not read Retry-After; its default delay is " +
+		"`CombineDelay(BackOffDelay, RandomDelay)`: 100 ms·2ⁿ⁻¹ plus a random 0-100 ms.",
+	"retry-go/waves": "the default delay `CombineDelay(BackOffDelay, RandomDelay)` (retry.go, options.go) adds at most `MaxJitter` = 100 ms to " +
+		"an exponential wait that reaches 6.4 s by retry 7: jitter narrow compared with the wait, so the fleet's later retries come back together.",
+	"retry-go/budget": "no time budget; its 10-attempt schedule (100 ms·2ⁿ⁻¹ + ≤100 ms, about 51 s in all) outlasts the scenario's watchdog: " +
+		"the call was still retrying when it fired.",
+	"go-retry/retry-after": "go-retry knows nothing of HTTP and the user code (the README's wiring) does not read Retry-After: it waits 1 s, 2 s, 4 s, 8 s.",
+	"go-retry/waves": "`NewExponential` (backoff_exponential.go) has no jitter unless wrapped in `WithJitter`/`WithJitterPercent`: every " +
+		"client waits exactly 1 s, 2 s, 4 s, 8 s.",
+	"go-retry/budget": "no time budget; its waits (1 + 2 + 4 + 8 s = 15 s) outlast the scenario's 10 s watchdog: the call was still retrying when it fired.",
+}
+
+// run is one library × scenario × seed.
+type run struct {
+	subject, scenario string
+	seed              int64
+	version, summary  string
+	verdict           *analyzer.Verdict
+	results           map[string]int64
+	requests          int64
+}
+
+// TestLibraries runs real third-party retry libraries (and retrylab as
+// the reference) at their defaults through the outage and malformed
+// Retry-After scenarios in virtual time and checks what was observed.
+//
+// By default it runs the pairs in facts, one seed each. -full runs every
+// library × scenario (-seeds N for seeds 1..N); -write-doc FILE also writes
+// the findings:
+//
+//	go test ./internal/findings -run TestLibraries -count=1 -timeout 30m -args -write-doc ../../docs/libraries.md -seeds 3
+func TestLibraries(t *testing.T) {
+	full := *fullRun || *writeDoc != ""
+	seeds := []int64{1}
+	if full {
+		if *numSeeds < 1 {
+			t.Fatalf("-seeds %d: want at least 1", *numSeeds)
+		}
+		seeds = seeds[:0]
+		for s := 1; s <= *numSeeds; s++ {
+			seeds = append(seeds, int64(s))
+		}
+	}
+	var runs []run
+	for _, sc := range scenarioNames {
+		for _, subj := range libraries {
+			f, isFact := findFact(subj, sc)
+			if !full && !isFact {
+				continue
+			}
+			for _, seed := range seeds {
+				t.Run(fmt.Sprintf("%s/%s/seed%d", sc, subj, seed), func(t *testing.T) {
+					res := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(seed))
+					r := run{subject: subj, scenario: sc, seed: seed, verdict: res.Verdict,
+						results: res.Verdict.Figures.Results, requests: res.Verdict.Figures.Outcomes}
+					r.version, r.summary = describe(t, subj)
+					runs = append(runs, r)
+					if isFact {
+						checkFact(t, f, r)
+					}
+				})
+			}
+		}
+	}
+	if *writeDoc != "" {
+		if err := os.WriteFile(*writeDoc, markdown(runs, seeds), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func findFact(subject, scenario string) (fact, bool) {
+	for _, f := range facts {
+		if f.subject == subject && f.scenario == scenario {
+			return f, true
+		}
+	}
+	return fact{}, false
+}
+
+func checkFact(t *testing.T, f fact, r run) {
+	t.Helper()
+	v := r.verdict
+	if got := v.Failed(); !slices.Equal(got, f.failed) {
+		var b strings.Builder
+		analyzer.WriteText(&b, v)
+		t.Errorf("%s × %s: failed checks = %v; want %v\n%s", f.subject, f.scenario, got, f.failed, b.String())
+	}
+	if f.allResult != "" && (r.results[f.allResult] != r.requests || r.requests == 0) {
+		t.Errorf("%s × %s: results = %v over %d requests; want every one %q", f.subject, f.scenario, r.results, r.requests, f.allResult)
+	}
+	if f.everyRetryEarly {
+		c := v.Check(analyzer.CheckRetryAfter)
+		if c == nil || c.Figure != float64(v.Figures.Retries) || v.Figures.Retries == 0 {
+			t.Errorf("%s × %s: retry-after = %v early of %d retries; want every retry early", f.subject, f.scenario, c, v.Figures.Retries)
+		}
+	}
+}
+
+// describe returns the subject's module version and wiring summary.
+func describe(t *testing.T, name string) (version, summary string) {
+	t.Helper()
+	s, err := subjects.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := s.(subjects.Describer)
+	if !ok {
+		return "", ""
+	}
+	info := d.Describe(subjects.Params{})
+	return info.Version, info.Summary
+}
+
+// figure is a check's figure against its threshold, as the verdict table
+// prints it.
+func figure(c *analyzer.CheckResult) string {
+	f, th := num(c.Figure), num(c.Threshold)
+	switch c.Unit {
+	case "%", "% 429":
+		return strconv.FormatFloat(c.Figure, 'f', 1, 64) + "% > " + strconv.FormatFloat(c.Threshold, 'f', 1, 64) + "%"
+	case "× full jitter":
+		if c.Figure >= 1000 {
+			f = "≥1000"
+		} else {
+			f = strconv.FormatFloat(c.Figure, 'f', 1, 64)
+		}
+		return f + "× > " + strconv.FormatFloat(c.Threshold, 'f', 1, 64) + "× (busiest-window index vs full jitter)"
+	}
+	return f + " " + c.Unit + " > " + th
+}
+
+func num(v float64) string {
+	if v == float64(int64(v)) {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// cellKey indexes runs by library and scenario.
+type cellKey struct{ subject, scenario string }
+
+// markdown renders the findings: the verdict matrix, outcomes, the
+// evidence and verified cause of each failure, and each library's wiring.
+func markdown(runs []run, seeds []int64) []byte {
+	cells := map[cellKey][]run{}
+	meta := map[string]run{}
+	for _, r := range runs {
+		k := cellKey{r.subject, r.scenario}
+		cells[k] = append(cells[k], r)
+		meta[r.subject] = r
+	}
+	for _, rs := range cells {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].seed < rs[j].seed })
+	}
+	var b bytes.Buffer
+	b.WriteString("# What retrylab finds in popular Go retry libraries\n\n")
+	fmt.Fprintf(&b, "Each library runs at its defaults (wired as in its own documentation; see\n"+
+		"[wiring](#wiring)) through the built-in outage and malformed-Retry-After\n"+
+		"scenarios, in virtual time, seeds %s, and the analyzer judges each\n"+
+		"timeline with the scenario's own `expect.checks` and the default thresholds.\n"+
+		"`retrylab` (this project's `client` package) is the reference. Regenerate with\n"+
+		"`make libraries`, which runs\n\n    %s\n\n", seedList(seeds), regenerate)
+	b.WriteString("## How to read this\n\n" +
+		"A cell is PASS when every selected check passed on every seed, otherwise FAIL\n" +
+		"with the ids of the failed checks ([docs/checks.md](checks.md) defines each);\n" +
+		"\"(k/n)\" marks a check that failed on only k of n seeds (backoff, resty and\n" +
+		"retry-go draw jitter from a global random source, so their runs do not replay\n" +
+		"exactly). Checks that need a stated policy judge each library against the\n" +
+		"policy it states for itself (its attempt cap and budget), not the scenario's\n" +
+		"policy for `retrylab`; a library with no attempt cap is held to the\n" +
+		"amplification default of 5 attempts per request. \"hung\" means the call had\n" +
+		"not returned when the scenario's watchdog (`fleet.timeout`) fired. A verdict\n" +
+		"judges retry behaviour, not success: the outcomes table shows how many\n" +
+		"logical requests ended `ok`. Under [evidence](#evidence), each failure has\n" +
+		"the analyzer's figure against its threshold and its first example; where the\n" +
+		"cause was checked in the library's source (the pinned version, in the module\n" +
+		"cache), it is stated.\n\n")
+
+	b.WriteString("## Verdicts\n\n")
+	b.WriteString(matrix(cells, meta))
+
+	b.WriteString("\n## Outcomes\n\nLogical requests by result, and attempts per logical request, seed " +
+		strconv.FormatInt(seeds[0], 10) + ".\n\n| library |")
+	for _, sc := range scenarioNames {
+		b.WriteString(" " + sc + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(scenarioNames)) + "\n")
+	for _, subj := range libraries {
+		if _, ok := meta[subj]; !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` |", subj)
+		for _, sc := range scenarioNames {
+			rs := cells[cellKey{subj, sc}]
+			if len(rs) == 0 {
+				b.WriteString(" — |")
+				continue
+			}
+			r := rs[0]
+			att := 0.0
+			if r.verdict.Figures.Requests > 0 {
+				att = float64(r.verdict.Figures.Attempts) / float64(r.verdict.Figures.Requests)
+			}
+			fmt.Fprintf(&b, " %s · %.2f att/req |", resultsText(r.results), att)
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("\n## Evidence\n")
+	for _, subj := range libraries {
+		var lines []string
+		for _, sc := range scenarioNames {
+			rs := cells[cellKey{subj, sc}]
+			for _, id := range failedIDs(rs) {
+				var first *analyzer.CheckResult
+				n := 0
+				for _, r := range rs {
+					if c := r.verdict.Check(id); c != nil && c.Status == analyzer.StatusFail {
+						n++
+						if first == nil {
+							first = c
+						}
+					}
+				}
+				line := fmt.Sprintf("- **%s** · `%s` (%d/%d seeds): %s", sc, id, n, len(rs), figure(first))
+				if len(first.Examples) > 0 {
+					line += "; e.g. " + exampleText(first.Examples[0])
+				}
+				if cause := causeOf(subj, sc, id); cause != "" {
+					line += "\n  - *Cause (verified in the source):* " + cause
+				}
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n### %s %s\n\n%s\n", subj, meta[subj].version, strings.Join(lines, "\n"))
+	}
+
+	b.WriteString("\n## Wiring\n\n| library | module version | how it is wired (`subjects` adapter) |\n|---|---|---|\n")
+	for _, subj := range libraries {
+		if r, ok := meta[subj]; ok {
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", subj, r.version, mdCell(r.summary))
+		}
+	}
+	b.WriteString("\nThe doc comment of each adapter in `subjects/` states the defaults in full.\n")
+
+	b.WriteString("\n## Scenarios\n\n| scenario | what it does | checks |\n|---|---|---|\n")
+	for _, sc := range scenarioNames {
+		s, err := scenarios.Builtin(sc)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", sc, mdCell(s.Description), strings.Join(s.Expect.Checks, "`, `"))
+	}
+	return b.Bytes()
+}
+
+// matrix is the verdict table, one row per library (the README's table).
+func matrix(cells map[cellKey][]run, meta map[string]run) string {
+	var b strings.Builder
+	b.WriteString("| library | version |")
+	for _, sc := range scenarioNames {
+		b.WriteString(" " + sc + " |")
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(scenarioNames)) + "\n")
+	for _, subj := range libraries {
+		r, ok := meta[subj]
+		if !ok {
+			continue
+		}
+		name := "`" + subj + "`"
+		if subj == "retrylab" {
+			name += " (reference)"
+		}
+		fmt.Fprintf(&b, "| %s | %s |", name, r.version)
+		for _, sc := range scenarioNames {
+			rs := cells[cellKey{subj, sc}]
+			if len(rs) == 0 {
+				b.WriteString(" — |")
+				continue
+			}
+			ids := failedIDs(rs)
+			if len(ids) == 0 {
+				b.WriteString(" PASS |")
+				continue
+			}
+			var parts []string
+			for _, id := range ids {
+				n := 0
+				for _, r := range rs {
+					if c := r.verdict.Check(id); c != nil && c.Status == analyzer.StatusFail {
+						n++
+					}
+				}
+				p := "`" + id + "`"
+				if n < len(rs) {
+					p += fmt.Sprintf(" (%d/%d)", n, len(rs))
+				}
+				parts = append(parts, p)
+			}
+			b.WriteString(" FAIL " + strings.Join(parts, ", ") + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// failedIDs are the checks that failed on any seed, in report order.
+func failedIDs(rs []run) []string {
+	var ids []string
+	for _, id := range analyzer.CheckIDs() {
+		for _, r := range rs {
+			if c := r.verdict.Check(id); c != nil && c.Status == analyzer.StatusFail {
+				ids = append(ids, id)
+				break
+			}
+		}
+	}
+	return ids
+}
+
+func causeOf(subject, scenario, id string) string {
+	if c, ok := causes[subject+"/"+scenario+"/"+id]; ok {
+		return c
+	}
+	return causes[subject+"/"+id]
+}
+
+func exampleText(e analyzer.Example) string {
+	var parts []string
+	if e.Client != "" {
+		parts = append(parts, "client "+e.Client)
+	}
+	if e.Key != "" {
+		parts = append(parts, "request "+e.Key)
+	}
+	parts = append(parts, e.Detail)
+	return mdCell(strings.Join(parts, " · "))
+}
+
+// resultsText lists results by count, most first: "ok 600/600".
+func resultsText(results map[string]int64) string {
+	var total int64
+	names := make([]string, 0, len(results))
+	for k, n := range results {
+		names = append(names, k)
+		total += n
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if results[names[i]] != results[names[j]] {
+			return results[names[i]] > results[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s %d", k, results[k])
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" of %d", total)
+}
+
+func seedList(seeds []int64) string {
+	s := make([]string, len(seeds))
+	for i, v := range seeds {
+		s[i] = strconv.FormatInt(v, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// mdCell makes s safe inside a Markdown table cell.
+func mdCell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.Join(strings.Fields(s), " ")
+}
