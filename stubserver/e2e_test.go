@@ -191,7 +191,11 @@ func TestEndToEndHangReleasedAtShutdown(t *testing.T) {
 		}
 		errc <- err
 	}()
-	for s.Stats().Attempts == 0 { // wait for the request to arrive
+	// Real TCP: wait (bounded) for the request to reach the handler.
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().Attempts == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never arrived")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -250,5 +254,33 @@ func TestServeReturnsListenerError(t *testing.T) {
 	l.Close()
 	if err := s.Serve(l); err == nil || errors.Is(err, http.ErrServerClosed) {
 		t.Errorf("Serve(closed listener) = %v; want the accept error", err)
+	}
+}
+
+func TestEndToEndHardening(t *testing.T) {
+	s, err := New(Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := s.httpSrv
+	if hs.ReadHeaderTimeout != ReadHeaderTimeout || hs.IdleTimeout != IdleTimeout || hs.MaxHeaderBytes != MaxHeaderBytes {
+		t.Errorf("http.Server limits = %v, %v, %d; want %v, %v, %d", hs.ReadHeaderTimeout, hs.IdleTimeout, hs.MaxHeaderBytes,
+			ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes)
+	}
+	base := liveServer(t, s)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", base+"/c/1/r/1", nil)
+	req.Header.Set("X-Big", strings.Repeat("x", 2*MaxHeaderBytes))
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("oversized headers: status %d; want 431", resp.StatusCode)
+	}
+	if n := s.Stats().Attempts; n != 0 {
+		t.Errorf("Stats().Attempts = %d; want 0 (rejected before the handler)", n)
 	}
 }
