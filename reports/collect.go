@@ -109,6 +109,7 @@ type keyState struct {
 // forgotten (more than 2·keyGeneration requests in flight) is not paired.
 type keyTable struct {
 	young, old map[string]keyState
+	gen        int // entries per generation (0: keyGeneration)
 }
 
 func (t *keyTable) get(k string) (keyState, bool) {
@@ -123,8 +124,12 @@ func (t *keyTable) put(k string, s keyState) {
 	if t.young == nil {
 		t.young = make(map[string]keyState)
 	}
-	if _, ok := t.young[k]; !ok && len(t.young) >= keyGeneration {
-		t.old, t.young = t.young, make(map[string]keyState, keyGeneration)
+	gen := t.gen
+	if gen <= 0 {
+		gen = keyGeneration
+	}
+	if _, ok := t.young[k]; !ok && len(t.young) >= gen {
+		t.old, t.young = t.young, make(map[string]keyState, gen)
 	}
 	t.young[k] = s
 	delete(t.old, k)

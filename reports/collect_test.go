@@ -367,21 +367,22 @@ func TestRasterRunsBounded(t *testing.T) {
 }
 
 func TestKeyTableGenerations(t *testing.T) {
-	var kt keyTable
-	for i := range 3 * keyGeneration {
+	const gen = 1000
+	kt := keyTable{gen: gen}
+	for i := range 3 * gen {
 		kt.put(strconv.Itoa(i), keyState{attempt: int32(i%100 + 1)})
 	}
-	if n := len(kt.young) + len(kt.old); n > 2*keyGeneration {
-		t.Errorf("keyTable holds %d entries; want at most %d", n, 2*keyGeneration)
+	if n := len(kt.young) + len(kt.old); n > 2*gen {
+		t.Errorf("keyTable holds %d entries; want at most %d", n, 2*gen)
 	}
-	if _, ok := kt.get(strconv.Itoa(3*keyGeneration - 1)); !ok {
+	if _, ok := kt.get(strconv.Itoa(3*gen - 1)); !ok {
 		t.Errorf("the newest key was forgotten")
 	}
 	if _, ok := kt.get("0"); ok {
 		t.Errorf("the oldest key is still remembered past two generations")
 	}
-	kt.remove(strconv.Itoa(3*keyGeneration - 1))
-	if _, ok := kt.get(strconv.Itoa(3*keyGeneration - 1)); ok {
+	kt.remove(strconv.Itoa(3*gen - 1))
+	if _, ok := kt.get(strconv.Itoa(3*gen - 1)); ok {
 		t.Errorf("remove left the key")
 	}
 }

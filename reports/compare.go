@@ -50,7 +50,8 @@ type CompareOptions struct {
 	// Scenario names the compared scenario (default: the verdicts'
 	// Figures.Scenario).
 	Scenario string
-	// Report tunes the reading of timelines (see Options).
+	// Report tunes the reading of timelines and the PNG resolution (see
+	// Options).
 	Report Options
 }
 
@@ -164,7 +165,7 @@ func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparis
 		title = "comparison on " + orDash(scenario)
 	}
 	d := comparePlot(ranking, title)
-	if err := save(d.p, d.w, d.h, dir, d.Name); err != nil {
+	if err := save(d.p, d.w, d.h, opts.Report.withDefaults().DPI, dir, d.Name); err != nil {
 		return nil, err
 	}
 	d.PNG, d.SVG = d.Name+".png", d.Name+".svg"

@@ -47,12 +47,12 @@ var (
 
 func rgb(r, g, b uint8) color.Color { return color.NRGBA{R: r, G: g, B: b, A: 0xff} }
 
-// Plot sizes and raster resolution. PNGs are drawn at 2× screen density so
-// they stay sharp on high-density screens and in print.
+// Plot sizes and the default PNG resolution: 2× screen density, so the
+// images stay sharp on high-density screens and in print.
 const (
-	plotWidth  = 8 * vg.Inch
-	plotHeight = 4 * vg.Inch
-	pngDPI     = 144
+	plotWidth     = 8 * vg.Inch
+	plotHeight    = 4 * vg.Inch
+	defaultPNGDPI = 144
 )
 
 // newPlot returns a plot with the report's fonts (Liberation Sans, embedded
@@ -95,9 +95,9 @@ func newPanel(title, xLabel string) *plot.Plot {
 	return p
 }
 
-// save writes p as name.png and name.svg in dir.
-func save(p interface{ Draw(draw.Canvas) }, w, h vg.Length, dir, name string) error {
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(pngDPI))
+// save writes p as name.png (at dpi) and name.svg in dir.
+func save(p interface{ Draw(draw.Canvas) }, w, h vg.Length, dpi int, dir, name string) error {
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
 	p.Draw(draw.New(img))
 	if err := writeFile(filepath.Join(dir, name+".png"), vgimg.PngCanvas{Canvas: img}); err != nil {
 		return err

@@ -46,6 +46,9 @@ type Options struct {
 	MaxClients int
 	// Title replaces the report's title (default: "scenario · subject").
 	Title string
+	// DPI is the resolution of the PNGs (0: 144, twice screen density; a
+	// plot is 8 inches wide). The SVGs do not depend on it.
+	DPI int
 }
 
 func (o Options) withDefaults() Options {
@@ -54,6 +57,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BoundTolerance <= 0 {
 		o.BoundTolerance = 25 * time.Millisecond
+	}
+	if o.DPI <= 0 {
+		o.DPI = defaultPNGDPI
 	}
 	if o.MaxClients <= 0 {
 		o.MaxClients = 300
@@ -134,7 +140,7 @@ func (c *Collector) Write(dir string, v *analyzer.Verdict) (*Report, error) {
 	rep := &Report{Dir: dir, HTML: filepath.Join(dir, ReportFile), Stats: c.Stats()}
 	for _, d := range c.plots() {
 		if d.p != nil {
-			if err := save(d.p, d.w, d.h, dir, d.Name); err != nil {
+			if err := save(d.p, d.w, d.h, c.opts.DPI, dir, d.Name); err != nil {
 				return nil, err
 			}
 			d.PNG, d.SVG = d.Name+".png", d.Name+".svg"
