@@ -105,7 +105,7 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 var pipelined = true
 
 // batchSize is how many records the decoding goroutine hands over at once.
-const batchSize = 256
+const batchSize = 1024
 
 // analyzePipelined decodes on a second goroutine and feeds the analyzer on
 // this one. It returns the decoder's final error (io.EOF at a clean end).

@@ -256,3 +256,37 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 		analyze(b)
 	})
 }
+
+// BenchmarkAdd measures the analyzer alone on records decoded beforehand.
+func BenchmarkAdd(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "t.ndjson")
+	if _, err := writeBenchTimeline(path, 200_000); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	dec := timeline.NewDecoder(f)
+	var recs []timeline.Record
+	for {
+		var r timeline.Record
+		if err := dec.Decode(&r); err == io.EOF {
+			break
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	b.ResetTimer()
+	for range b.N {
+		an := New(recs[0].Meta, Options{})
+		for i := 1; i < len(recs); i++ {
+			an.Add(&recs[i])
+		}
+		an.Result()
+	}
+	b.ReportMetric(200_000*float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+}

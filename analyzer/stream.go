@@ -16,7 +16,7 @@ const waveGroups = 16
 
 // closeGrace is how long (stream time) the state of a logical request
 // outlives its outcome, for attempt records written just after it.
-const closeGrace = int64(2 * time.Second)
+const closeGrace = int64(500 * time.Millisecond)
 
 // attemptLite is what a check needs of an attempt to judge the next one.
 type attemptLite struct {
@@ -43,7 +43,8 @@ type keyState struct {
 	key    string // the map's key
 	client string
 	att    []attemptLite
-	last   int64 // stream time of the last news
+	buf    [2]attemptLite // att's storage while it is short
+	last   int64          // stream time of the last news
 	closed int64 // stream time of the outcome + 1; 0 while open
 }
 
@@ -201,7 +202,8 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 			st = a.free[n-1]
 			a.free = a.free[:n-1]
 		} else {
-			st = &keyState{att: make([]attemptLite, 0, 2)}
+			st = new(keyState)
+			st.att = st.buf[:0]
 		}
 		st.key, st.client = strings.Clone(r.Key), strings.Clone(r.Client)
 		a.keys[st.key] = st
@@ -479,7 +481,7 @@ func (a *Analyzer) drop(st *keyState) {
 		}
 	}
 	delete(a.keys, st.key)
-	st.att, st.key, st.client, st.closed = st.att[:0], "", "", 0
+	st.att, st.key, st.client, st.closed = st.buf[:0], "", "", 0
 	if len(a.free) < 4096 {
 		a.free = append(a.free, st)
 	}
