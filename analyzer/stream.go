@@ -45,7 +45,7 @@ type keyState struct {
 	att    []attemptLite
 	buf    [2]attemptLite // att's storage while it is short
 	last   int64          // stream time of the last news
-	closed int64 // stream time of the outcome + 1; 0 while open
+	closed int64          // stream time of the outcome + 1; 0 while open
 }
 
 // welford accumulates a mean and variance in one pass.
