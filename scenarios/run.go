@@ -53,6 +53,10 @@ type RunOptions struct {
 	// clients start at the same instant (what a reproducible virtual run
 	// needs; 0: none).
 	Stagger time.Duration
+	// MaxConns, when positive, caps the harness transport's connections
+	// to the stub (clients then share them); 0 lets every client hold its
+	// own, which needs two file descriptors per client in real mode.
+	MaxConns int
 	// Tool is the retrylab version written into the meta record.
 	Tool string
 	// Start is the wall-clock time zero written into the meta record and
@@ -261,6 +265,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		DialContext:           dial,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
+		MaxConnsPerHost:       max(0, opts.MaxConns),
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
 		ResponseHeaderTimeout: 0,
@@ -410,6 +415,11 @@ type result struct {
 
 // client plays one simulated client: requests in sequence, think time
 // between them, each under the watchdog.
+//
+// The caller runs on a worker goroutine that the client reuses from one
+// request to the next (its stack is grown once), so that the client can
+// walk away from a call that never returns: it then cancels that call's
+// context, abandons the worker and starts a new one for its next request.
 func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 	sc := r.sc
 	caller := r.subj.New(r.tr, subjects.Params{
@@ -419,16 +429,25 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 		Virtual: r.opts.Virtual,
 	})
 	clientID := strconv.Itoa(id)
-	base := r.base
 	scheduled := int64(at)
+	var w *worker
+	defer func() {
+		if w != nil {
+			w.stop()
+		}
+	}()
+	var sleep *time.Timer
 	for seq := range sc.Fleet.Requests {
 		if d := time.Duration(scheduled - r.since()); d > 0 {
-			t := time.NewTimer(d)
+			if sleep == nil {
+				sleep = time.NewTimer(d)
+			} else {
+				sleep.Reset(d)
+			}
 			select {
 			case <-ctx.Done():
-				t.Stop()
 				return
-			case <-t.C:
+			case <-sleep.C:
 			}
 		}
 		if ctx.Err() != nil {
@@ -441,68 +460,110 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			Start:     r.since(),
 		}
 		r.late.add(out.Start - out.Scheduled)
-		res := r.call(ctx, caller, base+stubserver.RequestPath(id, seq))
+		if w == nil {
+			w = r.newWorker(ctx, caller)
+		}
+		res, ok := w.call(r, r.base+stubserver.RequestPath(id, seq))
+		if !ok {
+			w.abandon()
+			w = nil
+		}
 		out.End, out.Result, out.Status, out.Attempts, out.Error = res.end, res.result, res.status, res.attempts, res.err
 		r.finish(&out)
 		scheduled = out.End + int64(sc.Fleet.Think)
 	}
 }
 
-// call makes one logical request under the watchdog.
-func (r *runner) call(ctx context.Context, caller subjects.Caller, url string) result {
+// worker runs one client's calls on a long-lived goroutine.
+type worker struct {
+	ctx      context.Context // the run's context
+	callCtx  context.Context // this worker's calls' context, canceled when abandoned
+	cancel   context.CancelFunc
+	caller   subjects.Caller
+	jobs     chan *http.Request
+	results  chan result
+	watchdog *time.Timer
+}
+
+func (r *runner) newWorker(ctx context.Context, caller subjects.Caller) *worker {
+	w := &worker{ctx: ctx, caller: caller, jobs: make(chan *http.Request), results: make(chan result, 1)}
+	w.callCtx, w.cancel = context.WithCancel(ctx)
+	go func() {
+		for req := range w.jobs {
+			resp, err := w.caller(req.Context(), req)
+			end := r.since()
+			res, status, attempts := subjects.Classify(resp, err)
+			out := result{result: res, status: status, attempts: attempts, end: end}
+			if err != nil {
+				out.err = err.Error()
+			}
+			if resp != nil {
+				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				resp.Body.Close()
+			}
+			w.results <- out
+		}
+	}()
+	return w
+}
+
+// stop ends an idle worker.
+func (w *worker) stop() {
+	close(w.jobs)
+	w.cancel()
+	if w.watchdog != nil {
+		w.watchdog.Stop()
+	}
+}
+
+// abandon leaves a worker whose call has not returned: its context is
+// canceled, and it exits when the call returns.
+func (w *worker) abandon() { w.stop() }
+
+// call makes one logical request under the watchdog. ok is false when the
+// call did not return (hung, or the run stopped): the worker is then busy
+// and must be abandoned.
+func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	sc := r.sc
-	reqCtx, cancel := context.WithCancel(ctx)
 	var body io.Reader
 	if sc.Fleet.Method != http.MethodGet && sc.Fleet.Method != http.MethodHead {
 		body = strings.NewReader("{}")
 	}
-	req, err := http.NewRequestWithContext(reqCtx, sc.Fleet.Method, url, body)
+	req, err := http.NewRequestWithContext(w.callCtx, sc.Fleet.Method, url, body)
 	if err != nil {
-		cancel()
-		return result{result: timeline.ResultError, err: err.Error(), end: r.since()}
+		return result{result: timeline.ResultError, err: err.Error(), end: r.since()}, true
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	done := make(chan result, 1)
-	go func() {
-		resp, err := caller(reqCtx, req)
-		end := r.since()
-		res, status, attempts := subjects.Classify(resp, err)
-		out := result{result: res, status: status, attempts: attempts, end: end}
-		if err != nil {
-			out.err = err.Error()
-		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-		}
-		done <- out
-	}()
-	watchdog := time.NewTimer(sc.Fleet.Timeout)
-	defer watchdog.Stop()
+	w.jobs <- req
+	if w.watchdog == nil {
+		w.watchdog = time.NewTimer(sc.Fleet.Timeout)
+	} else {
+		w.watchdog.Reset(sc.Fleet.Timeout)
+	}
 	select {
-	case res := <-done:
-		cancel()
-		return res
-	case <-watchdog.C:
-		cancel()
+	case res := <-w.results:
+		w.watchdog.Stop()
+		return res, true
+	case <-w.watchdog.C:
 		return result{result: timeline.ResultHung, end: r.since(),
-			err: fmt.Sprintf("no result within the fleet timeout %v", sc.Fleet.Timeout)}
-	case <-ctx.Done():
-		cancel()
+			err: fmt.Sprintf("no result within the fleet timeout %v", sc.Fleet.Timeout)}, false
+	case <-w.ctx.Done():
+		w.watchdog.Stop()
+		w.cancel()
 		// Give the caller a moment to return on its own: a request that
-		// ends with the run is canceled either way.
+		// ends with the run is canceled unless it succeeded.
 		t := time.NewTimer(100 * time.Millisecond)
 		defer t.Stop()
 		select {
-		case res := <-done:
+		case res := <-w.results:
 			if res.result == timeline.ResultOK {
-				return res
+				return res, true
 			}
 		case <-t.C:
 		}
-		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}
+		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}, false
 	}
 }
 

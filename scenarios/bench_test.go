@@ -1,0 +1,147 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
+)
+
+// passthrough is a subject that makes one attempt through the harness
+// transport: the benchmark measures the harness, not a retry library.
+type passthrough struct{}
+
+func (passthrough) Name() string { return "passthrough" }
+func (passthrough) New(next http.RoundTripper, _ subjects.Params) subjects.Caller {
+	return func(_ context.Context, req *http.Request) (*http.Response, error) { return next.RoundTrip(req) }
+}
+
+// fdBudget is how many connections a size may open: two descriptors per
+// loopback connection, under the process limit (20,000 here).
+const fdBudget = 8000
+
+// BenchmarkFleet compares, in the same run, the real-time fleet (stub with
+// every attempt recorded to a timeline file, runner, watchdog, outcomes)
+// with a bare loop of http.Client GETs against the same stub recording
+// nothing, at the same client and request counts. Metrics: attempts/s of
+// each, their ratio, the lateness of scheduled starts, and peak RSS.
+//
+//	go test -run '^$' -bench BenchmarkFleet -benchtime 3x ./scenarios
+func BenchmarkFleet(b *testing.B) {
+	sizes := []struct{ clients, requests int }{{64, 400}, {1000, 30}, {10000, 4}}
+	for _, size := range sizes {
+		b.Run(fmt.Sprintf("clients=%d", size.clients), func(b *testing.B) {
+			sc := &Scenario{Name: "bench", Duration: time.Minute, Fleet: Fleet{
+				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
+			path := filepath.Join(b.TempDir(), "timeline.ndjson")
+			var bareDur, fleetDur time.Duration
+			var bareN, fleetN int64
+			var last *Summary
+			for b.Loop() {
+				d, err := bareLoop(size.clients, size.requests)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bareDur += d
+				bareN += int64(size.clients * size.requests)
+
+				f, err := os.Create(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resetPeakRSS()
+				sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
+				f.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if sum.Results["ok"] != sum.Planned {
+					b.Fatalf("fleet: %v of %d ok", sum.Results, sum.Planned)
+				}
+				fleetDur += sum.Elapsed
+				fleetN += sum.Attempts
+				last = sum
+			}
+			bare := float64(bareN) / bareDur.Seconds()
+			fleet := float64(fleetN) / fleetDur.Seconds()
+			b.ReportMetric(bare, "bare-attempts/s")
+			b.ReportMetric(fleet, "fleet-attempts/s")
+			b.ReportMetric(fleet/bare, "ratio")
+			b.ReportMetric(float64(last.StartLateness.P50.Microseconds()), "late-p50-µs")
+			b.ReportMetric(float64(last.StartLateness.P99.Microseconds()), "late-p99-µs")
+			if rss := peakRSS(); rss > 0 {
+				b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// bareLoop runs clients goroutines each making requests GETs with a plain
+// http.Client against a stub that records nothing.
+func bareLoop(clients, requests int) (time.Duration, error) {
+	srv, err := stubserver.New(stubserver.Config{}, stubserver.Options{})
+	if err != nil {
+		return 0, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	go srv.Serve(l)
+	defer srv.Shutdown(context.Background())
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: clients + 16, MaxConnsPerHost: fdBudget, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	base := "http://" + l.Addr().String()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	for i := range clients {
+		wg.Go(func() {
+			for seq := range requests {
+				resp, err := client.Get(base + stubserver.RequestPath(i, seq))
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
+}
+
+// resetPeakRSS resets the kernel's peak-RSS mark (Linux).
+func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS returns VmHWM in bytes, 0 when unknown.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
