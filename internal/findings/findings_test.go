@@ -14,7 +14,7 @@ import (
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
-	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
 )
 
 var (
@@ -71,6 +71,9 @@ var causes = map[string]string{
 		"the retries follow the default backoff (500 ms ×1.5 per retry, ±50%).",
 	"backoff/amplification": "no attempt cap by default (`MaxTries` 0; only the 15-minute `MaxElapsedTime` stops it), so it keeps retrying " +
 		"through the outage; with no stated `max_attempts` the threshold is the analyzer's default, 5.",
+	"backoff/malformed-retry-after/budget": "the default `MaxElapsedTime` is 15 minutes; a request whose 8th attempt lands just before " +
+		"the service recovers at 12 s draws its next wait from 0.5 s·1.5⁷ ±50% (4.3-12.8 s), which can run past the scenario's 20 s " +
+		"watchdog (seen in a run traced by hand: last 503 at 11.5 s, no further attempt by 20.4 s).",
 	"backoff/budget": "the default `MaxElapsedTime` is 15 minutes, longer than the scenario's watchdog (`fleet.timeout`): the call was still " +
 		"retrying when the watchdog fired.",
 	"failsafe/retry-after": "`failsafehttp.DelayFunc` (failsafehttp/policy.go) reads Retry-After with `strconv.Atoi` only: an HTTP-date does not " +
@@ -82,8 +85,8 @@ var causes = map[string]string{
 	"failsafe/budget": "`DelayFunc` uses a delay-seconds value as is, and the retry policy has no max delay or max duration by default " +
 		"(retrypolicy/retryexecutor.go): the client sleeps the one-year Retry-After until the harness's watchdog cancels it.",
 	"resty/retry-after": "resty v2 reads Retry-After only through a user-set `RetryAfter` callback (`SetRetryAfter`); with none, " +
-		"`sleepDuration` (retry.go) uses `jitterBackoff`: waits in [w/2, w) with w = min(2 s, 100 ms·2ⁿ). Its 4 attempts end within " +
-		"about a second, before the outage does.",
+		"`sleepDuration` (retry.go) uses `jitterBackoff`: for retry n = 0, 1, 2 a draw in [w/2, w) with w = min(2 s, 100 ms·2ⁿ), " +
+		"raised to at least 100 ms — 100 ms, 100-200 ms, 200-400 ms. Its 4 attempts end within 0.7 s.",
 	"retry-go/retry-after": "retry-go knows nothing of HTTP and the user code does not read Retry-After; its default delay is " +
 		"`CombineDelay(BackOffDelay, RandomDelay)`: 100 ms·2ⁿ⁻¹ plus a random 0-100 ms.",
 	"retry-go/waves": "the default delay `CombineDelay(BackOffDelay, RandomDelay)` (retry.go, options.go) adds at most `MaxJitter` = 100 ms to " +
@@ -94,6 +97,22 @@ var causes = map[string]string{
 	"go-retry/waves": "`NewExponential` (backoff_exponential.go) has no jitter unless wrapped in `WithJitter`/`WithJitterPercent`: every " +
 		"client waits exactly 1 s, 2 s, 4 s, 8 s.",
 	"go-retry/budget": "no time budget; its waits (1 + 2 + 4 + 8 s = 15 s) outlast the scenario's 10 s watchdog: the call was still retrying when it fired.",
+}
+
+// outcomeNotes explain, from the source, runs in which no logical request
+// ended ok (printed only when that is what the run shows): subject/scenario.
+var outcomeNotes = map[string]string{
+	"retrylab/malformed-retry-after": "`client.ParseRetryAfter` (client/retryafter.go) reads a date in the past as a wait of 0, " +
+		"and the client then retries at once with no backoff floor; in the 3 s past-date phase each logical request spends its " +
+		"remaining attempts of the scenario's 12 within milliseconds (the analyzer counts these as paced by the server, not as instant " +
+		"retries: the design lets a past date allow an immediate retry), so every request has given up before the service recovers at 12 s.",
+	"failsafe/outage-date":           "3 attempts at once (see `retry-after` above) all land in the 5 s outage.",
+	"failsafe/outage-bare":           "3 attempts at once (see `instant-retry` above) all land in the 8 s outage.",
+	"failsafe/malformed-retry-after": "none of the broken values is a delay-seconds `DelayFunc` accepts except the negative one (`Atoi(\"-1\")` gives a negative delay, clamped to 0), so the 3 attempts go out at once, within the 12 s of 503s.",
+	"resty/outage-delta":             "its 4 attempts end within 0.7 s (see `retry-after` above), inside the 6 s outage.",
+	"resty/outage-date":              "its 4 attempts end within 0.7 s (see `retry-after` above), inside the 5 s outage.",
+	"resty/outage-bare":              "its 4 attempts end within 0.7 s, inside the 8 s outage.",
+	"resty/malformed-retry-after":    "its 4 attempts end within 0.7 s, inside the 12 s of 503s.",
 }
 
 // run is one library × scenario × seed.
@@ -139,7 +158,7 @@ func TestLibraries(t *testing.T) {
 					res := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(seed))
 					r := run{subject: subj, scenario: sc, seed: seed, verdict: res.Verdict,
 						results: res.Verdict.Figures.Results, requests: res.Verdict.Figures.Outcomes}
-					r.version, r.summary = describe(t, subj)
+					r.version, r.summary = describe(t, subj, res.Timeline)
 					runs = append(runs, r)
 					if isFact {
 						checkFact(t, f, r)
@@ -183,19 +202,16 @@ func checkFact(t *testing.T, f fact, r run) {
 	}
 }
 
-// describe returns the subject's module version and wiring summary.
-func describe(t *testing.T, name string) (version, summary string) {
+// describe returns the subject's module version and wiring summary as the
+// run's meta record states them (subjects.Info, configured by the
+// scenario's policy).
+func describe(t *testing.T, name string, tl []byte) (version, summary string) {
 	t.Helper()
-	s, err := subjects.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
+	var rec timeline.Record
+	if err := timeline.NewDecoder(bytes.NewReader(tl)).Decode(&rec); err != nil || rec.Meta == nil {
+		t.Fatalf("%s: reading the timeline's meta record: %v", name, err)
 	}
-	d, ok := s.(subjects.Describer)
-	if !ok {
-		return "", ""
-	}
-	info := d.Describe(subjects.Params{})
-	return info.Version, info.Summary
+	return rec.Meta.SubjectVersion, rec.Meta.Summary
 }
 
 // figure is a check's figure against its threshold, as the verdict table
@@ -296,9 +312,10 @@ func markdown(runs []run, seeds []int64) []byte {
 	b.WriteString("\n## Evidence\n")
 	for _, subj := range libraries {
 		var lines []string
-		for _, sc := range scenarioNames {
-			rs := cells[cellKey{subj, sc}]
-			for _, id := range failedIDs(rs) {
+		for _, id := range analyzer.CheckIDs() {
+			var sub []string
+			for _, sc := range scenarioNames {
+				rs := cells[cellKey{subj, sc}]
 				var first *analyzer.CheckResult
 				n := 0
 				for _, r := range rs {
@@ -309,14 +326,32 @@ func markdown(runs []run, seeds []int64) []byte {
 						}
 					}
 				}
-				line := fmt.Sprintf("- **%s** · `%s` (%d/%d seeds): %s", sc, id, n, len(rs), figure(first))
+				if first == nil {
+					continue
+				}
+				line := fmt.Sprintf("  - %s (%d/%d seeds): %s", sc, n, len(rs), figure(first))
 				if len(first.Examples) > 0 {
 					line += "; e.g. " + exampleText(first.Examples[0])
 				}
-				if cause := causeOf(subj, sc, id); cause != "" {
-					line += "\n  - *Cause (verified in the source):* " + cause
+				if cause := causes[subj+"/"+sc+"/"+id]; cause != "" {
+					line += " — *cause, verified:* " + cause
 				}
-				lines = append(lines, line)
+				sub = append(sub, line)
+			}
+			if len(sub) == 0 {
+				continue
+			}
+			head := "- `" + id + "`"
+			if cause := causes[subj+"/"+id]; cause != "" {
+				head += " — *cause, verified in the source:* " + cause
+			}
+			lines = append(lines, head, strings.Join(sub, "\n"))
+		}
+		for _, sc := range scenarioNames {
+			rs := cells[cellKey{subj, sc}]
+			if note := outcomeNotes[subj+"/"+sc]; note != "" && len(rs) > 0 && rs[0].results["ok"] == 0 {
+				lines = append(lines, fmt.Sprintf("- no logical request ended `ok` in %s (seed %d: %s) — *cause, verified in the source:* %s",
+					sc, rs[0].seed, resultsText(rs[0].results), note))
 			}
 		}
 		if len(lines) == 0 {
@@ -327,9 +362,25 @@ func markdown(runs []run, seeds []int64) []byte {
 
 	b.WriteString("\n## Wiring\n\n| library | module version | how it is wired (`subjects` adapter) |\n|---|---|---|\n")
 	for _, subj := range libraries {
-		if r, ok := meta[subj]; ok {
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", subj, r.version, mdCell(r.summary))
+		r, ok := meta[subj]
+		if !ok {
+			continue
 		}
+		// The reference follows each scenario's policy; the libraries
+		// their own defaults, the same in every scenario.
+		var parts []string
+		seen := map[string]bool{}
+		for _, sc := range scenarioNames {
+			if rs := cells[cellKey{subj, sc}]; len(rs) > 0 && !seen[rs[0].summary] {
+				seen[rs[0].summary] = true
+				parts = append(parts, sc+": "+rs[0].summary)
+			}
+		}
+		wiring := r.summary
+		if len(parts) > 1 {
+			wiring = strings.Join(parts, "<br>")
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", subj, r.version, mdCell(wiring))
 	}
 	b.WriteString("\nThe doc comment of each adapter in `subjects/` states the defaults in full.\n")
 
@@ -406,13 +457,6 @@ func failedIDs(rs []run) []string {
 		}
 	}
 	return ids
-}
-
-func causeOf(subject, scenario, id string) string {
-	if c, ok := causes[subject+"/"+scenario+"/"+id]; ok {
-		return c
-	}
-	return causes[subject+"/"+id]
 }
 
 func exampleText(e analyzer.Example) string {
