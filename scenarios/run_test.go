@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -332,5 +333,40 @@ func TestMeta(t *testing.T) {
 	}
 	if back.Fleet != sc.Fleet || back.Name != sc.Name {
 		t.Errorf("meta.Source parses to %+v; want the scenario", back)
+	}
+}
+
+// TestRunExec runs an exec subject, a shell loop over curl, in real time:
+// one process per client; its output lines become the outcomes.
+func TestRunExec(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	sc := mustParse(t, `
+duration: 20s
+server: {phases: [{respond: {mix: {200: 1}}}]}
+fleet: {clients: 3, requests: 2}
+`)
+	prog := subjects.Program{Path: "sh", Args: []string{"-c", `
+for i in $(seq 0 $((RETRYLAB_REQUESTS - 1))); do
+  if curl -sf -o /dev/null "$RETRYLAB_BASE_URL/r/$i"; then echo "ok /r/$i"; else echo "fail /r/$i error curl"; fi
+done`}}
+	var buf bytes.Buffer
+	sum, err := Run(t.Context(), sc, RunOptions{Subject: prog, Timeline: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Results["ok"] != 6 || sum.Attempts != 6 || sum.Subject != "exec" {
+		t.Errorf("Summary = %+v; want 6 ok logical requests, 6 attempts", sum)
+	}
+	_, atts, outs := decodeAll(t, buf.Bytes())
+	keys := map[string]bool{}
+	for _, a := range atts {
+		keys[a.Key] = true
+	}
+	for _, o := range outs {
+		if !keys[o.Key] {
+			t.Errorf("outcome key %q has no attempt; attempt keys %v", o.Key, keys)
+		}
 	}
 }
