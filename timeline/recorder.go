@@ -69,7 +69,7 @@ func (r *Recorder) Close() error {
 // records keep coming. Napping instead of parking on the channel means a
 // busy producer's send is a plain buffered copy: nobody has to be woken
 // per record.
-const pollNap = 200 * time.Microsecond
+const pollNap = time.Millisecond
 
 func (r *Recorder) loop() {
 	defer close(r.done)
