@@ -58,6 +58,9 @@ func TestMain(m *testing.M) {
 	if goldenRep != nil {
 		os.RemoveAll(goldenRep.Dir)
 	}
+	if benchPath != "" {
+		os.RemoveAll(filepath.Dir(benchPath))
+	}
 	os.Exit(code)
 }
 
