@@ -46,12 +46,13 @@ func ceilSeconds(d time.Duration) int64 {
 // response instant; nowRun is the same instant in run time). It returns the
 // header value (nil: none) and the not_before to record.
 func (s *Server) retryAfter(form string, d time.Duration, now time.Time, nowRun int64) (v []string, notBefore int64, ok bool) {
+	d = max(d, 0) // a phase end already passed (latency) is "now"
 	switch form {
 	case FormDelta:
 		n := ceilSeconds(d)
 		return secondsValue(n), nowRun + n*int64(time.Second), true
 	case FormDate:
-		t := now.Round(0).Add(max(d, 0))
+		t := now.Round(0).Add(d)
 		if t.Nanosecond() != 0 {
 			t = t.Truncate(time.Second).Add(time.Second)
 		}

@@ -679,3 +679,27 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		t.Errorf("New(bad) = %v; want ErrInvalidConfig with a FieldError on headers", err)
 	}
 }
+
+// TestRetryAfterPhaseEndPassed: a response delayed past its phase's end
+// says "now", never a negative delay.
+func TestRetryAfterPhaseEndPassed(t *testing.T) {
+	for form, want := range map[string]string{FormDelta: "0", FormFractional: "0.5", FormNegative: "-1"} {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := Config{Phases: []Phase{
+				{For: time.Second, Latency: 2 * time.Second, Respond: Respond{Kind: RespondStatus, Status: 503},
+					RetryAfter: RetryAfter{Form: form, Value: ValuePhaseEnd}},
+				{},
+			}}
+			h := newHarness(t, cfg, 1)
+			time.Sleep(500 * time.Millisecond)
+			w := h.do("GET", "/c/1/r/1")
+			a := h.attempts()[0]
+			if got := w.Header().Get("Retry-After"); got != want {
+				t.Errorf("%s: Retry-After = %q; want %q", form, got, want)
+			}
+			if form == FormDelta && a.NotBefore != int64(2500*time.Millisecond) {
+				t.Errorf("%s: not_before = %v; want 2.5s (the response instant)", form, time.Duration(a.NotBefore))
+			}
+		})
+	}
+}
