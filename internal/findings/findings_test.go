@@ -368,13 +368,19 @@ func markdown(runs []run, seeds []int64) []byte {
 		}
 		// The reference follows each scenario's policy; the libraries
 		// their own defaults, the same in every scenario.
-		var parts []string
-		seen := map[string]bool{}
+		var order []string
+		byScenario := map[string][]string{}
 		for _, sc := range scenarioNames {
-			if rs := cells[cellKey{subj, sc}]; len(rs) > 0 && !seen[rs[0].summary] {
-				seen[rs[0].summary] = true
-				parts = append(parts, sc+": "+rs[0].summary)
+			if rs := cells[cellKey{subj, sc}]; len(rs) > 0 {
+				if byScenario[rs[0].summary] == nil {
+					order = append(order, rs[0].summary)
+				}
+				byScenario[rs[0].summary] = append(byScenario[rs[0].summary], sc)
 			}
+		}
+		var parts []string
+		for _, sum := range order {
+			parts = append(parts, strings.Join(byScenario[sum], ", ")+": "+sum)
 		}
 		wiring := r.summary
 		if len(parts) > 1 {
