@@ -221,6 +221,8 @@ func figure(c *analyzer.CheckResult) string {
 	switch c.Unit {
 	case "%", "% 429":
 		return strconv.FormatFloat(c.Figure, 'f', 1, 64) + "% > " + strconv.FormatFloat(c.Threshold, 'f', 1, 64) + "%"
+	case "attempts/request":
+		return strconv.FormatFloat(c.Figure, 'f', 2, 64) + " attempts/request > " + strconv.FormatFloat(c.Threshold, 'f', 2, 64)
 	case "× full jitter":
 		if c.Figure >= 1000 {
 			f = "≥1000"
@@ -257,12 +259,15 @@ func markdown(runs []run, seeds []int64) []byte {
 	}
 	var b bytes.Buffer
 	b.WriteString("# What retrylab finds in popular Go retry libraries\n\n")
-	fmt.Fprintf(&b, "Each library runs at its defaults (wired as in its own documentation; see\n"+
-		"[wiring](#wiring)) through the built-in outage and malformed-Retry-After\n"+
+	fmt.Fprintf(&b, "Each library runs at its defaults (wired by its `subjects` adapter as listed\n"+
+		"under [wiring](#wiring)) through the built-in outage and malformed-Retry-After\n"+
 		"scenarios, in virtual time, seeds %s, and the analyzer judges each\n"+
 		"timeline with the scenario's own `expect.checks` and the default thresholds.\n"+
-		"`retrylab` (this project's `client` package) is the reference. Regenerate with\n"+
-		"`make libraries`, which runs\n\n    %s\n\n", seedList(seeds), regenerate)
+		"`retrylab` (this project's `client` package) is the reference. Regenerate\n"+
+		"with `make libraries`:\n\n    %s\n\n"+
+		"Each regeneration redraws the jitter of the libraries that use a global\n"+
+		"random source, so their figures (and a check that fails on only some seeds)\n"+
+		"can differ from one regeneration to the next.\n\n", seedList(seeds), regenerate)
 	b.WriteString("## How to read this\n\n" +
 		"A cell is PASS when every selected check passed on every seed, otherwise FAIL\n" +
 		"with the ids of the failed checks ([docs/checks.md](checks.md) defines each);\n" +
