@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"runtime"
 	"sync"
 	"time"
 )
@@ -137,6 +138,12 @@ func (r *Recorder) loop() {
 			case <-timer.C:
 				flush()
 			default:
+			}
+			if n >= cap(r.ch)/2 {
+				// The buffer fills faster than a nap: napping would block
+				// the producers. Keep draining.
+				runtime.Gosched()
+				continue
 			}
 			time.Sleep(pollNap)
 		}
