@@ -268,7 +268,7 @@ func (c Config) Summary() string {
 	fmt.Fprintf(&b, "retryable: %s, and %s; every other status fails at once\n", retried, errs)
 	fmt.Fprintf(&b, "backoff: %s jitter, base %v, cap %v; wait before retry n in %s\n",
 		e.Jitter, e.Base, e.Cap, jitterRange(e.Jitter))
-	fmt.Fprintf(&b, "retry-after: honoured first (both forms, clamped at 0), over rate-limit headers and backoff\n")
+	fmt.Fprintf(&b, "retry-after: honoured first (both forms, clamped at 0; a zero wait falls back to backoff), over rate-limit headers and backoff\n")
 	fmt.Fprintf(&b, "attempts: at most %d per call (first included)\n", e.MaxAttempts)
 	at := "none"
 	if e.AttemptTimeout > 0 {

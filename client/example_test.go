@@ -122,7 +122,7 @@ func ExampleConfig_Summary() {
 	// Output:
 	// retryable: 429, 500, 502, 503, 504, and transient network errors; every other status fails at once
 	// backoff: full jitter, base 100ms, cap 5s; wait before retry n in [0, min(cap, base·2^(n-1))]
-	// retry-after: honoured first (both forms, clamped at 0), over rate-limit headers and backoff
+	// retry-after: honoured first (both forms, clamped at 0; a zero wait falls back to backoff), over rate-limit headers and backoff
 	// attempts: at most 5 per call (first included)
 	// budget: 20s per call, waits included; a wait that would cross it fails at once (ErrBudgetExhausted); per-attempt timeout none
 	// idempotency: POST, PATCH and other non-idempotent methods retried only with an Idempotency-Key (not added); bodies replayed via GetBody, else not retried

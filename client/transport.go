@@ -220,8 +220,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			discard(resp, cancel)
 			return fail(attempt, status, ErrAttemptsExhausted, err, 0)
 		}
+		// A positive Retry-After wins over backoff. One that allows an
+		// immediate retry (a past date, "0") sets no wait of its own: the
+		// computed backoff applies, so a server that keeps answering "now"
+		// does not get every attempt of the budget within milliseconds.
 		wait, src := retryAfter, SourceRetryAfter
-		if hasRA {
+		serverPaced = hasRA && retryAfter > 0
+		if serverPaced {
 			if cfg.RetryAfterJitter > 0 {
 				wait = satAdd(wait, t.uniform(cfg.RetryAfterJitter))
 			}
@@ -229,7 +234,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			wait, src = t.delay(attempt, prev), SourceBackoff
 			prev = wait
 		}
-		serverPaced = hasRA
 		discard(resp, cancel)
 		if !now.Add(wait).Before(budgetEnd) || wait >= cfg.Budget {
 			return fail(attempt, status, ErrBudgetExhausted, err, wait)

@@ -228,8 +228,10 @@ func TestRetryAfterWins(t *testing.T) {
 	}{
 		{"delta", func(time.Time) string { return "7" }, 7 * time.Second},
 		{"date", func(now time.Time) string { return now.Add(4 * time.Second).UTC().Format(http.TimeFormat) }, 4 * time.Second},
-		{"past date", func(now time.Time) string { return now.Add(-time.Hour).UTC().Format(http.TimeFormat) }, 0},
-		{"zero", func(time.Time) string { return "0" }, 0},
+		// A Retry-After that allows an immediate retry sets no wait of
+		// its own: the backoff (here at most 1 s, base 1 s) applies.
+		{"past date", func(now time.Time) string { return now.Add(-time.Hour).UTC().Format(http.TimeFormat) }, -1},
+		{"zero", func(time.Time) string { return "0" }, -1},
 	}
 	for _, tt := range tests {
 		synctest.Test(t, func(t *testing.T) {
@@ -240,12 +242,20 @@ func TestRetryAfterWins(t *testing.T) {
 				}
 				return reply(200), nil
 			})
-			resp, err := get(t, New(f, seeded(Config{Base: time.Hour, Cap: time.Hour})), "http://api.test/x")
+			cfg := Config{Base: time.Hour, Cap: time.Hour}
+			if tt.want < 0 {
+				cfg = Config{Base: time.Second, Cap: time.Second}
+			}
+			resp, err := get(t, New(f, seeded(cfg)), "http://api.test/x")
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("%s: RoundTrip = %v, %v; want 200", tt.name, resp, err)
 			}
 			a := f.attempts()
-			if got := a[1].at - a[0].at; got != tt.want {
+			got := a[1].at - a[0].at
+			switch {
+			case tt.want < 0 && (got <= 0 || got > time.Second):
+				t.Errorf("%s: wait = %v; want the backoff's, in (0, 1s]", tt.name, got)
+			case tt.want >= 0 && got != tt.want:
 				t.Errorf("%s: wait = %v; want exactly %v from Retry-After", tt.name, got, tt.want)
 			}
 		})
