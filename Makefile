@@ -48,7 +48,7 @@ validation:
 
 ## libraries: what retrylab finds in popular Go retry libraries; writes docs/libraries.md.
 libraries:
-	$(GO) test ./internal/findings -count=1 -timeout 30m -args -write-doc ../../docs/libraries.md
+	$(GO) test ./internal/findings -count=1 -timeout 30m -args -write-doc ../../docs/libraries.md -seeds 3
 
 clean:
 	rm -rf bin out
