@@ -703,3 +703,52 @@ func TestRetryAfterPhaseEndPassed(t *testing.T) {
 		})
 	}
 }
+
+func TestNewLimiterError(t *testing.T) {
+	boom := errors.New("redis unreachable")
+	_, err := New(Config{Quota: &Quota{Limit: 1}}, Options{NewLimiter: func(Quota) (Limiter, error) { return nil, boom }})
+	if !errors.Is(err, boom) {
+		t.Errorf("New with a failing NewLimiter = %v; want it to wrap %v", err, boom)
+	}
+}
+
+func TestPhasesDescribe(t *testing.T) {
+	s, err := New(Config{Quota: &Quota{Limit: 5}, Phases: []Phase{
+		{Name: "a", For: time.Second, Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Status: 200, Weight: 90}, {Fault: FaultReset, Weight: 2.5}}},
+			RetryAfter: RetryAfter{Form: FormDate, Value: ValuePhaseEnd}},
+		{For: time.Second, Respond: Respond{Kind: RespondFault, Fault: FaultHang}, RetryAfter: RetryAfter{Form: FormDelta, Fixed: 2 * time.Second, Spread: time.Second}},
+		{Name: "c", Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormHuge, Value: ValueLimiter}},
+	}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []timeline.Phase{
+		{Name: "a", Start: 0, End: int64(time.Second), Respond: "mix 200:90 reset:2.5", RetryAfter: "date phase-end"},
+		{Name: "phase-1", Start: int64(time.Second), End: int64(2 * time.Second), Respond: "fault hang", RetryAfter: "delta 2s spread 1s"},
+		{Name: "c", Start: int64(2 * time.Second), Respond: "quota", RetryAfter: "huge limiter"},
+	}
+	got := s.Phases()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Phases()[%d] = %+v; want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestMetricsSumPhasesOfOneName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Phases: []Phase{
+			{Name: "down", For: time.Second, Respond: Respond{Kind: RespondStatus, Status: 503}},
+			{Name: "up", For: time.Second},
+			{Name: "down", Respond: Respond{Kind: RespondStatus, Status: 503}},
+		}}, 1)
+		h.do("GET", "/x")
+		time.Sleep(2 * time.Second)
+		h.do("GET", "/x")
+		w := h.do("GET", "/metrics")
+		if want := `retrylab_stub_requests_total{code="503",phase="down"} 2`; w.Code != 200 || !strings.Contains(w.Body.String(), want) {
+			t.Errorf("GET /metrics = %d, without %q:\n%s", w.Code, want, w.Body.String())
+		}
+		h.attempts()
+	})
+}
