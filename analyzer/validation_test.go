@@ -80,7 +80,7 @@ func TestValidationMatrix(t *testing.T) {
 	var opts []retrylabtest.Option
 	if !full {
 		seeds = seeds[:1]
-		opts = append(opts, retrylabtest.WithClients(60))
+		opts = append(opts, retrylabtest.WithClients(40))
 	}
 	var mu sync.Mutex
 	var cells []cell
