@@ -39,8 +39,8 @@ type Decision struct {
 }
 
 // maxKeys bounds the keys a memory limiter tracks. Past it, keys whose
-// quota is whole again are forgotten (they lose nothing); if every key is
-// still in use, the oldest generation is dropped.
+// quota is whole again are forgotten (they lose nothing); if most keys are
+// still in use, all are forgotten (their quotas start full again).
 const maxKeys = 1 << 16
 
 // NewMemoryLimiter returns the in-memory Limiter for q (the default
@@ -130,7 +130,8 @@ func (m *memLimiter) sweep(now time.Time) {
 			delete(m.keys, k)
 		}
 	}
-	if len(m.keys) >= maxKeys {
+	if len(m.keys) >= maxKeys*3/4 {
+		// Mostly live keys: start afresh rather than sweep again soon.
 		clear(m.keys)
 	}
 }

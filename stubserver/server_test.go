@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -751,4 +752,27 @@ func TestMetricsSumPhasesOfOneName(t *testing.T) {
 		}
 		h.attempts()
 	})
+}
+
+func TestMemoryLimiterForgetsIdleKeys(t *testing.T) {
+	for _, alg := range []string{AlgTokenBucket, AlgFixedWindow} {
+		lim, _ := NewMemoryLimiter(Quota{Algorithm: alg, Limit: 1, Per: time.Second})
+		m := lim.(*memLimiter)
+		t0 := epoch2000
+		for i := range maxKeys {
+			m.Take(context.Background(), strconv.Itoa(i), t0)
+		}
+		if d, _ := m.Take(context.Background(), "0", t0); d.Allowed {
+			t.Fatalf("%s: key 0 allowed twice in one window", alg)
+		}
+		// Later every quota is whole again: a new key sweeps them all.
+		later := t0.Add(time.Hour)
+		m.Take(context.Background(), "new", later)
+		if n := len(m.keys); n != 1 {
+			t.Errorf("%s: keys after the sweep = %d; want 1", alg, n)
+		}
+		if d, _ := m.Take(context.Background(), "0", later); !d.Allowed {
+			t.Errorf("%s: forgotten key denied; want a full quota", alg)
+		}
+	}
 }
