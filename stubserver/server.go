@@ -45,7 +45,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Stats are the Server's running totals, for progress displays.
+// Stats are the Server's running totals, for progress displays. Attempts
+// counts arrivals; the others count answers, so their sum lags Attempts by
+// the requests in progress.
 type Stats struct {
 	Attempts       int64 // requests received (excluding /metrics and /healthz)
 	OK             int64 // 2xx responses
