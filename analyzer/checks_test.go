@@ -215,3 +215,26 @@ func TestServerSyncWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestReusedKey: a client outside the harness that requests the same URL
+// again after a success reuses the server's key; that is a new logical
+// request, not a retry.
+func TestReusedKey(t *testing.T) {
+	meta := &timeline.Meta{Recorder: "serve", Policy: policy(100*ms, s1, 2, 0, "full")}
+	an := New(meta, Options{})
+	statuses := []int{200, 200, 503, 200, 503, 503, 503}
+	at := int64(0)
+	for i, st := range statuses {
+		an.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "1.2.3.4", Key: "GET /x",
+			Attempt: i + 1, Method: "GET", Path: "/x", At: at, Done: at + int64(ms), Status: st}})
+		at += int64(200 * ms)
+	}
+	v := an.Result()
+	// Logical requests: [1] [2] [3 4] [5 6 7].
+	if v.Figures.Requests != 4 || v.Figures.Retries != 3 {
+		t.Errorf("requests, retries = %d, %d; want 4, 3", v.Figures.Requests, v.Figures.Retries)
+	}
+	if c := v.Check(CheckAttempts); c.Figure != 3 || c.Status != StatusFail {
+		t.Errorf("attempts = %s %v; want fail 3 (the last request used 3 of 2)", c.Status, c.Figure)
+	}
+}

@@ -44,6 +44,7 @@ type keyState struct {
 	client string
 	att    []attemptLite
 	buf    [2]attemptLite // att's storage while it is short
+	base   int            // attempts before the current logical request (a reused key)
 	last   int64          // stream time of the last news
 	closed int64          // stream time of the outcome + 1; 0 while open
 }
@@ -165,25 +166,6 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.statuses[r.Status]++
 	}
 
-	// Stateless checks.
-	if r.Attempt > a.maxAtt {
-		a.maxAtt = r.Attempt
-	}
-	if a.attCap > 0 && r.Attempt == a.attCap+1 {
-		if a.att.hit(a.maxEx) {
-			a.att.ex = append(a.att.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
-				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", r.Attempt, fmtNS(r.At), a.attCap)})
-		}
-	}
-	if r.Attempt > 1 && (r.Method == "POST" || r.Method == "PATCH") {
-		a.idem.judged++
-		if !r.Idempotent {
-			if a.idem.hit(a.maxEx) {
-				a.idem.ex = append(a.idem.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
-					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))})
-			}
-		}
-	}
 	if a.pacingOn {
 		a.pacingAttempt(r)
 	}
@@ -210,6 +192,28 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	}
 	st.last = a.now
 	a.insert(st, r.Key, x)
+
+	// Attempts of this logical request: a key reused after a success (a
+	// client outside the harness requesting the same URL again) starts over.
+	n := r.Attempt - st.base
+	if n > a.maxAtt {
+		a.maxAtt = n
+	}
+	if n > 1 && (r.Method == "POST" || r.Method == "PATCH") {
+		a.idem.judged++
+		if !r.Idempotent {
+			if a.idem.hit(a.maxEx) {
+				a.idem.ex = append(a.idem.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))})
+			}
+		}
+	}
+	if a.attCap > 0 && n == a.attCap+1 {
+		if a.att.hit(a.maxEx) {
+			a.att.ex = append(a.att.ex, Example{Client: r.Client, Key: r.Key, Attempt: n, At: r.At,
+				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", n, fmtNS(r.At), a.attCap)})
+		}
+	}
 }
 
 // insert places x among the key's unpaired attempts, pairs it with any
@@ -257,9 +261,13 @@ func (a *Analyzer) insert(st *keyState, key string, x attemptLite) {
 // pair judges retry x against the attempt p before it.
 func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	if p.status >= 200 && p.status < 400 {
-		return // a later logical request reusing the key, not a retry
+		// A later logical request reusing the key, not a retry.
+		st.base = int(x.n) - 1
+		a.fig.Requests++
+		a.fig.Retries--
+		return
 	}
-	k := int(x.n - 1) // x is the k-th retry
+	k := int(x.n) - 1 - st.base // x is the k-th retry
 	gap := x.at - p.done
 	ex := func(detail string) Example {
 		return Example{Client: st.client, Key: key, Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
@@ -481,7 +489,7 @@ func (a *Analyzer) drop(st *keyState) {
 		}
 	}
 	delete(a.keys, st.key)
-	st.att, st.key, st.client, st.closed = st.buf[:0], "", "", 0
+	st.att, st.key, st.client, st.closed, st.base = st.buf[:0], "", "", 0, 0
 	if len(a.free) < 4096 {
 		a.free = append(a.free, st)
 	}
