@@ -219,6 +219,41 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 			}
 			fmt.Fprintf(&b, " %d |\n", rows[s][seeds[0]].attempts)
 		}
+		// The figures behind the verdicts, first seed.
+		ids := selected(cs[0].verdict)
+		fmt.Fprintf(&b, "\nFigures, seed %d (threshold in the header; ✗ failed, — skipped):\n\n| subject |", seeds[0])
+		for _, id := range ids {
+			r := cs[0].verdict.Check(id)
+			fmt.Fprintf(&b, " %s (≤ %s) |", id, unitFig(r.Threshold, r.Unit))
+		}
+		b.WriteString(" warnings |\n|---|")
+		for range ids {
+			b.WriteString("---:|")
+		}
+		b.WriteString("---|\n")
+		for _, s := range subjOrder {
+			c, ok := rows[s][seeds[0]]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| `%s` |", s)
+			for _, id := range ids {
+				r := c.verdict.Check(id)
+				switch r.Status {
+				case analyzer.StatusSkip:
+					b.WriteString(" — |")
+				case analyzer.StatusFail:
+					fmt.Fprintf(&b, " ✗ %s |", unitFig(r.Figure, r.Unit))
+				default:
+					fmt.Fprintf(&b, " %s |", unitFig(r.Figure, r.Unit))
+				}
+			}
+			var warns []string
+			for _, w := range c.verdict.Warnings {
+				warns = append(warns, w.ID)
+			}
+			fmt.Fprintf(&b, " %s |\n", strings.Join(warns, ", "))
+		}
 	}
 	fmt.Fprintf(&b, "\n%d runs; %d verdicts failed; %d failures outside the aimed checks.\n", total, fails, unexpected)
 	return b.Bytes()
@@ -247,4 +282,17 @@ func figure(c *analyzer.CheckResult) string {
 		return f + "× > " + t + "×"
 	}
 	return f + " > " + t
+}
+
+func unitFig(f float64, unit string) string {
+	switch unit {
+	case "%", "% 429":
+		return fmtFig(f) + "%"
+	case "× full jitter":
+		if f >= 1000 {
+			return "≥1000×"
+		}
+		return fmtFig(f) + "×"
+	}
+	return fmtFig(f)
 }
