@@ -1,3 +1,5 @@
+//go:build unix
+
 package reports
 
 import (
@@ -5,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -53,6 +58,17 @@ func benchTimeline(b *testing.B) (string, int) {
 	return benchPath, benchAttempts
 }
 
+// cpuTime is the CPU time (user + system, every thread) the process has
+// used so far. On a machine shared with other work it varies much less than
+// wall time, so the ratios use it.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkReport renders the full report of a million-attempt timeline
 // and compares it with the baseline of only decoding the timeline, in the
 // same run:
@@ -62,8 +78,10 @@ func benchTimeline(b *testing.B) (string, int) {
 // decode: read every record (the floor for any consumer of the file);
 // collect: decode and accumulate everything the report draws;
 // report: collect, draw five plots as PNG and SVG, write report.html.
-// The report sub-benchmark reports its time as a multiple of decode's
-// (x-decode) and the sizes of the largest SVG and of the whole report.
+// Each sub-benchmark reports its CPU time per op (cpu-ms/op; wall time on a
+// shared machine is noisy); collect and report give theirs as a multiple of
+// decode's (x-decode-cpu). report also gives the sizes of the largest SVG
+// and of the whole report, collect the heap a collector holds at the end.
 func BenchmarkReport(b *testing.B) {
 	path, attempts := benchTimeline(b)
 	b.Logf("timeline: %d attempts", attempts)
@@ -71,10 +89,24 @@ func BenchmarkReport(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var decodeNs float64
+	var decodeCPU float64
+	// cpuPerOp runs body b.N times (b.Loop) and reports CPU ms per op.
+	cpuPerOp := func(b *testing.B, body func()) float64 {
+		start := cpuTime()
+		for b.Loop() {
+			body()
+		}
+		per := float64(cpuTime()-start) / float64(b.N)
+		b.ReportMetric(per/1e6, "cpu-ms/op")
+		if decodeCPU > 0 {
+			b.ReportMetric(per/decodeCPU, "x-decode-cpu")
+		}
+		return per
+	}
 	b.Run("decode", func(b *testing.B) {
 		b.SetBytes(fi.Size())
-		for b.Loop() {
+		decodeCPU = 0
+		decodeCPU = cpuPerOp(b, func() {
 			f, err := os.Open(path)
 			if err != nil {
 				b.Fatal(err)
@@ -89,12 +121,11 @@ func BenchmarkReport(b *testing.B) {
 				}
 			}
 			f.Close()
-		}
-		decodeNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
 	})
 	b.Run("collect", func(b *testing.B) {
 		b.SetBytes(fi.Size())
-		for b.Loop() {
+		cpuPerOp(b, func() {
 			f, err := os.Open(path)
 			if err != nil {
 				b.Fatal(err)
@@ -103,10 +134,24 @@ func BenchmarkReport(b *testing.B) {
 				b.Fatal(err)
 			}
 			f.Close()
+		})
+		// The memory a collector holds once it has seen every record.
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
 		}
-		if decodeNs > 0 {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/decodeNs, "x-decode")
+		defer f.Close()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		c, err := Collect(f, Options{})
+		if err != nil {
+			b.Fatal(err)
 		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(c)
+		b.ReportMetric(float64(after.HeapAlloc)-float64(before.HeapAlloc), "collector-heap-bytes")
 	})
 	b.Run("report", func(b *testing.B) {
 		b.SetBytes(fi.Size())
@@ -114,14 +159,11 @@ func BenchmarkReport(b *testing.B) {
 		if dir == "" {
 			dir = b.TempDir()
 		}
-		for b.Loop() {
+		cpuPerOp(b, func() {
 			if _, err := Write(dir, path, nil, Options{}); err != nil {
 				b.Fatal(err)
 			}
-		}
-		if decodeNs > 0 {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/decodeNs, "x-decode")
-		}
+		})
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			b.Fatal(err)
