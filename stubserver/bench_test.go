@@ -151,29 +151,51 @@ func BenchmarkHandler(b *testing.B) {
 	})
 }
 
-// load drives the server at addr with conns keep-alive HTTP/1.1
-// connections, each sending requests one after another (like wrk), until
-// total responses have arrived. It returns the rate of responses. The
-// generator is deliberately lean (raw TCP, a fixed request, minimal
-// response parsing) so the server, not the client, is what is measured.
-func load(tb testing.TB, addr string, conns, total int) float64 {
+// A loader drives one server with conns keep-alive HTTP/1.1 connections,
+// dialed once, each sending requests one after another (like wrk). It is
+// deliberately lean (raw TCP, a fixed request, minimal response parsing)
+// so the server, not the client, is what is measured.
+type loader struct {
+	conns []net.Conn
+	brs   []*bufio.Reader
+	seq   []int
+}
+
+func newLoader(tb testing.TB, addr string, conns int) *loader {
+	l := &loader{}
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Minute)) // nothing hangs forever
+		l.conns = append(l.conns, c)
+		l.brs = append(l.brs, bufio.NewReaderSize(c, 16<<10))
+		l.seq = append(l.seq, 0)
+	}
+	tb.Cleanup(func() {
+		for _, c := range l.conns {
+			c.Close()
+		}
+	})
+	return l
+}
+
+// run sends total requests across the connections and returns the rate of
+// responses.
+func (l *loader) run(tb testing.TB, total int) float64 {
 	var left atomic.Int64
 	left.Store(int64(total))
 	var wg sync.WaitGroup
 	start := time.Now()
-	for c := range conns {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			tb.Fatal(err)
-		}
+	for i, conn := range l.conns {
 		wg.Go(func() {
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(60 * time.Second)) // the loop stops by itself
-			br := bufio.NewReaderSize(conn, 16<<10)
+			br := l.brs[i]
 			var req []byte
-			for n := 0; left.Add(-1) >= 0; n++ {
+			for left.Add(-1) >= 0 {
+				l.seq[i]++
 				req = append(req[:0], "GET "...)
-				req = append(req, RequestPath(c, n%500)...)
+				req = append(req, RequestPath(i, l.seq[i]%500)...)
 				req = append(req, " HTTP/1.1\r\nHost: stub\r\nUser-Agent: retrylab-bench\r\n\r\n"...)
 				if _, err := conn.Write(req); err != nil {
 					tb.Error(err)
@@ -247,32 +269,33 @@ func serveOn(tb testing.TB, serve func(net.Listener) error, stop func()) string 
 
 // BenchmarkThroughput is the stub's throughput with recording on (to a
 // file) over loopback, as a ratio to a bare net/http server returning the
-// same 429, measured in the same run: 64 keep-alive connections, rounds of
-// a bounded number of requests alternating bare and stub; the median round
-// of each is reported. On a shared machine wall-clock rates are noisy, so
+// same 429, measured in the same run: 64 keep-alive connections per
+// server, dialed once, and rounds of a bounded number of requests
+// alternating bare and stub; the median round of each is reported. On a shared machine wall-clock rates are noisy, so
 // it also reports the process CPU time per request (server and load
 // generator together, the generator's share being the same for both) and
 // its ratio, which other load on the machine does not skew.
 func BenchmarkThroughput(b *testing.B) {
-	const conns, perRound, rounds = 64, 5000, 15
+	const conns, perRound, rounds = 64, 2500, 30
 	bareSrv := &http.Server{Handler: bareHandler, ReadHeaderTimeout: ReadHeaderTimeout, MaxHeaderBytes: MaxHeaderBytes, IdleTimeout: IdleTimeout}
 	bareAddr := serveOn(b, bareSrv.Serve, func() { bareSrv.Close() })
 	s, stopStub := benchStub(b, benchConfig, b.TempDir())
 	stubAddr := serveOn(b, s.Serve, stopStub)
 
-	load(b, bareAddr, conns, perRound) // warm up
-	load(b, stubAddr, conns, perRound)
+	bareLoad, stubLoad := newLoader(b, bareAddr, conns), newLoader(b, stubAddr, conns)
+	bareLoad.run(b, perRound) // warm up
+	stubLoad.run(b, perRound)
 	var bare, stub, bareCPU, stubCPU []float64
-	round := func(addr string, rates, cpus *[]float64) {
+	round := func(l *loader, rates, cpus *[]float64) {
 		c0 := processCPU()
-		*rates = append(*rates, load(b, addr, conns, perRound))
+		*rates = append(*rates, l.run(b, perRound))
 		*cpus = append(*cpus, float64(processCPU()-c0)/perRound)
 	}
 	b.ResetTimer()
 	for range b.N {
 		for range rounds {
-			round(bareAddr, &bare, &bareCPU)
-			round(stubAddr, &stub, &stubCPU)
+			round(bareLoad, &bare, &bareCPU)
+			round(stubLoad, &stub, &stubCPU)
 		}
 	}
 	b.StopTimer()
