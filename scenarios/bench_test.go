@@ -37,7 +37,7 @@ const fdBudget = 8000
 // nothing, at the same client and request counts. Metrics: attempts/s of
 // each, their ratio, the lateness of scheduled starts, and peak RSS.
 //
-//	go test -run '^$' -bench BenchmarkFleet -benchtime 3x ./scenarios
+//	go test -run '^$' -bench BenchmarkFleet -benchtime 4x ./scenarios
 func BenchmarkFleet(b *testing.B) {
 	sizes := []struct{ clients, requests int }{{64, 400}, {1000, 30}, {10000, 4}}
 	for _, size := range sizes {
@@ -48,14 +48,19 @@ func BenchmarkFleet(b *testing.B) {
 			var bareDur, fleetDur time.Duration
 			var bareN, fleetN int64
 			var last *Summary
+			bareFirst := true
 			for b.Loop() {
-				d, err := bareLoop(size.clients, size.requests)
-				if err != nil {
-					b.Fatal(err)
+				// Alternate which goes first, so warm-up and the machine's
+				// drifting load do not favour one side.
+				bareFirst = !bareFirst
+				if bareFirst {
+					d, err := bareLoop(size.clients, size.requests)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bareDur += d
+					bareN += int64(size.clients * size.requests)
 				}
-				bareDur += d
-				bareN += int64(size.clients * size.requests)
-
 				f, err := os.Create(path)
 				if err != nil {
 					b.Fatal(err)
@@ -66,12 +71,22 @@ func BenchmarkFleet(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if sum.Results["ok"] != sum.Planned {
+				if bad := sum.Planned - sum.Results["ok"]; bad*100 > sum.Planned {
 					b.Fatalf("fleet: %v of %d ok", sum.Results, sum.Planned)
+				} else if bad > 0 {
+					b.Logf("fleet: %d of %d requests failed: %s", bad, sum.Planned, firstError(path))
 				}
 				fleetDur += sum.Elapsed
 				fleetN += sum.Attempts
 				last = sum
+				if !bareFirst {
+					d, err := bareLoop(size.clients, size.requests)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bareDur += d
+					bareN += int64(size.clients * size.requests)
+				}
 			}
 			bare := float64(bareN) / bareDur.Seconds()
 			fleet := float64(fleetN) / fleetDur.Seconds()
@@ -86,6 +101,17 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// firstError returns the first outcome error in a timeline file.
+func firstError(path string) string {
+	b, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, `"error":`); i >= 0 {
+			return line[i:]
+		}
+	}
+	return ""
 }
 
 // bareLoop runs clients goroutines each making requests GETs with a plain
@@ -103,7 +129,9 @@ func bareLoop(clients, requests int) (time.Duration, error) {
 	defer srv.Shutdown(context.Background())
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: clients + 16, MaxConnsPerHost: fdBudget, DisableCompression: true}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	client := &http.Client{Transport: tr}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // one bound for the whole loop
+	defer cancel()
 	base := "http://" + l.Addr().String()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -112,7 +140,14 @@ func bareLoop(clients, requests int) (time.Duration, error) {
 	for i := range clients {
 		wg.Go(func() {
 			for seq := range requests {
-				resp, err := client.Get(base + stubserver.RequestPath(i, seq))
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+stubserver.RequestPath(i, seq), nil)
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				resp, err := client.Do(req)
 				if err != nil {
 					mu.Lock()
 					firstErr = err

@@ -53,6 +53,17 @@ func Load(path string) (*Scenario, error) {
 // and rates, and impossible values (negative durations, a quota phase
 // without a quota, ...) are errors naming file:line:col. Up to ten problems
 // are reported, in file order.
+//
+// Defaults, for keys left out (an empty value means the same): name from
+// the file name; duration 60s; server: no added latency, no rate-limit
+// headers, no quota, one `ok` phase; a quota's algorithm token-bucket, key
+// global, burst equal to its limit; a phase's name phase-N, respond ok,
+// no Retry-After; fleet: 10 clients started in a burst, 1 request each, no
+// think time, GET, a 30s watchdog; subject retrylab with its own policy
+// defaults; expect: the analyzer's default checks and thresholds.
+// Durations are Go durations (250ms, 1m30s; a bare 0 is allowed); rates are
+// N/interval (100/s, 100/1m, 5/100ms; a bare number is per second); a
+// Retry-After value is seconds (2, 1.5), a duration, limiter or phase-end.
 func Parse(file string, data []byte) (sc *Scenario, err error) {
 	d, root, err := parseRoot(file, data)
 	if err != nil {
