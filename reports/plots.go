@@ -198,7 +198,7 @@ func (c *Collector) plotRaster() drawn {
 	d := drawn{Plot: Plot{
 		Name:    PlotRaster,
 		Title:   "Client raster",
-		Caption: "One row per client, one mark per attempt, coloured by response. Lockstep retries show as vertical stripes; jitter as scatter.",
+		Caption: "One row per client, one mark per attempt, coloured by response; the scenario's phases are shaded. Lockstep retries show as vertical stripes; jitter as scatter.",
 	}, w: plotWidth, h: 5 * vg.Inch}
 	rows := c.sortedRows()
 	if len(rows) == 0 {
@@ -227,6 +227,9 @@ func (c *Collector) plotRaster() drawn {
 		ylabel = fmt.Sprintf("client (a sample of %d)", len(rows))
 	}
 	p := newPlot(d.Title, "time since start (s)", ylabel)
+	if b := c.phaseBands(int64(used) * width); b != nil {
+		p.Add(b)
+	}
 	for _, cl := range []int{class2xx, class429, class503, classOther, classFault} {
 		if len(rings[cl]) == 0 {
 			continue
