@@ -60,7 +60,8 @@ type Stats struct {
 	Retries     int64 // attempts after the first of their logical request
 
 	// Requests is the number of logical requests: the outcome records when
-	// the timeline has them, else the first attempts seen.
+	// the timeline has them, else the first attempts seen (an arrival whose
+	// key's previous attempt succeeded starts a new logical request).
 	Requests int64
 	// Outcomes counts outcome records; 0 for a serve recording.
 	Outcomes int64
@@ -99,8 +100,9 @@ type keyState struct {
 	done      int64
 	notBefore int64
 	hasNB     bool
-	immediate bool // a Retry-After that allows an immediate retry (negative, 0) and set no not_before
-	attempt   int32
+	immediate bool  // a Retry-After that allows an immediate retry (negative, 0) and set no not_before
+	ok        bool  // answered 2xx or 3xx: a later arrival is a new logical request
+	attempt   int32 // attempts of the current logical request so far
 }
 
 // keyTable remembers the latest attempt per logical request in bounded
@@ -285,20 +287,25 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 		r.cells[bin] |= 1 << cl
 	}
 
+	// A later arrival with the key of an earlier one is a retry, unless the
+	// earlier one succeeded: then it is a new logical request reusing the
+	// key (a client outside the harness requesting the same URL again), as
+	// the analyzer has it.
 	prev, seen := c.keys.get(a.Key)
-	if a.Attempt > 1 || seen {
+	var n int32
+	switch {
+	case seen && !prev.ok:
 		s.Retries++
-	} else {
-		c.firsts++
-	}
-	if seen {
 		c.addRetry(a, prev)
-	}
-	n := int32(a.Attempt)
-	if n <= prev.attempt {
 		n = prev.attempt + 1
+	case !seen && a.Attempt > 1: // its earlier attempts are not in the stream (or forgotten)
+		s.Retries++
+		n = int32(min(a.Attempt, math.MaxInt32))
+	default:
+		c.firsts++
+		n = 1
 	}
-	st := keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore, attempt: n}
+	st := keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore, attempt: n, ok: a.Status >= 200 && a.Status < 400 && a.Fault == ""}
 	if !st.hasNB && a.RetryAfter != "" {
 		st.immediate = a.RetryAfter[0] == '-' || strings.TrimLeft(a.RetryAfter, "0") == ""
 	}

@@ -107,17 +107,23 @@ func TestStats(t *testing.T) {
 func TestStatsServeRecording(t *testing.T) {
 	// No outcomes: logical requests are counted by first attempts, the
 	// success rate is unknown.
+	// A key reused after a success is a new logical request.
 	c := collect(&timeline.Meta{Recorder: "serve"}, Options{},
 		att("a", "GET /x", 1, 0, ms, 503),
 		att("a", "GET /x", 2, 5*ms, 6*ms, 200),
 		att("b", "GET /y", 1, 0, ms, 200),
+		att("a", "GET /x", 3, 100*ms, 101*ms, 429), // a new request
+		att("a", "GET /x", 4, 130*ms, 131*ms, 200), // its first retry
 	)
 	s := c.Stats()
-	if s.Requests != 2 || s.Retries != 1 || s.Outcomes != 0 {
-		t.Errorf("Stats() = %d requests, %d retries, %d outcomes; want 2, 1, 0", s.Requests, s.Retries, s.Outcomes)
+	if s.Requests != 3 || s.Retries != 2 || s.Outcomes != 0 {
+		t.Errorf("Stats() = %d requests, %d retries, %d outcomes; want 3, 2, 0", s.Requests, s.Retries, s.Outcomes)
 	}
-	if !math.IsNaN(s.SuccessRate) || s.Amplification != 1.5 {
-		t.Errorf("Stats() success %v, amplification %v; want NaN, 1.5", s.SuccessRate, s.Amplification)
+	if !math.IsNaN(s.SuccessRate) || s.Amplification != 5.0/3 {
+		t.Errorf("Stats() success %v, amplification %v; want NaN, 5/3", s.SuccessRate, s.Amplification)
+	}
+	if got := c.delays[0].items; !slices.Equal(got, []int64{4 * ms, 29 * ms}) {
+		t.Errorf("first-retry delays = %v; want [4ms 29ms] (the reused key's retry is retry 1)", got)
 	}
 	var note string
 	for _, d := range c.plots() {
