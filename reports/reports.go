@@ -11,6 +11,21 @@
 // Rendering is deterministic: the fonts are gonum's embedded Liberation
 // fonts, samples use fixed seeds and nothing records the time of writing,
 // so the same timeline gives the same files.
+//
+// Use:
+//
+//   - Write (a timeline file) or WriteFrom (a reader) writes report.html
+//     and the plots beside it; give it the analyzer's verdict on the same
+//     timeline, or nil.
+//   - To read a timeline once for both the analyzer and the report, feed
+//     each record to an analyzer.Analyzer and to a Collector (NewCollector,
+//     Add), then call Collector.Write with the verdict.
+//   - Compare writes compare.html: several subjects' runs of one scenario,
+//     ranked, with the key-figure plot.
+//
+// The report is self-contained: the PNGs are embedded as data URIs (the SVG
+// and PNG files beside it are linked, never loaded), there is no script or
+// font from the network, and the page reads on a phone and prints.
 package reports
 
 import (
