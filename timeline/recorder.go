@@ -7,8 +7,8 @@ import (
 )
 
 // flushDelay is how long a Recorder lets encoded records sit in the
-// encoder's buffer before it flushes them while idle, so a live recording
-// can be followed without a write per record under load.
+// encoder's buffer before it flushes them, so a live recording can be
+// followed without a write per record under load.
 const flushDelay = 100 * time.Millisecond
 
 // item is one record on its way to the encoding goroutine.
@@ -24,7 +24,8 @@ type item struct {
 // when the buffer is full, Attempt and Outcome block until there is room.
 //
 // Records are written in the order the calls returned. The Recorder
-// flushes the encoder when it has been idle for a short while and on Close.
+// flushes the encoder about 100 ms after the first record it has not
+// flushed yet (so a live recording can be followed) and on Close.
 // Attempt and Outcome are safe for concurrent use; they must not be called
 // after (or concurrently with) Close.
 type Recorder struct {
