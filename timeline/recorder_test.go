@@ -121,3 +121,23 @@ func TestRecorderCloseReturnsWriteError(t *testing.T) {
 		t.Errorf("second Close() = %v; want %v", err2, err)
 	}
 }
+
+// TestRecorderFlushesWhileBusy: a steady stream is flushed within the
+// flush delay, not only when it stops.
+func TestRecorderFlushesWhileBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		rec := NewRecorder(NewEncoder(&buf), 1024)
+		start := time.Now()
+		for time.Since(start) < 2*flushDelay {
+			rec.Attempt(&Attempt{Client: "1", Key: "1/0"})
+			time.Sleep(time.Millisecond) // 200 records: less than the 64 KiB buffer
+		}
+		if buf.Len() == 0 {
+			t.Errorf("bytes written during %v of steady records = 0; want flushes", 2*flushDelay)
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
