@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // passthrough is a subject that makes one attempt through the harness
@@ -179,4 +180,60 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkRetryLateness measures, in real time, how late the retrylab
+// subject's retries arrive after the instant the server allowed
+// (not_before of the previous response, delay-seconds Retry-After): the
+// fleet's timer and scheduling lateness as the server sees it.
+//
+//	go test -run '^$' -bench BenchmarkRetryLateness -benchtime 1x ./scenarios
+func BenchmarkRetryLateness(b *testing.B) {
+	sc, err := Parse("lateness.yaml", []byte(`
+duration: 30s
+server:
+  phases:
+    - {name: down, for: 3s, respond: {status: 503}, retry_after: {form: delta, value: 1}}
+    - {name: up, respond: ok}
+fleet: {clients: 500, start: ramp 1s, requests: 1}
+subject: {name: retrylab, policy: {max_attempts: 10, budget: 20s}}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var h histogram
+	var early int
+	for b.Loop() {
+		var buf strings.Builder
+		if _, err := Run(context.Background(), sc, RunOptions{Timeline: &buf, Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+		notBefore := map[string]int64{}
+		dec := timeline.NewDecoder(strings.NewReader(buf.String()))
+		for {
+			var rec timeline.Record
+			if err := dec.Decode(&rec); err != nil {
+				break
+			}
+			if rec.Type != timeline.TypeAttempt {
+				continue
+			}
+			a := rec.Attempt
+			if nb, ok := notBefore[a.Key]; ok {
+				if a.At < nb {
+					early++
+				}
+				h.add(a.At - nb)
+			}
+			delete(notBefore, a.Key)
+			if a.HasNotBefore {
+				notBefore[a.Key] = a.NotBefore
+			}
+		}
+	}
+	s := h.summary()
+	b.ReportMetric(float64(s.P50.Microseconds()), "late-p50-µs")
+	b.ReportMetric(float64(s.P99.Microseconds()), "late-p99-µs")
+	b.ReportMetric(float64(early), "early")
+	b.ReportMetric(0, "ns/op")
 }
