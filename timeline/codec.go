@@ -154,19 +154,48 @@ func AppendOutcome(b []byte, o *Outcome) []byte {
 	return append(b, '}')
 }
 
-// appendString appends s as a JSON string. Plain printable ASCII, the
-// common case, is copied as is; anything else goes through encoding/json so
-// the escaping is exactly JSON's (invalid UTF-8 becomes U+FFFD).
+// appendString appends s as a JSON string without allocating: quotes,
+// backslashes and control characters are escaped, valid UTF-8 is copied
+// as is, and invalid UTF-8 becomes U+FFFD, as encoding/json does.
 func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
+	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	b = append(b, s...)
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"testing"
 )
@@ -58,6 +59,25 @@ func FuzzDecoder(f *testing.F) {
 			if again.Attempt != rec.Attempt || again.Outcome != rec.Outcome {
 				t.Fatalf("round trip changed the record:\n got %+v %+v\nwant %+v %+v", again.Attempt, again.Outcome, rec.Attempt, rec.Outcome)
 			}
+		}
+	})
+}
+
+// FuzzAppendString checks the encoder's string escaping against
+// encoding/json: both must decode to the same string.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", `"default";r=0;t=1`, "a\\b\n\r\t\x00\x1f", "é\u2028😀", "\xff\xfe", "a\xc3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got, want string
+		if err := json.Unmarshal(appendString(nil, s), &got); err != nil {
+			t.Fatalf("appendString(%q) = %q: not JSON: %v", s, appendString(nil, s), err)
+		}
+		m, _ := json.Marshal(s)
+		json.Unmarshal(m, &want)
+		if got != want {
+			t.Fatalf("appendString(%q) decodes to %q; encoding/json gives %q", s, got, want)
 		}
 	})
 }
