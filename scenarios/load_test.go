@@ -163,6 +163,9 @@ func TestParseValues(t *testing.T) {
 		{"server:\n  phases:\n    - &down {for: 2s, respond: {status: 503}}\n    - *down\n    - {}\n", func(sc *Scenario) (any, any) {
 			return []any{sc.Server.Phases[1].For, sc.Server.Phases[1].Respond.Status}, []any{2 * time.Second, 503}
 		}},
+		{`subject: {name: "exec:python3 client.py --fast"}`, func(sc *Scenario) (any, any) {
+			return sc.Subject.Name, "exec:python3 client.py --fast"
+		}},
 		{"fleet: {method: POST, think: 0, timeout: 1m30s}", func(sc *Scenario) (any, any) {
 			return []any{sc.Fleet.Method, sc.Fleet.Think, sc.Fleet.Timeout}, []any{"POST", time.Duration(0), 90 * time.Second}
 		}},
@@ -372,7 +375,7 @@ server:
     - {for: 2s, respond: {fault: hang}, retry_after: {form: delta, value: 2.5, spread: 250ms}}
     - {respond: quota, retry_after: {form: date, value: limiter}}
 fleet: {start: poisson 12.5/s, method: POST, think: 1ms}
-subject: {name: exp-no-jitter, policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: equal}}
+subject: {name: "exec:sh -c 'echo ok'", policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: equal}}
 expect: {skip: [pacing], thresholds: {waves.threshold: 2.5}}
 `}
 	for _, src := range srcs {
