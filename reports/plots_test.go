@@ -44,7 +44,7 @@ func goldenReport(t *testing.T) *Report {
 			goldenErr = err
 			return
 		}
-		goldenRep, goldenErr = WriteFrom(dir, &buf, testVerdict(), Options{})
+		goldenRep, goldenErr = WriteFrom(dir, &buf, testVerdict(), Options{DPI: goldenDPI})
 	})
 	if goldenErr != nil {
 		t.Fatal(goldenErr)
@@ -82,14 +82,18 @@ func testVerdict() *analyzer.Verdict {
 	}
 }
 
-// wantSize is the pixel size of each plot's PNG.
+// goldenDPI is the resolution of the golden images: half the default, a
+// quarter of the pixels, so the suite stays quick under -race.
+const goldenDPI = 72
+
+// wantSize is the pixel size of each plot's PNG at goldenDPI.
 var wantSize = map[string][2]int{
-	PlotAttempts:   {1152, 576},
-	PlotRaster:     {1152, 720},
-	PlotRetryAfter: {1152, 576},
-	PlotBackoff:    {1152, 576},
-	PlotCompletion: {1152, 576},
-	PlotCompare:    {1728, 432},
+	PlotAttempts:   {576, 288},
+	PlotRaster:     {576, 360},
+	PlotRetryAfter: {576, 288},
+	PlotBackoff:    {576, 288},
+	PlotCompletion: {576, 288},
+	PlotCompare:    {864, 216},
 }
 
 func TestPlotsGolden(t *testing.T) {
@@ -109,7 +113,7 @@ func TestPlotsGolden(t *testing.T) {
 
 func TestComparePlotGolden(t *testing.T) {
 	dir := t.TempDir()
-	c, err := Compare(dir, compareEntries(), CompareOptions{Scenario: "synthetic-outage"})
+	c, err := Compare(dir, compareEntries(), CompareOptions{Scenario: "synthetic-outage", Report: Options{DPI: goldenDPI}})
 	if err != nil {
 		t.Fatal(err)
 	}
