@@ -188,13 +188,15 @@ var resultNames = [...]string{
 	timeline.ResultError, timeline.ResultHung, timeline.ResultCanceled,
 }
 
+// resultIndex is s's index in resultNames; an unknown result counts as
+// an error.
 func resultIndex(s string) int {
 	for i, n := range resultNames {
 		if n == s {
 			return i
 		}
 	}
-	return 4 // error
+	return resultIndex(timeline.ResultError)
 }
 
 type countingWriter struct {

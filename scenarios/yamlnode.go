@@ -464,7 +464,7 @@ func (d *decoder) sequence(n ast.Node, path string) []ast.Node {
 	return s.Values
 }
 
-// strings reads a sequence of strings, each one of allowed.
+// stringList reads a sequence of distinct strings, each one of allowed.
 func (m *mapping) stringList(key string, allowed []string) []string {
 	n, path := m.take(key)
 	var out []string
