@@ -54,8 +54,10 @@ type RunOptions struct {
 	// needs; 0: none).
 	Stagger time.Duration
 	// MaxConns, when positive, caps the harness transport's connections
-	// to the stub (clients then share them); 0 lets every client hold its
-	// own, which needs two file descriptors per client in real mode.
+	// to the stub (clients then share them). 0 lets every client hold its
+	// own — two file descriptors per client in real mode — unless the
+	// process's open-file limit is too low for that: then the cap is what
+	// the limit allows (see connCap).
 	MaxConns int
 	// Tool is the retrylab version written into the meta record.
 	Tool string
@@ -267,7 +269,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		DialContext:           dial,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
-		MaxConnsPerHost:       max(0, opts.MaxConns),
+		MaxConnsPerHost:       connCap(opts.MaxConns, sc.Fleet.Clients, opts.Virtual, openFileLimit()),
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
 		ResponseHeaderTimeout: 0,
@@ -322,6 +324,20 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
 	}
 	return sum, nil
+}
+
+// connCap is the transport's MaxConnsPerHost: the requested cap, or in
+// real mode, when every client holding its own connection (a descriptor on
+// each end of loopback) would not fit under the open-file limit, what fits
+// with room for 256 other files.
+func connCap(requested, clients int, virtual bool, limit int) int {
+	if requested > 0 {
+		return requested
+	}
+	if virtual || limit <= 0 || 2*clients+256 <= limit {
+		return 0
+	}
+	return max(1, (limit-256)/2)
 }
 
 func (r *runner) closeRecorder() error {

@@ -370,3 +370,23 @@ done`}}
 		}
 	}
 }
+
+func TestConnCap(t *testing.T) {
+	tests := []struct {
+		requested, clients int
+		virtual            bool
+		limit, want        int
+	}{
+		{0, 100, false, 20000, 0},
+		{0, 10000, false, 20000, 9872},
+		{0, 10000, true, 20000, 0},
+		{500, 10000, false, 20000, 500},
+		{0, 10000, false, 0, 0},
+		{0, 10, false, 100, 1},
+	}
+	for _, tt := range tests {
+		if got := connCap(tt.requested, tt.clients, tt.virtual, tt.limit); got != tt.want {
+			t.Errorf("connCap(%d, %d, %v, %d) = %d; want %d", tt.requested, tt.clients, tt.virtual, tt.limit, got, tt.want)
+		}
+	}
+}
