@@ -335,7 +335,7 @@ func comparePlot(ranking []Ranked, title string) drawn {
 	d := drawn{Plot: Plot{
 		Name:    PlotCompare,
 		Title:   "Subjects on the key figures",
-		Caption: "Each panel is one key figure; bars are coloured by the verdict of the check that judges it (green pass, red fail, grey skipped or not judged). Subjects are in rank order, best on top.",
+		Caption: "Each panel is one key figure; bars are coloured by the verdict of the check that judges it (herd statistic: waves; early retries: retry-after; amplification: amplification; p99 completion: budget; success rate: the whole verdict): green pass, red fail, grey skipped or not judged. Subjects are in rank order, best on top.",
 	}}
 	n := len(ranking)
 	d.w = 12 * vg.Inch
@@ -350,7 +350,7 @@ func comparePlot(ranking []Ranked, title string) drawn {
 		p := newPanel(kf.title, unit+" ("+hint+")")
 		p.Title.TextStyle.Font.Size = 11
 		p.X.Label.TextStyle.Font.Size = 9
-		hb := &hbars{style: p.X.Tick.Label, verdict: kf.check == ""}
+		hb := &hbars{style: p.X.Tick.Label}
 		hb.style.XAlign = draw.XLeft
 		hb.style.YAlign = draw.YCenter
 		for j, r := range ranking {
@@ -404,9 +404,8 @@ func (t *tiled) Draw(c draw.Canvas) {
 
 // hbars draws horizontal bars from 0 with their value (and FAIL) beside.
 type hbars struct {
-	bars    []hbar
-	style   draw.TextStyle
-	verdict bool // the status is the whole verdict's, not a check's
+	bars  []hbar
+	style draw.TextStyle
 }
 
 type hbar struct {
@@ -440,9 +439,6 @@ func (h *hbars) Plot(c draw.Canvas, plt *plot.Plot) {
 		label := fmtNum(roundSig(b.value))
 		if b.status == analyzer.StatusFail {
 			label += "  FAIL"
-			if h.verdict {
-				label = fmtNum(roundSig(b.value)) + "  verdict FAIL"
-			}
 			sty.Color = colorWarn
 		}
 		c.FillText(sty, vg.Point{X: x1 + 3, Y: y}, label)
