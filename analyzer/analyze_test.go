@@ -220,3 +220,36 @@ func TestEncodersParse(t *testing.T) {
 		t.Errorf("testsuites tests=%d failures=%d skipped=%d; want %d, %d, %d (both > 0)", doc.Tests, doc.Failures, doc.Skipped, len(v.Checks), fails, skips)
 	}
 }
+
+// FuzzAnalyze: any input either fails with an error or yields a verdict
+// that every encoder can write.
+func FuzzAnalyze(f *testing.F) {
+	// Small seeds: the fuzzer minimizes every input that finds new coverage.
+	s := sim{clients: 1, server: outage(300*ms, "phase-end"), delay: fullJitter(100*ms, s1), maxAttempts: 3, seed: 1,
+		policy: policy(100*ms, s1, 3, 5*s1, "full")}
+	f.Add(ndjson(f, s.records()))
+	s.server, s.method = outage(300*ms, "garbage"), "POST"
+	f.Add(ndjson(f, s.records()))
+	f.Add([]byte(`{"type":"meta","format":1,"recorder":"serve","scenario":"x","seed":0,"start":"2026-01-01T00:00:00Z","policy":{"base":-1,"cap":-5,"max_attempts":-2,"jitter":"decorrelated"},"expect":{"checks":["waves","nope"],"thresholds":{"waves":-1,"non-retryable.statuses":404}}}
+{"type":"attempt","client":"a","key":"k","attempt":7,"method":"GET","path":"/","at":100,"done":50,"status":200}
+{"type":"attempt","client":"a","key":"k","attempt":5,"method":"GET","path":"/","at":9223372036854775807,"done":-9223372036854775808,"status":503,"not_before":-1}
+{"type":"attempt","client":"a","key":"k","attempt":6,"method":"PATCH","path":"/","at":-5,"done":0,"status":999,"retry_after":"-0"}
+{"type":"outcome","client":"a","key":"k","scheduled":0,"start":5,"end":-9223372036854775808,"result":"hung"}
+`))
+	pipelined = false // one goroutine per exec keeps the fuzzer's workers busy
+	defer func() { pipelined = true }()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := Analyze(bytes.NewReader(data), Options{})
+		if err != nil {
+			return
+		}
+		for _, w := range []func(io.Writer, *Verdict) error{WriteText, WriteJSON, WriteJUnit, WriteMarkdown} {
+			if err := w(io.Discard, v); err != nil {
+				t.Fatalf("encoding the verdict of %q: %v", data, err)
+			}
+		}
+		if v.Pass != (len(v.Failed()) == 0) {
+			t.Fatalf("Pass = %v with failed checks %v", v.Pass, v.Failed())
+		}
+	})
+}

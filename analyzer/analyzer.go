@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"time"
@@ -116,13 +117,21 @@ func analyzePipelined(dec *timeline.Decoder, an *Analyzer) error {
 	}
 	full := make(chan *batch, 4)
 	free := make(chan *batch, 6)
-	for range 6 {
-		free <- &batch{recs: make([]timeline.Record, batchSize)}
-	}
 	go func() {
 		defer close(full)
+		created, size := 0, 64 // batches grow to batchSize, so a short stream allocates little
 		for {
-			b := <-free
+			var b *batch
+			select {
+			case b = <-free:
+			default:
+				if created < cap(free) {
+					b = &batch{recs: make([]timeline.Record, size)}
+					created, size = created+1, min(2*size, batchSize)
+				} else {
+					b = <-free
+				}
+			}
 			b.recs = b.recs[:cap(b.recs)]
 			n := 0
 			for n < len(b.recs) {
@@ -327,11 +336,15 @@ func (a *Analyzer) resolve() {
 				c.threshold, c.thrSet, c.thrFrom = v, true, "expect"
 				continue
 			}
+			pv := paramValue{num: v}
 			if kind == kindStatuses {
-				c.params[param] = paramValue{statuses: []int{int(v)}}
-			} else {
-				c.params[param] = paramValue{num: v}
+				pv = paramValue{statuses: []int{int(v)}}
 			}
+			if bad := (kind == kindStatuses && (v < 100 || v > 599 || v != float64(int(v)))) || v < 0 || math.IsNaN(v); bad {
+				a.warnings = append(a.warnings, Warning{ID: "unknown-threshold", Message: fmt.Sprintf("the scenario's expect.thresholds gives %q an impossible value %v; ignored", k, v)})
+				continue
+			}
+			c.params[param] = pv
 		}
 	}
 	for _, s := range a.opts.Checks {

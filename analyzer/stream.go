@@ -267,7 +267,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		a.fig.Retries--
 		return
 	}
-	k := int(x.n) - 1 - st.base // x is the k-th retry
+	k := max(int(x.n)-1-st.base, 1) // x is the k-th retry (≥ 1 even when records disagree)
 	gap := x.at - p.done
 	ex := func(detail string) Example {
 		return Example{Client: st.client, Key: key, Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}

@@ -1,4 +1,4 @@
-package analyzer_test
+package validation_test
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ type cell struct {
 // scenarios' own fleets) runs with -validation, and -write-doc FILE writes
 // its figures:
 //
-//	go test ./analyzer -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../docs/validation.md
+//	go test ./analyzer/validation -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../../docs/validation.md
 func TestValidationMatrix(t *testing.T) {
 	full := *validationFull || *validationDoc != ""
 	if testing.Short() && !full {
@@ -134,7 +134,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 	b.WriteString("Every built-in scenario × the reference client (`retrylab`) and each negative\n" +
 		"control × seeds " + fmt.Sprint(seeds) + ", run in virtual time (`retrylabtest`) and judged with the\n" +
 		"scenario's `expect.checks` and default thresholds. Written by\n\n" +
-		"    go test ./analyzer -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../docs/validation.md\n\n" +
+		"    go test ./analyzer/validation -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../../docs/validation.md\n\n" +
 		"(`make validation`). The test asserts that `retrylab` passes everything, that\n" +
 		"each control fails only the checks aimed at its mistake, and that each\n" +
 		"mistake shows in the scenario built to expose it.\n\n")
