@@ -312,8 +312,8 @@ func TestMeta(t *testing.T) {
 	if m.Scenario != "quota-steady" || m.Subject != "retrylab" || m.Recorder != "run" || m.Seed != 9 || !m.Start.Equal(start) || m.Tool != "v1" {
 		t.Errorf("meta header = %+v", m)
 	}
-	if m.Quota == nil || m.Quota.Rate != 200 || m.Quota.Burst != 20 || m.Quota.Key != "global" {
-		t.Errorf("meta.Quota = %+v; want 200/s burst 20 global", m.Quota)
+	if m.Quota == nil || m.Quota.Rate != 200 || m.Quota.Burst != 50 || m.Quota.Key != "global" {
+		t.Errorf("meta.Quota = %+v; want 200/s burst 50 global", m.Quota)
 	}
 	if m.Fleet == nil || m.Fleet.Clients != 50 || m.Fleet.Requests != 30 || m.Fleet.Start != "ramp 2s" || m.Fleet.Timeout != int64(20*time.Second) {
 		t.Errorf("meta.Fleet = %+v", m.Fleet)
