@@ -220,6 +220,18 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 // neighbour present, and drops the attempts paired on both sides.
 func (a *Analyzer) insert(st *keyState, key string, x attemptLite) {
 	att := st.att
+	// The common cases: a first attempt, or the successor of the only one.
+	switch {
+	case len(att) == 0:
+		x.prevDone = x.n == 1
+		st.att = append(att, x)
+		return
+	case len(att) == 1 && att[0].n+1 == x.n:
+		a.pair(st, key, &att[0], &x)
+		x.prevDone = true
+		att[0] = x
+		return
+	}
 	i := len(att)
 	for i > 0 && att[i-1].n > x.n {
 		i--

@@ -28,6 +28,9 @@ type parser struct {
 	// from escapes (and so is not a slice of b)
 	sStart, sEnd int
 	esc          bool
+
+	// the interned value each field had last (strCached)
+	last struct{ typ, method, phase, result, retryafter, fault string }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -61,7 +64,7 @@ func (p *parser) record(line []byte, rec *Record) error {
 		vs := p.i
 		switch string(key) {
 		case "type":
-			rec.Type, err = p.str(true)
+			rec.Type, err = p.strCached(&p.last.typ)
 		case "client":
 			a.Client, err = p.str(false)
 			o.Client = a.Client
@@ -71,7 +74,7 @@ func (p *parser) record(line []byte, rec *Record) error {
 		case "attempt":
 			a.Attempt, err = p.int()
 		case "method":
-			a.Method, err = p.str(true)
+			a.Method, err = p.strCached(&p.last.method)
 		case "path":
 			a.Path, err = p.str(false)
 		case "at":
@@ -82,11 +85,11 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.Status, err = p.int()
 			o.Status = a.Status
 		case "fault":
-			a.Fault, err = p.str(true)
+			a.Fault, err = p.strCached(&p.last.fault)
 		case "phase":
-			a.Phase, err = p.str(true)
+			a.Phase, err = p.strCached(&p.last.phase)
 		case "retry_after":
-			a.RetryAfter, err = p.str(true)
+			a.RetryAfter, err = p.strCached(&p.last.retryafter)
 		case "not_before":
 			a.NotBefore, err = p.int64()
 			a.HasNotBefore = err == nil
@@ -101,7 +104,7 @@ func (p *parser) record(line []byte, rec *Record) error {
 		case "end":
 			o.End, err = p.int64()
 		case "result":
-			o.Result, err = p.str(true)
+			o.Result, err = p.strCached(&p.last.result)
 		case "attempts":
 			o.Attempts, err = p.int()
 		case "error":
@@ -205,6 +208,14 @@ func (p *parser) rawString() ([]byte, error) {
 	high := false
 	p.esc = true // until proven a plain slice of b
 	for p.i < len(p.b) {
+		// Skip the plain bytes in a tight loop, then look at the one that
+		// stopped it.
+		for p.i < len(p.b) && plainByte[p.b[p.i]] {
+			p.i++
+		}
+		if p.i >= len(p.b) {
+			break
+		}
 		c := p.b[p.i]
 		switch {
 		case c == '"':
@@ -227,6 +238,15 @@ func (p *parser) rawString() ([]byte, error) {
 	}
 	return nil, errTruncated
 }
+
+// plainByte marks the bytes a string may hold as they are: printable ASCII
+// other than '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // escapedString decodes the string starting at the quote at start through
 // encoding/json, which knows every escape.
@@ -253,6 +273,16 @@ func (p *parser) escapedString(start int) ([]byte, error) {
 // str reads a string value. Interned strings (a few distinct values repeated
 // on every line) are shared rather than allocated each time.
 func (p *parser) str(intern bool) (string, error) {
+	return p.strIn(intern, nil)
+}
+
+// strCached is str(true) that first compares the value with the one this
+// field had last time (*last), which it usually repeats.
+func (p *parser) strCached(last *string) (string, error) {
+	return p.strIn(true, last)
+}
+
+func (p *parser) strIn(intern bool, last *string) (string, error) {
 	b, err := p.rawString()
 	if err != nil {
 		return "", err
@@ -266,7 +296,13 @@ func (p *parser) str(intern bool) (string, error) {
 		}
 		return p.line[p.sStart:p.sEnd], nil
 	}
+	if last != nil && *last == string(b) { // no allocation for the comparison
+		return *last, nil
+	}
 	if s, ok := p.strs[string(b)]; ok { // no allocation for the lookup
+		if last != nil {
+			*last = s
+		}
 		return s, nil
 	}
 	if p.strs == nil || len(p.strs) > 4096 {
@@ -274,6 +310,9 @@ func (p *parser) str(intern bool) (string, error) {
 	}
 	s := string(b)
 	p.strs[s] = s
+	if last != nil {
+		*last = s
+	}
 	return s, nil
 }
 
