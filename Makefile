@@ -44,7 +44,7 @@ run:
 ## validation: every built-in scenario × retrylab and each negative control ×
 ## 3 seeds in virtual time; writes docs/validation.md.
 validation:
-	$(GO) test ./analyzer -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../docs/validation.md
+	$(GO) test ./analyzer/validation -run TestValidationMatrix -count=1 -timeout 30m -args -validation -write-doc ../../docs/validation.md
 
 ## libraries: what retrylab finds in popular Go retry libraries; writes docs/libraries.md.
 libraries:
