@@ -116,7 +116,8 @@ func TestValidationMatrix(t *testing.T) {
 		}
 	}
 	if *validationDoc != "" {
-		if err := os.WriteFile(*validationDoc, validationMarkdown(cells, seeds), 0o644); err != nil {
+		doc := append(validationMarkdown(cells, seeds), librariesMarkdown(t)...)
+		if err := os.WriteFile(*validationDoc, doc, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
