@@ -230,6 +230,8 @@ func FuzzAnalyze(f *testing.F) {
 	f.Add(ndjson(f, s.records()))
 	s.server, s.method = outage(300*ms, "garbage"), "POST"
 	f.Add(ndjson(f, s.records()))
+	f.Add([]byte("{\"type\":\"attempt\",\"client\":\"\\u0001]]>\",\"key\":\"k\",\"attempt\":1,\"method\":\"GET\",\"path\":\"/\",\"at\":0,\"done\":1,\"status\":404}\n" +
+		"{\"type\":\"attempt\",\"client\":\"\\u0001]]>\",\"key\":\"k\",\"attempt\":2,\"method\":\"GET\",\"path\":\"/\",\"at\":5,\"done\":6,\"status\":404}\n"))
 	f.Add([]byte(`{"type":"meta","format":1,"recorder":"serve","scenario":"x","seed":0,"start":"2026-01-01T00:00:00Z","policy":{"base":-1,"cap":-5,"max_attempts":-2,"jitter":"decorrelated"},"expect":{"checks":["waves","nope"],"thresholds":{"waves":-1,"non-retryable.statuses":404}}}
 {"type":"attempt","client":"a","key":"k","attempt":7,"method":"GET","path":"/","at":100,"done":50,"status":200}
 {"type":"attempt","client":"a","key":"k","attempt":5,"method":"GET","path":"/","at":9223372036854775807,"done":-9223372036854775808,"status":503,"not_before":-1}
@@ -243,10 +245,18 @@ func FuzzAnalyze(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, w := range []func(io.Writer, *Verdict) error{WriteText, WriteJSON, WriteJUnit, WriteMarkdown} {
+		for _, w := range []func(io.Writer, *Verdict) error{WriteText, WriteJSON, WriteMarkdown} {
 			if err := w(io.Discard, v); err != nil {
 				t.Fatalf("encoding the verdict of %q: %v", data, err)
 			}
+		}
+		var junit bytes.Buffer
+		if err := WriteJUnit(&junit, v); err != nil {
+			t.Fatalf("WriteJUnit: %v", err)
+		}
+		var doc struct{}
+		if err := xml.Unmarshal(junit.Bytes(), &doc); err != nil {
+			t.Fatalf("the JUnit XML of %q does not parse: %v\n%s", data, err, junit.Bytes())
 		}
 		if v.Pass != (len(v.Failed()) == 0) {
 			t.Fatalf("Pass = %v with failed checks %v", v.Pass, v.Failed())

@@ -190,7 +190,7 @@ type junitCase struct {
 type junitFailure struct {
 	Message string `xml:"message,attr"`
 	Type    string `xml:"type,attr"`
-	Body    string `xml:",chardata"`
+	Body    string `xml:",cdata"`
 }
 
 type junitSkipped struct {
@@ -233,7 +233,7 @@ func WriteJUnit(w io.Writer, v *Verdict) error {
 			for j := range c.Examples {
 				body.WriteString(exampleText(&c.Examples[j]) + "\n")
 			}
-			tc.Failure = &junitFailure{Message: c.ID + ": " + figureText(c), Type: c.ID, Body: body.String()}
+			tc.Failure = &junitFailure{Message: c.ID + ": " + figureText(c), Type: c.ID, Body: xmlSafe(body.String())}
 		default:
 			tc.SystemOut = figureText(c) + ": " + c.Reason
 		}
@@ -256,6 +256,19 @@ func WriteJUnit(w io.Writer, v *Verdict) error {
 		return fmt.Errorf("analyzer: writing JUnit: %w", err)
 	}
 	return nil
+}
+
+// xmlSafe replaces the characters XML cannot hold (control characters from
+// client ids, say) with U+FFFD; the CDATA of a failure is not escaped.
+func xmlSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r',
+			r >= 0x20 && r <= 0xD7FF, r >= 0xE000 && r <= 0xFFFD, r >= 0x10000 && r <= 0x10FFFF:
+			return r
+		}
+		return '\uFFFD'
+	}, s)
 }
 
 // mdEscape makes s safe inside a Markdown table cell.
