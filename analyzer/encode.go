@@ -66,7 +66,18 @@ func exampleText(e *Example) string {
 		b.WriteString(e.Key + " · ")
 	}
 	b.WriteString(e.Detail)
-	return b.String()
+	return printable(b.String())
+}
+
+// printable replaces control characters (from client ids or keys sent by
+// outside clients) so evidence cannot drive a terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
 }
 
 func title(v *Verdict) string {
