@@ -11,7 +11,7 @@ import (
 )
 
 // ErrUnknownCheck is wrapped by errors about a check id this version does
-// not know.
+// not know (ParseCheckSpec, ParseCheckIDs, Options.Validate).
 var ErrUnknownCheck = errors.New("unknown check")
 
 // A CheckSpec selects a check and overrides its parameters, the value of a
@@ -23,6 +23,7 @@ type CheckSpec struct {
 	Params map[string]string // validated by ParseCheckSpec
 }
 
+// String is the spec as ParseCheckSpec reads it, parameters sorted by name.
 func (s CheckSpec) String() string {
 	if len(s.Params) == 0 {
 		return s.ID
