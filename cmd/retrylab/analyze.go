@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-
-	"github.com/retrylab/retrylab/analyzer"
 )
 
 const analyzeUsage = "analyze TIMELINE [--check ID[:k=v]] [--skip IDS] [--json F] [--junit F] [--markdown F]"
@@ -24,14 +21,9 @@ func cmdAnalyze(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(path)
+	v, err := analyzeFile(path, opts)
 	if err != nil {
-		return badInput(err)
-	}
-	defer f.Close()
-	v, err := analyzer.Analyze(f, opts)
-	if err != nil {
-		return timelineInputErr(path, err)
+		return err
 	}
 	if err := vf.emit(e, v); err != nil {
 		return err

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
-	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/reports"
 )
 
@@ -35,14 +33,9 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(path)
+	v, err := analyzeFile(path, opts)
 	if err != nil {
-		return badInput(err)
-	}
-	v, err := analyzer.Analyze(f, opts)
-	f.Close()
-	if err != nil {
-		return timelineInputErr(path, err)
+		return err
 	}
 	rep, err := reports.Write(out, path, v, reports.Options{})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -119,15 +120,18 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.verdict.emit(e, v); err != nil {
-		return err
-	}
+	// The report is written even when a verdict file cannot be: a run
+	// already made loses nothing.
+	emitErr := o.verdict.emit(e, v)
 	if !o.noReport {
 		rep, err := reports.Write(dir, sum.TimelinePath, v, reports.Options{})
 		if err != nil {
-			return fmt.Errorf("report: %w", err)
+			return errors.Join(emitErr, fmt.Errorf("report: %w", err))
 		}
 		fmt.Fprintf(e.stdout, "report: %s\n", rep.HTML)
+	}
+	if emitErr != nil {
+		return emitErr
 	}
 	return verdictErr(v)
 }
@@ -169,10 +173,12 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 	return sum, nil
 }
 
+// analyzeFile judges the timeline at path; a missing or malformed file is
+// bad input naming it.
 func analyzeFile(path string, opts analyzer.Options) (*analyzer.Verdict, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	defer f.Close()
 	v, err := analyzer.Analyze(f, opts)
