@@ -38,9 +38,10 @@ import (
 // usable Retry-After drive the key's proactive slow-down; the retry after a
 // Retry-After wait is not held back by them.
 //
-// Cost on the success path: a context and a request copy per call, plus a
-// timer that bounds the attempt by the budget unless the caller's context
-// deadline comes first (docs/benchmarks/client.md has the figures).
+// Cost on the success path: one allocation per attempt (its context, request
+// copy and body wrapper together), plus a timer that bounds the attempt by
+// the budget unless the caller's context deadline comes first
+// (docs/benchmarks/client.md has the figures).
 //
 // One layer: while a Transport runs a call, the request's context carries a
 // marker; any Transport of this package that sees it (a nested layer) passes
@@ -92,28 +93,142 @@ func (t *Transport) CloseIdleConnections() {
 // layerKey marks a context as inside a Transport's call.
 type layerKey struct{}
 
-// layerCtx is the call's context: the caller's, plus the one-layer marker.
-// It doubles as the body of the response given to the caller, so that
-// closing it releases the attempt's context (one allocation, not two).
-type layerCtx struct {
-	context.Context
-	body   io.ReadCloser
-	cancel context.CancelCauseFunc
+// attempt is one attempt's context, its copy of the caller's request and,
+// once delivered, the wrapper of the response body, in one allocation.
+//
+// As a context it is the caller's plus the one-layer marker. A timed
+// attempt (one the Transport bounds by the budget or AttemptTimeout) can
+// also be canceled on its own, like a child made by context.WithCancelCause;
+// the real child is only made when someone asks for Done or a Value, so an
+// attempt whose next transport never does costs no context of its own.
+// Until then the attempt keeps its cancellation itself, and Err reports it.
+// Closing the delivered body cancels a timed attempt, which releases it.
+type attempt struct {
+	parent context.Context
+	req    http.Request  // the attempt's request, with this context
+	body   io.ReadCloser // the delivered response's body
+	timed  bool          // set before req is sent, then read only
+	why    error         // the cause the timer cancels a timed attempt with
+
+	mu         sync.Mutex
+	err, cause error           // the attempt's own cancellation, while real is nil
+	real       context.Context // the real child of parent, once made
+	cancelReal context.CancelCauseFunc
 }
 
-func (c *layerCtx) Read(p []byte) (int, error) { return c.body.Read(p) }
-
-func (c *layerCtx) Close() error {
-	err := c.body.Close()
-	c.cancel(nil)
-	return err
+// newAttempt returns the attempt context for req under the call context
+// ctx, with its request copy sending header and body.
+func newAttempt(ctx context.Context, req *http.Request, header http.Header, body io.ReadCloser) *attempt {
+	a := &attempt{parent: ctx}
+	// WithContext is inlined: its copy does not escape and only a.req is
+	// on the heap.
+	a.req = *req.WithContext(a)
+	a.req.Header, a.req.Body = header, body
+	return a
 }
 
-func (c *layerCtx) Value(key any) any {
+func (a *attempt) Deadline() (time.Time, bool) { return a.parent.Deadline() }
+
+func (a *attempt) Done() <-chan struct{} {
+	if !a.timed {
+		return a.parent.Done()
+	}
+	return a.child().Done()
+}
+
+func (a *attempt) Err() error {
+	if !a.timed {
+		return a.parent.Err()
+	}
+	a.mu.Lock()
+	real, err := a.real, a.err
+	a.mu.Unlock()
+	switch {
+	case real != nil:
+		return real.Err()
+	case err != nil:
+		return err
+	}
+	return a.parent.Err()
+}
+
+func (a *attempt) Value(key any) any {
 	if key == (layerKey{}) {
 		return true
 	}
-	return c.Context.Value(key)
+	if !a.timed {
+		return a.parent.Value(key)
+	}
+	// Through the real child, so that context.Cause and the context
+	// package's own children (it finds cancel contexts by a Value) see
+	// the attempt's cancellation.
+	return a.child().Value(key)
+}
+
+// child returns the real cancelable child of parent, made on first use. An
+// attempt canceled before that gets a child canceled with the same cause
+// (detached from parent, which ending later must not change Err).
+func (a *attempt) child() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.real == nil {
+		base := a.parent
+		if a.err != nil {
+			base = context.WithoutCancel(base)
+		}
+		a.real, a.cancelReal = context.WithCancelCause(base)
+		if a.err != nil {
+			a.cancelReal(a.cause)
+		}
+	}
+	return a.real
+}
+
+// cancel cancels a timed attempt with cause, unless it has already ended
+// (itself, or its parent). A nil cause is context.Canceled.
+func (a *attempt) cancel(cause error) {
+	if !a.timed {
+		return
+	}
+	a.mu.Lock()
+	if a.real != nil {
+		a.mu.Unlock()
+		a.cancelReal(cause)
+		return
+	}
+	if a.err == nil && a.parent.Err() == nil {
+		if cause == nil {
+			cause = context.Canceled
+		}
+		a.err, a.cause = context.Canceled, cause
+	}
+	a.mu.Unlock()
+}
+
+// expire is the timer's callback: the attempt ran out of time.
+func (a *attempt) expire() { a.cancel(a.why) }
+
+// causeOf returns why the attempt ended (context.Cause of it), nil if it
+// has not.
+func (a *attempt) causeOf() error {
+	a.mu.Lock()
+	real, err, cause := a.real, a.err, a.cause
+	a.mu.Unlock()
+	switch {
+	case real != nil:
+		return context.Cause(real)
+	case err != nil:
+		return cause
+	}
+	return context.Cause(a.parent)
+}
+
+func (a *attempt) Read(p []byte) (int, error) { return a.body.Read(p) }
+
+func (a *attempt) Close() error {
+	err := a.body.Close()
+	a.cancel(nil)
+	return err
 }
 
 // RoundTrip sends req, retrying and pacing as the Transport's doc says. It
@@ -141,7 +256,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			replayable = false
 		}
 	}
-	lctx := &layerCtx{Context: ctx}
 	budgetEnd := start.Add(cfg.Budget)
 	var prev time.Duration // previous backoff, for decorrelated jitter
 	serverPaced := false   // the last wait was the server's Retry-After
@@ -167,7 +281,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		sentAt := time.Now()
-		resp, err, cause, cancel := t.send(lctx, req, header, body, budgetEnd)
+		resp, err, cause, a := t.send(ctx, req, header, body, budgetEnd)
 		if cause != nil && err != nil {
 			err = cause // the Transport's timer ended the attempt, not the caller
 		}
@@ -192,10 +306,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case err != nil:
 			switch {
 			case ctx.Err() != nil:
-				discard(nil, cancel)
+				discard(nil, a)
 				return fail(attempt, 0, ctx.Err(), err, 0)
 			case cause == ErrBudgetExhausted:
-				discard(nil, cancel)
+				discard(nil, a)
 				return fail(attempt, 0, ErrBudgetExhausted, nil, 0)
 			case cause == ErrAttemptTimeout:
 				retry = true
@@ -210,14 +324,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if !retry || !replayable {
 			if err != nil {
-				discard(nil, cancel)
+				discard(nil, a)
 				return fail(attempt, 0, nil, err, 0)
 			}
-			return t.deliver(lctx, resp, cancel), nil
+			return deliver(a, resp), nil
 		}
 		// A retryable failure.
 		if attempt >= cfg.MaxAttempts {
-			discard(resp, cancel)
+			discard(resp, a)
 			return fail(attempt, status, ErrAttemptsExhausted, err, 0)
 		}
 		// A positive Retry-After wins over backoff. One that allows an
@@ -234,7 +348,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			wait, src = t.delay(attempt, prev), SourceBackoff
 			prev = wait
 		}
-		discard(resp, cancel)
+		discard(resp, a)
 		if !now.Add(wait).Before(budgetEnd) || wait >= cfg.Budget {
 			return fail(attempt, status, ErrBudgetExhausted, err, wait)
 		}
@@ -251,64 +365,58 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send runs one attempt, bounded by the budget and AttemptTimeout unless the
 // caller's deadline comes first. cause is set when the Transport's own timer
-// ended the attempt (ErrBudgetExhausted or ErrAttemptTimeout). cancel, if not
-// nil, releases the attempt's context; call it once the response is done
-// with (deliver arranges that for a response given to the caller).
-func (t *Transport) send(lctx *layerCtx, req *http.Request, header http.Header, body io.ReadCloser, budgetEnd time.Time) (resp *http.Response, err, cause error, cancel context.CancelCauseFunc) {
+// ended the attempt (ErrBudgetExhausted or ErrAttemptTimeout). Release a,
+// once the response is done with, by discard or deliver.
+func (t *Transport) send(ctx context.Context, req *http.Request, header http.Header, body io.ReadCloser, budgetEnd time.Time) (resp *http.Response, err, cause error, a *attempt) {
 	limit, why := budgetEnd, ErrBudgetExhausted
 	if at := t.cfg.AttemptTimeout; at > 0 {
 		if end := time.Now().Add(at); end.Before(limit) {
 			limit, why = end, ErrAttemptTimeout
 		}
 	}
-	if d, ok := lctx.Deadline(); ok && !d.After(limit) {
+	a = newAttempt(ctx, req, header, body)
+	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
 		// The caller's deadline ends the attempt first: no timer needed.
-		areq := req.WithContext(lctx)
-		areq.Header, areq.Body = header, body
-		resp, err = t.next.RoundTrip(areq)
-		return resp, err, nil, nil
+		resp, err = t.next.RoundTrip(&a.req)
+		return resp, err, nil, a
 	}
-	return t.sendTimed(lctx, req, header, body, limit, why)
-}
-
-func (t *Transport) sendTimed(lctx *layerCtx, req *http.Request, header http.Header, body io.ReadCloser, limit time.Time, why error) (resp *http.Response, err, cause error, _ context.CancelCauseFunc) {
-	actx, cancel := context.WithCancelCause(lctx)
-	timer := time.AfterFunc(time.Until(limit), func() { cancel(why) })
-	areq := req.WithContext(actx)
-	areq.Header, areq.Body = header, body
-	resp, err = t.next.RoundTrip(areq)
+	a.timed, a.why = true, why
+	timer := time.AfterFunc(time.Until(limit), a.expire)
+	resp, err = t.next.RoundTrip(&a.req)
 	if !timer.Stop() {
-		cause = context.Cause(actx)
+		// The timer fired; its callback may still be on its way.
+		a.cancel(why)
+		cause = a.causeOf()
 		if err == nil {
 			// The timer fired as the response came: its body is unusable.
 			discard(resp, nil)
 			resp, err = nil, cause
 		}
 	}
-	return resp, err, cause, cancel
+	return resp, err, cause, a
 }
 
-// deliver returns resp to the caller. When the attempt had its own context,
-// the response body is the call's layerCtx, which releases that context when
-// closed.
-func (t *Transport) deliver(lctx *layerCtx, resp *http.Response, cancel context.CancelCauseFunc) *http.Response {
-	if cancel == nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+// deliver returns resp to the caller. When the attempt was timed, the
+// response body is the attempt, which releases itself when closed.
+func deliver(a *attempt, resp *http.Response) *http.Response {
+	if !a.timed || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		return resp
 	}
-	lctx.body, lctx.cancel = resp.Body, cancel
-	resp.Body = lctx
+	a.body = resp.Body
+	resp.Body = a
 	return resp
 }
 
 // discard drains (up to DrainLimit bytes) and closes a response that will
-// not be returned, so its connection can be reused, then releases it.
-func discard(resp *http.Response, cancel context.CancelCauseFunc) {
+// not be returned, so its connection can be reused, then releases its
+// attempt a (if not nil).
+func discard(resp *http.Response, a *attempt) {
 	if resp != nil && resp.Body != nil {
 		io.CopyN(io.Discard, resp.Body, DrainLimit)
 		resp.Body.Close()
 	}
-	if cancel != nil {
-		cancel(nil)
+	if a != nil {
+		a.cancel(nil)
 	}
 }
 

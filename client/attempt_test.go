@@ -1,0 +1,203 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+type ctxKey string
+
+// TestAttemptContextTimerCause checks the attempt's context as the next
+// transport sees it when the Transport's timer ends the attempt: Err is
+// context.Canceled and context.Cause the Transport's reason, whether or not
+// Done was asked for before the timer fired.
+func TestAttemptContextTimerCause(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      Config
+		wantErr  error
+		waitDone bool // next blocks on Done (else it sleeps past the limit)
+	}{
+		{"budget, Done", Config{Budget: 5 * time.Second, MaxAttempts: 1}, ErrBudgetExhausted, true},
+		{"budget, no Done", Config{Budget: 5 * time.Second, MaxAttempts: 1}, ErrBudgetExhausted, false},
+		{"attempt timeout, Done", Config{AttemptTimeout: time.Second, MaxAttempts: 1}, ErrAttemptTimeout, true},
+		{"attempt timeout, no Done", Config{AttemptTimeout: time.Second, MaxAttempts: 1}, ErrAttemptTimeout, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var err, cause, errAfter error
+				var val any
+				f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
+					ctx := req.Context()
+					if tt.waitDone {
+						<-ctx.Done()
+					} else {
+						time.Sleep(time.Hour)
+					}
+					err = ctx.Err()
+					cause = context.Cause(ctx)
+					errAfter = ctx.Err() // once Cause made the real child
+					val = ctx.Value(ctxKey("k"))
+					select {
+					case <-ctx.Done():
+					default:
+						t.Error("Done not closed after the timer fired")
+					}
+					return reply(200), nil
+				})
+				req, _ := http.NewRequestWithContext(context.WithValue(context.Background(), ctxKey("k"), "v"), http.MethodGet, "http://api.test/x", nil)
+				_, rerr := New(f, seeded(tt.cfg)).RoundTrip(req)
+				if !errors.Is(rerr, tt.wantErr) {
+					t.Errorf("RoundTrip err = %v; want %v", rerr, tt.wantErr)
+				}
+				if err != context.Canceled || errAfter != context.Canceled {
+					t.Errorf("attempt ctx.Err() = %v, then %v; want context.Canceled", err, errAfter)
+				}
+				if cause != tt.wantErr {
+					t.Errorf("context.Cause(attempt ctx) = %v; want %v", cause, tt.wantErr)
+				}
+				if val != "v" {
+					t.Errorf("attempt ctx.Value(k) = %v; want the parent's v", val)
+				}
+			})
+		})
+	}
+}
+
+// TestAttemptContextParentCancel checks that the caller's cancellation,
+// with its cause, reaches a timed attempt, observed by Err alone or by Done.
+func TestAttemptContextParentCancel(t *testing.T) {
+	for _, waitDone := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			boom := errors.New("caller gave up")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			var err, cause error
+			f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
+				actx := req.Context()
+				if waitDone {
+					<-actx.Done()
+				} else {
+					time.Sleep(2 * time.Second)
+				}
+				err, cause = actx.Err(), context.Cause(actx)
+				return nil, err
+			})
+			go func() {
+				time.Sleep(time.Second)
+				cancel(boom)
+			}()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/x", nil)
+			_, rerr := New(f, seeded(Config{})).RoundTrip(req)
+			if !errors.Is(rerr, context.Canceled) || errors.Is(rerr, ErrBudgetExhausted) {
+				t.Errorf("waitDone=%v: RoundTrip err = %v; want context.Canceled", waitDone, rerr)
+			}
+			if err != context.Canceled || cause != boom {
+				t.Errorf("waitDone=%v: attempt Err, Cause = %v, %v; want context.Canceled, %v", waitDone, err, cause, boom)
+			}
+		})
+	}
+}
+
+// TestAttemptContextChildren checks contexts derived from a timed attempt
+// (as http.Transport derives its own) and context.AfterFunc: they end with
+// the attempt, with its cause, and no goroutine is left behind (synctest
+// would report it).
+func TestAttemptContextChildren(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var childCause error
+		var afterRan bool
+		f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
+			child, cancel := context.WithCancel(req.Context())
+			defer cancel()
+			stop := context.AfterFunc(req.Context(), func() { afterRan = true })
+			defer stop()
+			if child.Value(layerKey{}) == nil {
+				t.Error("child of the attempt context lost the one-layer marker")
+			}
+			<-child.Done()
+			childCause = context.Cause(child)
+			synctest.Wait()
+			return nil, child.Err()
+		})
+		_, err := get(t, New(f, seeded(Config{Budget: time.Second})), "http://api.test/x")
+		if !errors.Is(err, ErrBudgetExhausted) {
+			t.Errorf("RoundTrip err = %v; want ErrBudgetExhausted", err)
+		}
+		if childCause != ErrBudgetExhausted || !afterRan {
+			t.Errorf("child cause = %v, AfterFunc ran = %v; want ErrBudgetExhausted, true", childCause, afterRan)
+		}
+	})
+}
+
+// TestAttemptContextReleasedByClose checks that closing a delivered body
+// cancels the attempt's context, and that the caller ending later does not
+// change what it reports.
+func TestAttemptContextReleasedByClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		f := newFake(statuses(200))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/x", nil)
+		resp, err := New(f, seeded(Config{Budget: time.Minute})).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx := resp.Request.Context()
+		if err := actx.Err(); err != nil {
+			t.Fatalf("attempt ctx.Err() before Close = %v; want nil", err)
+		}
+		resp.Body.Close()
+		if err := actx.Err(); err != context.Canceled {
+			t.Errorf("attempt ctx.Err() after Close = %v; want context.Canceled", err)
+		}
+		time.Sleep(2 * time.Hour) // the caller's deadline passes
+		<-actx.Done()
+		if err, cause := actx.Err(), context.Cause(actx); err != context.Canceled || cause != context.Canceled {
+			t.Errorf("attempt Err, Cause after the caller's deadline = %v, %v; want context.Canceled twice", err, cause)
+		}
+		if !f.bodies[0].closed.Load() {
+			t.Error("next's body not closed")
+		}
+	})
+}
+
+// TestSuccessPathAllocs pins the success path's cost: at most 3
+// allocations over the next transport's own (BenchmarkOverhead has the
+// figures).
+func TestSuccessPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	next := okNext{h: http.Header{"Content-Type": {"text/plain"}}}
+	req, _ := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	tests := []struct {
+		name string
+		rt   http.RoundTripper
+		req  *http.Request
+		want float64
+	}{
+		{"bare", next, req, 1},
+		{"transport", New(next, Config{}), req, 1 + 3},
+		{"transport-caller-deadline", New(next, Config{Budget: 2 * time.Hour}), req.WithContext(ctx), 1 + 1},
+	}
+	for _, tt := range tests {
+		got := testing.AllocsPerRun(100, func() {
+			resp, err := tt.rt.RoundTrip(tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+		t.Logf("%s: %v allocs per request", tt.name, got)
+		if got > tt.want {
+			t.Errorf("%s: allocs per request = %v; want <= %v", tt.name, got, tt.want)
+		}
+	}
+}
