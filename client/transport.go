@@ -281,7 +281,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		sentAt := time.Now()
-		resp, err, cause, a := t.send(ctx, req, header, body, budgetEnd)
+		resp, err, cause, a := t.send(ctx, req, header, body, sentAt, budgetEnd)
 		if cause != nil && err != nil {
 			err = cause // the Transport's timer ended the attempt, not the caller
 		}
@@ -365,12 +365,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send runs one attempt, bounded by the budget and AttemptTimeout unless the
 // caller's deadline comes first. cause is set when the Transport's own timer
-// ended the attempt (ErrBudgetExhausted or ErrAttemptTimeout). Release a,
-// once the response is done with, by discard or deliver.
-func (t *Transport) send(ctx context.Context, req *http.Request, header http.Header, body io.ReadCloser, budgetEnd time.Time) (resp *http.Response, err, cause error, a *attempt) {
+// ended the attempt (ErrBudgetExhausted or ErrAttemptTimeout). now is the
+// time the attempt starts (the timer runs from it; a clock read saved).
+// Release a, once the response is done with, by discard or deliver.
+func (t *Transport) send(ctx context.Context, req *http.Request, header http.Header, body io.ReadCloser, now, budgetEnd time.Time) (resp *http.Response, err, cause error, a *attempt) {
 	limit, why := budgetEnd, ErrBudgetExhausted
 	if at := t.cfg.AttemptTimeout; at > 0 {
-		if end := time.Now().Add(at); end.Before(limit) {
+		if end := now.Add(at); end.Before(limit) {
 			limit, why = end, ErrAttemptTimeout
 		}
 	}
@@ -381,7 +382,7 @@ func (t *Transport) send(ctx context.Context, req *http.Request, header http.Hea
 		return resp, err, nil, a
 	}
 	a.timed, a.why = true, why
-	timer := time.AfterFunc(time.Until(limit), a.expire)
+	timer := time.AfterFunc(limit.Sub(now), a.expire)
 	resp, err = t.next.RoundTrip(&a.req)
 	if !timer.Stop() {
 		// The timer fired; its callback may still be on its way.
