@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -106,16 +107,20 @@ func TestAttemptContextParentCancel(t *testing.T) {
 // TestAttemptContextChildren checks contexts derived from a timed attempt
 // (as http.Transport derives its own) and context.AfterFunc: they end with
 // the attempt, with its cause, and no goroutine is left behind (synctest
-// would report it).
+// would report it), nor started to watch it.
 func TestAttemptContextChildren(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var childCause error
 		var afterRan bool
 		f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
+			n := runtime.NumGoroutine()
 			child, cancel := context.WithCancel(req.Context())
 			defer cancel()
 			stop := context.AfterFunc(req.Context(), func() { afterRan = true })
 			defer stop()
+			if m := runtime.NumGoroutine(); m != n {
+				t.Errorf("goroutines %d -> %d deriving from the attempt context; want none started (registered as children)", n, m)
+			}
 			if child.Value(layerKey{}) == nil {
 				t.Error("child of the attempt context lost the one-layer marker")
 			}
