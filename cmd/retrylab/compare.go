@@ -86,7 +86,11 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 				entry.Report = filepath.Join(sub, reports.ReportFile)
 			}
 			entries = append(entries, entry)
-			fmt.Fprintf(e.stdout, "%-20s seed %-3d %s (%s)\n", names[i], ro.seed, passWord(v), strings.Join(v.Failed(), ", "))
+			line := fmt.Sprintf("%-20s seed %-3d %s", names[i], ro.seed, passWord(v))
+			if failed := v.Failed(); len(failed) > 0 {
+				line += " (" + strings.Join(failed, ", ") + ")"
+			}
+			fmt.Fprintln(e.stdout, line)
 		}
 	}
 	if len(entries) == 0 {
