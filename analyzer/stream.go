@@ -203,14 +203,14 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.idem.judged++
 		if !r.Idempotent {
 			if a.idem.hit(a.maxEx) {
-				a.idem.ex = append(a.idem.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+				a.idem.ex = append(a.idem.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
 					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))})
 			}
 		}
 	}
 	if a.attCap > 0 && n == a.attCap+1 {
 		if a.att.hit(a.maxEx) {
-			a.att.ex = append(a.att.ex, Example{Client: r.Client, Key: r.Key, Attempt: n, At: r.At,
+			a.att.ex = append(a.att.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: n, At: r.At,
 				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", n, fmtNS(r.At), a.attCap)})
 		}
 	}
@@ -282,7 +282,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	k := max(int(x.n)-1-st.base, 1) // x is the k-th retry (≥ 1 even when records disagree)
 	gap := x.at - p.done
 	ex := func(detail string) Example {
-		return Example{Client: st.client, Key: key, Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
+		return Example{Client: st.client, Key: strings.Clone(key), Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
 	}
 
 	if p.hasNB {
@@ -437,7 +437,7 @@ func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
 	if r.Status == 429 {
 		a.pace.bad++
 		if len(a.pace.ex) < a.maxEx {
-			a.pace.ex = append(a.pace.ex, Example{Client: r.Client, Key: r.Key, Attempt: r.Attempt, At: r.At,
+			a.pace.ex = append(a.pace.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
 				Detail: fmt.Sprintf("429 at %s, in the steady state of a quota phase", fmtNS(r.At))})
 		}
 	}
@@ -460,7 +460,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	}
 	a.bud.judged++
 	ex := func(detail string) Example {
-		return Example{Client: o.Client, Key: o.Key, Attempt: o.Attempts, At: o.End, Prev: o.Start, Detail: detail}
+		return Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: o.Attempts, At: o.End, Prev: o.Start, Detail: detail}
 	}
 	if o.Result == timeline.ResultHung {
 		if a.bud.hit(a.maxEx) {

@@ -130,8 +130,12 @@ func (t *keyTable) put(k string, s keyState) {
 	if gen <= 0 {
 		gen = keyGeneration
 	}
-	if _, ok := t.young[k]; !ok && len(t.young) >= gen {
-		t.old, t.young = t.young, make(map[string]keyState, gen)
+	if _, ok := t.young[k]; !ok {
+		// A new map key is kept: it must not pin the decoder's line block.
+		k = strings.Clone(k)
+		if len(t.young) >= gen {
+			t.old, t.young = t.young, make(map[string]keyState, gen)
+		}
 	}
 	t.young[k] = s
 	delete(t.old, k)
@@ -412,6 +416,7 @@ func (c *Collector) row(client string) *rasterRow {
 		heap.Pop(&c.rowHeap)
 		delete(c.rows, top.client)
 	}
+	client = strings.Clone(client) // kept: must not pin the decoder's line block
 	r := &rasterRow{client: client, prio: prio, cells: make([]uint8, timeBinCount)}
 	heap.Push(&c.rowHeap, r)
 	c.rows[client] = r

@@ -236,7 +236,10 @@ func NewDecoder(r io.Reader) *Decoder {
 // Line is the number of the last line read (1-based; 0 before the first).
 func (d *Decoder) Line() int { return d.line }
 
-// Decode reads the next record into rec, reusing its storage. It returns
+// Decode reads the next record into rec, reusing its storage. The strings
+// it sets stay valid, but they share memory with neighbouring lines: a
+// caller that keeps strings of many records (as map keys, say) should
+// strings.Clone them, or each kept string holds a 32 KiB block. It returns
 // io.EOF at the end of the stream and a *SyntaxError naming the line for a
 // malformed or truncated record. Blank lines are skipped.
 func (d *Decoder) Decode(rec *Record) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,39 @@ func TestEncoderReportsWriteErrors(t *testing.T) {
 	}
 	if err := enc.EncodeAttempt(&a); err == nil {
 		t.Fatal("EncodeAttempt after a failed write = nil; want the sticky error")
+	}
+}
+
+// Strings of decoded records share blocks with their neighbours; they must
+// stay intact however many lines are decoded after them.
+func TestDecodedStringsStayValid(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	const n = 5000
+	for i := 0; i < n; i++ {
+		a := Attempt{Client: strconv.Itoa(i), Key: strconv.Itoa(i) + "/0", Attempt: 1, Method: "GET",
+			Path: "/c/" + strconv.Itoa(i) + "/r/0" + strings.Repeat("x", i%300), At: int64(i), Done: int64(i)}
+		enc.EncodeAttempt(&a)
+	}
+	enc.Flush()
+	dec := NewDecoder(&buf)
+	var keys, paths []string
+	for {
+		var rec Record
+		err := dec.Decode(&rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, rec.Attempt.Key)
+		paths = append(paths, rec.Attempt.Path)
+	}
+	for i := 0; i < n; i++ {
+		wantPath := "/c/" + strconv.Itoa(i) + "/r/0" + strings.Repeat("x", i%300)
+		if keys[i] != strconv.Itoa(i)+"/0" || paths[i] != wantPath {
+			t.Fatalf("record %d after decoding all: key %q path %q; want %q %q", i, keys[i], paths[i][:min(40, len(paths[i]))], strconv.Itoa(i)+"/0", wantPath[:min(40, len(wantPath))])
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // parser decodes one NDJSON line. Attempt and outcome records, the bulk of
@@ -13,10 +14,11 @@ import (
 // record, one per stream, goes through encoding/json. Keys it does not know
 // are skipped, so records may grow new fields.
 //
-// The strings of one record that are not interned share a single allocation:
-// the first of them copies the whole line, and the others are slices of that
-// copy. Holding one of them keeps the line alive; callers that keep a few
-// strings of many records for long (map keys) should strings.Clone them.
+// The strings of one record that are not interned are slices of one copy of
+// the line, and that copy is carved from a block shared with the lines
+// around it (copyLine), so decoding allocates about once per block rather
+// than once per line. Holding one of these strings keeps its block alive;
+// callers that keep strings of many records (map keys) strings.Clone them.
 type parser struct {
 	b    []byte
 	i    int
@@ -28,6 +30,10 @@ type parser struct {
 	// from escapes (and so is not a slice of b)
 	sStart, sEnd int
 	esc          bool
+
+	// arena holds copies of lines whose strings were handed out; it is
+	// never written over, only replaced when full (see copyLine)
+	arena []byte
 
 	// the interned value each field had last (strCached)
 	last struct{ typ, method, phase, result, retryafter, fault string }
@@ -292,7 +298,7 @@ func (p *parser) strIn(intern bool, last *string) (string, error) {
 			return string(b), nil
 		}
 		if !p.lineSet {
-			p.line, p.lineSet = string(p.b), true
+			p.line, p.lineSet = p.copyLine(), true
 		}
 		return p.line[p.sStart:p.sEnd], nil
 	}
@@ -314,6 +320,28 @@ func (p *parser) strIn(intern bool, last *string) (string, error) {
 		*last = s
 	}
 	return s, nil
+}
+
+// arenaSize is the size of the blocks lines are copied into. A string kept
+// from a record keeps its block alive, so it is small enough that the
+// handful a caller keeps uncloned (examples) cost little, and large enough
+// that one allocation serves hundreds of lines.
+const arenaSize = 32 << 10
+
+// copyLine returns a copy of the current line as a string, carved from a
+// shared block rather than allocated alone: one allocation per block
+// instead of one per line.
+func (p *parser) copyLine() string {
+	n := len(p.b)
+	if n > arenaSize/4 {
+		return string(p.b)
+	}
+	if cap(p.arena)-len(p.arena) < n {
+		p.arena = make([]byte, 0, arenaSize)
+	}
+	start := len(p.arena)
+	p.arena = append(p.arena, p.b...)
+	return unsafe.String(&p.arena[start], n)
 }
 
 func (p *parser) int64() (int64, error) {
