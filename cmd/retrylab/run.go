@@ -230,6 +230,7 @@ type progressBars struct {
 	p                    *mpb.Progress
 	bar                  *mpb.Bar
 	attempts, t429, t503 atomic.Int64
+	done, total          atomic.Int64
 }
 
 func newProgressBars(e *env, quiet bool, name string) *progressBars {
@@ -237,7 +238,7 @@ func newProgressBars(e *env, quiet bool, name string) *progressBars {
 	if quiet || !e.tty {
 		return b
 	}
-	b.p = mpb.New(mpb.WithOutput(e.stderr), mpb.WithWidth(40), mpb.WithRefreshRate(150*time.Millisecond))
+	b.p = mpb.New(mpb.WithOutput(e.stderr), mpb.WithAutoRefresh(), mpb.WithRefreshRate(150*time.Millisecond))
 	b.bar = b.p.New(0, mpb.BarStyle(),
 		mpb.PrependDecorators(
 			decor.Name(name+" ", decor.WCSyncSpaceR),
@@ -260,16 +261,24 @@ func (b *progressBars) update(p scenarios.Progress) {
 	b.attempts.Store(p.Attempts)
 	b.t429.Store(p.Throttled429)
 	b.t503.Store(p.Unavailable503)
+	b.done.Store(p.Done)
+	b.total.Store(p.Total)
 	if b.bar != nil {
 		b.bar.SetTotal(p.Total, false)
 		b.bar.SetCurrent(p.Done)
 	}
 }
 
+// finish draws the last frame: a full bar when every request was done, the
+// bar as it stood otherwise (an interrupted run).
 func (b *progressBars) finish() {
 	if b.p == nil {
 		return
 	}
-	b.bar.SetTotal(-1, true)
+	if b.done.Load() >= b.total.Load() {
+		b.bar.SetTotal(-1, true)
+	} else {
+		b.bar.Abort(false)
+	}
 	b.p.Wait()
 }
