@@ -38,7 +38,7 @@ func TestAttemptContextTimerCause(t *testing.T) {
 					if tt.waitDone {
 						<-ctx.Done()
 					} else {
-						time.Sleep(time.Hour)
+						time.Sleep(time.Hour) // synctest: virtual time
 					}
 					err = ctx.Err()
 					cause = context.Cause(ctx)
@@ -83,13 +83,13 @@ func TestAttemptContextParentCancel(t *testing.T) {
 				if waitDone {
 					<-actx.Done()
 				} else {
-					time.Sleep(2 * time.Second)
+					time.Sleep(2 * time.Second) // synctest: virtual time
 				}
 				err, cause = actx.Err(), context.Cause(actx)
 				return nil, err
 			})
 			go func() {
-				time.Sleep(time.Second)
+				time.Sleep(time.Second) // synctest: virtual time
 				cancel(boom)
 			}()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/x", nil)
@@ -160,7 +160,7 @@ func TestAttemptContextReleasedByClose(t *testing.T) {
 		if err := actx.Err(); err != context.Canceled {
 			t.Errorf("attempt ctx.Err() after Close = %v; want context.Canceled", err)
 		}
-		time.Sleep(2 * time.Hour) // the caller's deadline passes
+		time.Sleep(2 * time.Hour) // synctest, virtual time: the caller's deadline passes
 		<-actx.Done()
 		if err, cause := actx.Err(), context.Cause(actx); err != context.Canceled || cause != context.Canceled {
 			t.Errorf("attempt Err, Cause after the caller's deadline = %v, %v; want context.Canceled twice", err, cause)

@@ -391,7 +391,7 @@ func TestContextCancelEndsWait(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/x", nil)
 		start := time.Now()
 		go func() {
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // synctest: virtual time
 			cancel()
 		}()
 		_, err := New(f, Config{}).RoundTrip(req)
@@ -683,7 +683,7 @@ func TestPacingBudget(t *testing.T) {
 			t.Errorf("refused call took %v; want 0", d)
 		}
 		// The refused reservation was given back: the next permit is at 10s.
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // synctest: virtual time
 		if _, err := get(t, tr, "http://api.test/x"); err != nil {
 			t.Errorf("after 10s: err = %v; want a permit", err)
 		}

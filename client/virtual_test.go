@@ -59,7 +59,7 @@ func TestVirtualFleet(t *testing.T) {
 			base := &http.Transport{DialContext: network.DialContext}
 			transports = append(transports, base)
 			tr := client.New(base, client.Config{Rand: rand.New(rand.NewPCG(uint64(i), 1)), Budget: 20 * time.Second})
-			time.Sleep(time.Millisecond) // distinct start instants
+			time.Sleep(time.Millisecond) // synctest, virtual time: distinct start instants
 			wg.Go(func() {
 				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/c/%d/r/0", l.Addr(), i), nil)
 				resp, err := tr.RoundTrip(req)

@@ -152,7 +152,7 @@ func TestHangUntilClientGivesUp(t *testing.T) {
 			h.s.ServeHTTP(httptest.NewRecorder(), r)
 			close(done)
 		}()
-		time.Sleep(7 * time.Second)
+		time.Sleep(7 * time.Second) // synctest: virtual time
 		synctest.Wait()
 		select {
 		case <-done:
@@ -176,7 +176,7 @@ func TestHangReleasedByShutdown(t *testing.T) {
 			defer func() { aborted <- recover() }()
 			h.do("GET", "/c/1/r/1")
 		}()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // synctest: virtual time
 		if err := h.s.Shutdown(context.Background()); err != nil {
 			t.Fatalf("Shutdown() = %v; want nil", err)
 		}
@@ -234,7 +234,7 @@ func TestPhasesInTime(t *testing.T) {
 		}
 		start := time.Now()
 		for _, st := range steps {
-			time.Sleep(st.at - time.Since(start))
+			time.Sleep(st.at - time.Since(start)) // synctest: virtual time
 			if w := h.do("GET", "/x"); w.Code != st.status {
 				t.Errorf("status at %v = %d; want %d", st.at, w.Code, st.status)
 			}
@@ -289,7 +289,7 @@ func TestRetryAfterForms(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: tt.status}, RetryAfter: tt.ra}}}
 				h := newHarness(t, cfg, 1)
-				time.Sleep(tt.at)
+				time.Sleep(tt.at) // synctest: virtual time
 				w := h.do("GET", "/c/1/r/1")
 				if got := w.Header().Get("Retry-After"); got != tt.want {
 					t.Errorf("Retry-After = %q; want %q", got, tt.want)
@@ -337,7 +337,7 @@ func TestRetryAfterPhaseEnd(t *testing.T) {
 				{Name: "ok"},
 			}}
 			h := newHarness(t, cfg, 1)
-			time.Sleep(tt.at)
+			time.Sleep(tt.at) // synctest: virtual time
 			w := h.do("GET", "/c/1/r/1")
 			a := h.attempts()[0]
 			if got := w.Header().Get("Retry-After"); got != tt.want || a.NotBefore != int64(tt.nb) {
@@ -358,12 +358,12 @@ func TestRetryAfterLimiter(t *testing.T) {
 		if w := h.do("GET", "/c/1/r/1"); w.Code != 200 || w.Header().Get("Retry-After") != "" {
 			t.Errorf("first: %d Retry-After %q; want 200 without", w.Code, w.Header().Get("Retry-After"))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // synctest: virtual time
 		// One token every 500ms: the next is 400ms away, sent as 1s.
 		if w := h.do("GET", "/c/1/r/2"); w.Code != 429 || w.Header().Get("Retry-After") != "1" {
 			t.Errorf("second: %d Retry-After %q; want 429 with 1", w.Code, w.Header().Get("Retry-After"))
 		}
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // synctest: virtual time
 		if w := h.do("GET", "/c/1/r/2"); w.Code != 200 {
 			t.Errorf("after the token came back: %d; want 200", w.Code)
 		}
@@ -432,7 +432,7 @@ func TestRateLimitHeaders(t *testing.T) {
 				cfg := Config{Headers: tt.family, Quota: &Quota{Algorithm: AlgFixedWindow, Limit: 2, Per: time.Second},
 					Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}
 				h := newHarness(t, cfg, 1)
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // synctest: virtual time
 				h.do("GET", "/a")
 				w := h.do("GET", "/b")
 				if tt.family == HeadersIETF && w.Header().Get("RateLimit") != `"default";r=0;t=1` {
@@ -489,7 +489,7 @@ func TestQuotaAlgorithms(t *testing.T) {
 				}
 				start := time.Now()
 				for i, st := range tt.steps {
-					time.Sleep(st.at - time.Since(start))
+					time.Sleep(st.at - time.Since(start)) // synctest: virtual time
 					d, err := lim.Take(context.Background(), "", time.Now())
 					if err != nil || d.Allowed != st.allowed {
 						t.Errorf("step %d at %v: Take() = %+v, %v; want allowed %v", i, st.at, d, err, st.allowed)
@@ -510,13 +510,13 @@ func TestQuotaRetryInIsExact(t *testing.T) {
 		t.Run(alg, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				lim, _ := NewMemoryLimiter(Quota{Algorithm: alg, Limit: 3, Per: time.Second})
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // synctest: virtual time
 				for i := 0; i < 20; i++ {
 					d, _ := lim.Take(context.Background(), "k", time.Now())
 					if d.Allowed {
 						continue
 					}
-					time.Sleep(d.RetryIn)
+					time.Sleep(d.RetryIn) // synctest: virtual time
 					d2, _ := lim.Take(context.Background(), "k", time.Now())
 					if !d2.Allowed {
 						t.Fatalf("after RetryIn %v: denied again (%+v)", d.RetryIn, d2)
@@ -692,7 +692,7 @@ func TestRetryAfterPhaseEndPassed(t *testing.T) {
 				{},
 			}}
 			h := newHarness(t, cfg, 1)
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // synctest: virtual time
 			w := h.do("GET", "/c/1/r/1")
 			a := h.attempts()[0]
 			if got := w.Header().Get("Retry-After"); got != want {
@@ -744,7 +744,7 @@ func TestMetricsSumPhasesOfOneName(t *testing.T) {
 			{Name: "down", Respond: Respond{Kind: RespondStatus, Status: 503}},
 		}}, 1)
 		h.do("GET", "/x")
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // synctest: virtual time
 		h.do("GET", "/x")
 		w := h.do("GET", "/metrics")
 		if want := `retrylab_stub_requests_total{code="503",phase="down"} 2`; w.Code != 200 || !strings.Contains(w.Body.String(), want) {

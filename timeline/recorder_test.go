@@ -92,7 +92,7 @@ func TestRecorderFlushesWhenIdle(t *testing.T) {
 		if n := buf.Len(); n != 0 {
 			t.Errorf("bytes written before the flush delay = %d; want 0 (buffered)", n)
 		}
-		time.Sleep(flushDelay)
+		time.Sleep(flushDelay) // synctest: virtual time
 		synctest.Wait()
 		if n := buf.Len(); n == 0 {
 			t.Errorf("bytes written after the flush delay = 0; want the record")
@@ -131,7 +131,7 @@ func TestRecorderFlushesWhileBusy(t *testing.T) {
 		start := time.Now()
 		for time.Since(start) < 2*flushDelay {
 			rec.Attempt(&Attempt{Client: "1", Key: "1/0"})
-			time.Sleep(time.Millisecond) // 200 records: less than the 64 KiB buffer
+			time.Sleep(time.Millisecond) // synctest, virtual time: 200 records: less than the 64 KiB buffer
 		}
 		if buf.Len() == 0 {
 			t.Errorf("bytes written during %v of steady records = 0; want flushes", 2*flushDelay)

@@ -200,7 +200,7 @@ func TestHTTP(t *testing.T) {
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				served.Add(1)
 				if r.URL.Path == "/slow" {
-					time.Sleep(10 * time.Second)
+					time.Sleep(10 * time.Second) // synctest: virtual time
 				}
 				body, _ := io.ReadAll(r.Body)
 				fmt.Fprintf(w, "%s %s %d", r.Method, r.URL.Path, len(body))
@@ -296,12 +296,12 @@ func TestHTTPIdleTimeout(t *testing.T) {
 			resp.Body.Close()
 		}
 		get()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // synctest: virtual time
 		get()
 		if got := conns.Load(); got != 1 {
 			t.Errorf("connections after two quick GETs = %d; want 1 (kept alive)", got)
 		}
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // synctest: virtual time
 		synctest.Wait()
 		get()
 		if got := conns.Load(); got != 2 {
@@ -319,7 +319,7 @@ func TestNetworkMadeOutsideBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := n.Listen()
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			time.Sleep(time.Minute) // virtual: returns at once in real time
+			time.Sleep(time.Minute) // synctest, virtual time: virtual: returns at once in real time
 			w.Write([]byte("late"))
 		})}
 		go srv.Serve(l)
