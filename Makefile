@@ -1,7 +1,6 @@
 # retrylab — build, test, benchmark.
 GO      ?= go
 PKGS    ?= ./...
-BENCHTIME ?= 1x
 
 .PHONY: all build test vet fmt-check race bench fuzz run validation libraries clean
 
