@@ -127,7 +127,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	var at int64
 	for i, p := range cfg.Phases {
 		if p.Name == "" {
-			p.Name = "phase-" + strconv.Itoa(i)
+			p.Name = "phase-" + strconv.Itoa(i+1) // 1-based, as the scenario loader names them
 		}
 		ph := phase{Phase: p, start: at, latency: cfg.Latency}
 		if p.Latency != 0 {

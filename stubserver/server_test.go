@@ -725,7 +725,7 @@ func TestPhasesDescribe(t *testing.T) {
 	}
 	want := []timeline.Phase{
 		{Name: "a", Start: 0, End: int64(time.Second), Respond: "mix 200:90 reset:2.5", RetryAfter: "date phase-end"},
-		{Name: "phase-1", Start: int64(time.Second), End: int64(2 * time.Second), Respond: "fault hang", RetryAfter: "delta 2s spread 1s"},
+		{Name: "phase-2", Start: int64(time.Second), End: int64(2 * time.Second), Respond: "fault hang", RetryAfter: "delta 2s spread 1s"},
 		{Name: "c", Start: int64(2 * time.Second), Respond: "quota", RetryAfter: "huge limiter"},
 	}
 	got := s.Phases()
