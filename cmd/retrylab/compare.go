@@ -26,8 +26,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&seeds, "seeds", 1, "runs per subject, with seeds --seed, --seed+1, ...")
 	o.register(fs)
 	fs.MarkHidden("subject") // --subjects names them all
-	fs.StringArrayVar(&o.verdict.checks, "check", nil, "as for run: run this check, with optional parameters: `ID[:k=v,...]` (repeatable)")
-	fs.StringSliceVar(&o.verdict.skip, "skip", nil, "as for run: check `IDs` to skip")
+	o.verdict.registerSelection(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -17,8 +17,7 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	)
 	fs := newFlags("report", reportUsage, e)
 	fs.StringVar(&out, "out", "", "write report.html and the plots to `DIR` (default: the timeline's directory)")
-	fs.StringArrayVar(&vf.checks, "check", nil, "as for analyze: run this check, with optional parameters: `ID[:k=v,...]` (repeatable)")
-	fs.StringSliceVar(&vf.skip, "skip", nil, "as for analyze: check `IDs` to skip")
+	vf.registerSelection(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

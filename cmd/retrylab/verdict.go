@@ -22,11 +22,17 @@ type verdictFlags struct {
 }
 
 func (v *verdictFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&v.checks, "check", nil, "run this check, with optional parameters: `ID[:k=v,...]`, e.g. waves:threshold=2.5 (repeatable)")
-	fs.StringSliceVar(&v.skip, "skip", nil, "skip these check `IDs` (comma-separated)")
+	v.registerSelection(fs)
 	fs.StringVar(&v.json, "json", "", "write the verdict as JSON to `FILE`")
 	fs.StringVar(&v.junit, "junit", "", "write the verdict as JUnit XML to `FILE` (one testcase per check)")
 	fs.StringVar(&v.markdown, "markdown", "", "write the verdict as Markdown to `FILE` (PR comment, $GITHUB_STEP_SUMMARY)")
+}
+
+// registerSelection adds only --check and --skip, for commands that judge
+// a timeline but write no verdict files of their own (report, compare).
+func (v *verdictFlags) registerSelection(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&v.checks, "check", nil, "run this check, with optional parameters: `ID[:k=v,...]`, e.g. waves:threshold=2.5 (repeatable)")
+	fs.StringSliceVar(&v.skip, "skip", nil, "skip these check `IDs` (comma-separated)")
 }
 
 // options turns the flags into analyzer options; errors name the flag.
