@@ -41,6 +41,21 @@ func (e *Encoder) EncodeMeta(m *Meta) error {
 	return e.write()
 }
 
+// EncodeEnd writes the end record. It belongs last in a stream.
+func (e *Encoder) EncodeEnd(end *End) error {
+	if e.err != nil {
+		return e.err
+	}
+	b, err := json.Marshal(end)
+	if err != nil {
+		return fmt.Errorf("timeline: encoding end: %w", err)
+	}
+	e.buf = append(e.buf[:0], `{"type":"end",`...)
+	e.buf = append(e.buf, b[1:]...)
+	e.buf = append(e.buf, '\n')
+	return e.write()
+}
+
 // EncodeAttempt writes one attempt record.
 func (e *Encoder) EncodeAttempt(a *Attempt) error {
 	if e.err != nil {
@@ -151,6 +166,9 @@ func AppendOutcome(b []byte, o *Outcome) []byte {
 		b = append(b, `,"error":`...)
 		b = appendString(b, o.Error)
 	}
+	if o.Harness {
+		b = append(b, `,"harness":true`...)
+	}
 	return append(b, '}')
 }
 
@@ -209,12 +227,14 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("timeline: line %d: %s", e.Line, e.Msg)
 }
 
-// Record is one decoded line. Type says which of the fields is valid; a type
-// this version does not know is returned with only Type set, so a newer
-// writer's streams still decode.
+// Record is one decoded line. Type says which of the fields is valid. The
+// decoder is strict: an unknown type, an impossible time or a record out of
+// place (meta not first or twice, anything after the end record) is a
+// *SyntaxError naming the line.
 type Record struct {
 	Type    string
 	Meta    *Meta // a fresh value for each meta record
+	End     *End  // a fresh value for each end record
 	Attempt Attempt
 	Outcome Outcome
 }
@@ -226,6 +246,10 @@ type Decoder struct {
 	line int
 	long []byte
 	p    parser
+
+	records  int // records decoded so far
+	metaLine int // line of the meta record, 0 before it
+	endLine  int // line of the end record, 0 before it
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -255,8 +279,32 @@ func (d *Decoder) Decode(rec *Record) error {
 		if err := d.p.record(line, rec); err != nil {
 			return &SyntaxError{Line: d.line, Msg: err.Error()}
 		}
+		if err := d.order(rec.Type); err != nil {
+			return &SyntaxError{Line: d.line, Msg: err.Error()}
+		}
 		return nil
 	}
+}
+
+// order enforces the stream's shape: at most one meta record, and only as
+// the first record; at most one end record, last.
+func (d *Decoder) order(typ string) error {
+	d.records++
+	switch {
+	case d.endLine > 0:
+		return fmt.Errorf("a %s record after the end record (line %d)", typ, d.endLine)
+	case typ == TypeMeta && d.metaLine > 0:
+		return fmt.Errorf("a second meta record (the first is line %d)", d.metaLine)
+	case typ == TypeMeta && d.records > 1:
+		return errors.New("the meta record must be the first record")
+	}
+	switch typ {
+	case TypeMeta:
+		d.metaLine = d.line
+	case TypeEnd:
+		d.endLine = d.line
+	}
+	return nil
 }
 
 // readLine returns the next line without its newline. A last line that is

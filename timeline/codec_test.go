@@ -36,7 +36,7 @@ func sampleAttempts() []Attempt {
 		{Client: "17", Key: "17/42", Attempt: 2, Method: "GET", Path: "/c/17/r/42", At: 5e9, Done: 5e9 + 7, Status: 200, Phase: "recovered", RateLimit: `RateLimit: "default";r=19;t=1`},
 		{Client: "3", Key: "3/0", Attempt: 1, Method: "POST", Path: "/c/3/r/0", At: 10, Done: 20, Fault: FaultReset, Idempotent: true},
 		{Client: "x\"y\\z\n\u00e9", Key: "idem:ä", Attempt: 3, Method: "GET", Path: "/odd path?q=\x01", At: 0, Done: 0, Status: 429, NotBefore: 0, HasNotBefore: true},
-		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: -5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
+		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
 	}
 }
 
@@ -125,6 +125,8 @@ func TestEncoderWritesStandardJSON(t *testing.T) {
 }
 
 func TestDecodeErrorsNameTheLine(t *testing.T) {
+	const meta = `{"type":"meta","format":1,"recorder":"run","scenario":"x","seed":1,"start":"2026-11-30T23:00:00Z"}`
+	const end = `{"type":"end","at":9,"reason":"completed"}`
 	good := `{"type":"attempt","client":"1","key":"1/0","attempt":1,"method":"GET","path":"/c/1/r/0","at":1,"done":2,"status":200}`
 	tests := []struct {
 		name, in string
@@ -142,6 +144,17 @@ func TestDecodeErrorsNameTheLine(t *testing.T) {
 		{"bad meta", `{"type":"meta","seed":"x"}`, 1, "meta"},
 		{"type after bad field", `{"at":"x","type":"attempt","attempt":1}`, 1, `key "at"`},
 		{"bad escape", `{"type":"attempt","client":"\q","attempt":1}`, 1, "bad string"},
+		{"unknown type", good + "\n" + `{"type":"future-record"}`, 2, `unknown record type "future-record"`},
+		{"meta not first", good + "\n" + meta, 2, "must be the first record"},
+		{"two metas", meta + "\n" + good + "\n" + meta, 3, "a second meta record (the first is line 1)"},
+		{"record after end", meta + "\n" + end + "\n" + good, 3, "after the end record (line 2)"},
+		{"two ends", meta + "\n" + end + "\n" + end, 3, "after the end record"},
+		{"end without reason", `{"type":"end","at":5}`, 1, `"reason"`},
+		{"negative arrival", strings.Replace(good, `"at":1`, `"at":-1`, 1), 1, "before the run's start"},
+		{"answered before arrival", strings.Replace(good, `"done":2`, `"done":0`, 1), 1, "before it arrived"},
+		{"outcome ends before start", `{"type":"outcome","client":"1","key":"1/0","scheduled":0,"start":9,"end":3,"result":"ok"}`, 1, "before it started"},
+		{"outcome before the run", `{"type":"outcome","client":"1","key":"1/0","scheduled":-4,"start":0,"end":3,"result":"ok"}`, 1, "before the run's start"},
+		{"newer format", `{"type":"meta","format":99,"recorder":"run","scenario":"x","seed":1,"start":"2026-11-30T23:00:00Z"}`, 1, "newer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,16 +179,12 @@ func TestDecodeTolerance(t *testing.T) {
 	in := strings.Join([]string{
 		`{"type":"meta","format":1,"recorder":"serve","scenario":"x","seed":1,"start":"2026-11-30T23:00:00Z","new_meta_field":{"a":[1,2]}}`,
 		``,
-		`  {"type":"future-record","anything":[{"x":null}]}  `,
 		`{"attempt":2,"type":"attempt","client":"a","key":"k","method":"GET","path":"/","at":1e3,"done":2000,"new_field":[true,false,null,"s",{"n":-1.5e3}],"status":429}`,
 	}, "\n")
 	dec := NewDecoder(strings.NewReader(in))
 	var rec Record
 	if err := dec.Decode(&rec); err != nil || rec.Meta == nil || rec.Meta.Recorder != "serve" {
 		t.Fatalf("meta: %v, %+v", err, rec.Meta)
-	}
-	if err := dec.Decode(&rec); err != nil || rec.Type != "future-record" {
-		t.Fatalf("unknown type: %v, %q; want it returned with its type", err, rec.Type)
 	}
 	if err := dec.Decode(&rec); err != nil {
 		t.Fatal(err)
@@ -184,8 +193,8 @@ func TestDecodeTolerance(t *testing.T) {
 	if rec.Attempt != want {
 		t.Errorf("attempt = %+v; want %+v", rec.Attempt, want)
 	}
-	if dec.Line() != 4 {
-		t.Errorf("Line() = %d; want 4", dec.Line())
+	if dec.Line() != 3 {
+		t.Errorf("Line() = %d; want 3", dec.Line())
 	}
 }
 
@@ -260,5 +269,40 @@ func TestDecodedStringsStayValid(t *testing.T) {
 		if keys[i] != strconv.Itoa(i)+"/0" || paths[i] != wantPath {
 			t.Fatalf("record %d after decoding all: key %q path %q; want %q %q", i, keys[i], paths[i][:min(40, len(paths[i]))], strconv.Itoa(i)+"/0", wantPath[:min(40, len(wantPath))])
 		}
+	}
+}
+
+func TestEndAndHarnessRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	o := Outcome{Client: "1", Key: "1/0", Start: 1, End: 2, Result: ResultError, Error: "exec: not found", Harness: true}
+	end := End{At: 10, Reason: EndInterrupted, Signal: "interrupt", InFlight: 3, Unstarted: 4, DialErrors: 5, FleetReady: 6, Errors: []string{"x"}}
+	if err := enc.EncodeMeta(sampleMeta()); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.EncodeOutcome(&o); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.EncodeEnd(&end); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dec := NewDecoder(&buf)
+	var rec Record
+	for _, typ := range []string{TypeMeta, TypeOutcome, TypeEnd} {
+		if err := dec.Decode(&rec); err != nil || rec.Type != typ {
+			t.Fatalf("Decode = %v, type %q; want %q", err, rec.Type, typ)
+		}
+		if typ == TypeOutcome && rec.Outcome != o {
+			t.Errorf("outcome = %+v; want %+v", rec.Outcome, o)
+		}
+	}
+	if rec.End == nil || !reflect.DeepEqual(*rec.End, end) {
+		t.Errorf("end = %+v; want %+v", rec.End, end)
+	}
+	if err := dec.Decode(&rec); err != io.EOF {
+		t.Errorf("after end: %v; want io.EOF", err)
 	}
 }

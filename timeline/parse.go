@@ -44,6 +44,7 @@ func (p *parser) record(line []byte, rec *Record) error {
 	p.line, p.lineSet = "", false
 	rec.Type = ""
 	rec.Meta = nil
+	rec.End = nil
 	rec.Attempt = Attempt{}
 	rec.Outcome = Outcome{}
 	a, o := &rec.Attempt, &rec.Outcome
@@ -115,16 +116,18 @@ func (p *parser) record(line []byte, rec *Record) error {
 			o.Attempts, err = p.int()
 		case "error":
 			o.Error, err = p.str(false)
+		case "harness":
+			o.Harness, err = p.bool()
 		default:
 			err = p.skip()
 		}
 		if err != nil {
 			err = fmt.Errorf("key %q: %w", key, err)
-			if rec.Type != TypeMeta && rec.Type != "" {
+			if rec.Type != TypeMeta && rec.Type != TypeEnd && rec.Type != "" {
 				return err
 			}
-			// Meta fields share names with ours but not their types (its
-			// start is a date); the meta path below re-reads the whole line.
+			// Meta and end fields share names with ours but not their types
+			// (meta's start is a date); their paths below re-read the line.
 			p.i = vs
 			if serr := p.skip(); serr != nil {
 				return err
@@ -149,7 +152,7 @@ func (p *parser) record(line []byte, rec *Record) error {
 	if p.i != len(p.b) {
 		return p.errf("data after the record")
 	}
-	if pending != nil && rec.Type != TypeMeta {
+	if pending != nil && rec.Type != TypeMeta && rec.Type != TypeEnd {
 		return pending
 	}
 	switch rec.Type {
@@ -161,19 +164,50 @@ func (p *parser) record(line []byte, rec *Record) error {
 		if err := json.Unmarshal(p.b, m); err != nil {
 			return fmt.Errorf("meta: %w", err)
 		}
+		if m.Format > Format {
+			return fmt.Errorf("meta: format %d is newer than this retrylab reads (%d)", m.Format, Format)
+		}
+		if m.Scheduled < 0 || m.Duration < 0 {
+			return errors.New("meta: negative scheduled or duration")
+		}
 		rec.Meta = m
+	case TypeEnd:
+		rec.Attempt, rec.Outcome = Attempt{}, Outcome{}
+		e := new(End)
+		if err := json.Unmarshal(p.b, e); err != nil {
+			return fmt.Errorf("end: %w", err)
+		}
+		if e.At < 0 || e.InFlight < 0 || e.Unstarted < 0 || e.DialErrors < 0 || e.FleetReady < 0 {
+			return errors.New("end: negative time or count")
+		}
+		if e.Reason == "" {
+			return errors.New(`end record needs a "reason"`)
+		}
+		rec.End = e
 	case TypeAttempt:
 		rec.Outcome = Outcome{}
-		if a.Attempt < 1 {
+		switch {
+		case a.Attempt < 1:
 			return errors.New(`attempt record needs "attempt" >= 1`)
+		case a.At < 0:
+			return fmt.Errorf("attempt arrives at %d ns, before the run's start", a.At)
+		case a.Done < a.At:
+			return fmt.Errorf("attempt answered (done %d ns) before it arrived (at %d ns)", a.Done, a.At)
+		case a.Status < 0 || a.Status > 999:
+			return fmt.Errorf("attempt status %d is not an HTTP status", a.Status)
 		}
 	case TypeOutcome:
 		rec.Attempt = Attempt{}
-		if o.Result == "" {
+		switch {
+		case o.Result == "":
 			return errors.New(`outcome record needs a "result"`)
+		case o.Scheduled < 0 || o.Start < 0:
+			return errors.New("outcome scheduled or started before the run's start")
+		case o.End < o.Start:
+			return fmt.Errorf("outcome ends (end %d ns) before it started (start %d ns)", o.End, o.Start)
 		}
 	default:
-		rec.Attempt, rec.Outcome = Attempt{}, Outcome{}
+		return fmt.Errorf("unknown record type %q (this retrylab reads meta, attempt, outcome and end)", rec.Type)
 	}
 	return nil
 }

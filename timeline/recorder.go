@@ -34,6 +34,11 @@ type Recorder struct {
 	done chan struct{}
 	once sync.Once
 	err  error // first write error; read after done is closed
+
+	failed   chan struct{} // closed at the first write error
+	failOnce sync.Once
+	errMu    sync.Mutex
+	firstErr error // the error that closed failed
 }
 
 // NewRecorder starts a Recorder writing to enc with room for buffer records
@@ -43,7 +48,7 @@ func NewRecorder(enc *Encoder, buffer int) *Recorder {
 	if buffer < 1 {
 		buffer = 1
 	}
-	r := &Recorder{enc: enc, ch: make(chan item, buffer), done: make(chan struct{})}
+	r := &Recorder{enc: enc, ch: make(chan item, buffer), done: make(chan struct{}), failed: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -56,6 +61,26 @@ func (r *Recorder) Attempt(a *Attempt) {
 // Outcome queues a copy of o for encoding; o may be reused when it returns.
 func (r *Recorder) Outcome(o *Outcome) {
 	r.ch <- item{outcome: true, o: *o}
+}
+
+// Failed returns a channel closed at the first write error, so a run can
+// stop instead of going on without a timeline; Err then says what failed.
+func (r *Recorder) Failed() <-chan struct{} { return r.failed }
+
+// Err returns the first write error so far, or nil.
+func (r *Recorder) Err() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.firstErr
+}
+
+func (r *Recorder) fail(err error) {
+	r.failOnce.Do(func() {
+		r.errMu.Lock()
+		r.firstErr = err
+		r.errMu.Unlock()
+		close(r.failed)
+	})
 }
 
 // Close waits until every queued record is encoded, flushes the encoder, and
@@ -89,6 +114,7 @@ func (r *Recorder) loop() {
 		}
 		if err != nil && r.err == nil {
 			r.err = err
+			r.fail(err)
 		}
 		if !pending {
 			pending = true
@@ -100,6 +126,7 @@ func (r *Recorder) loop() {
 		timer.Stop()
 		if err := r.enc.Flush(); err != nil && r.err == nil {
 			r.err = err
+			r.fail(err)
 		}
 	}
 	for {

@@ -122,6 +122,29 @@ func TestRecorderCloseReturnsWriteError(t *testing.T) {
 	}
 }
 
+// TestRecorderFailedSignalsTheFirstWriteError: a run can stop at the first
+// write error instead of going on without a timeline.
+func TestRecorderFailedSignalsTheFirstWriteError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("disk full")
+		rec := NewRecorder(NewEncoder(recFailWriter{boom}), 1)
+		select {
+		case <-rec.Failed():
+			t.Fatal("Failed closed before any write")
+		default:
+		}
+		if rec.Err() != nil {
+			t.Fatalf("Err() = %v before any write", rec.Err())
+		}
+		rec.Attempt(&Attempt{Client: "1"})
+		<-rec.Failed() // the flush delay passes in virtual time
+		if !errors.Is(rec.Err(), boom) {
+			t.Errorf("Err() = %v; want %v", rec.Err(), boom)
+		}
+		rec.Close()
+	})
+}
+
 // TestRecorderFlushesWhileBusy: a steady stream is flushed within the
 // flush delay, not only when it stops.
 func TestRecorderFlushesWhileBusy(t *testing.T) {

@@ -20,12 +20,19 @@ const (
 	TypeMeta    = "meta"
 	TypeAttempt = "attempt"
 	TypeOutcome = "outcome"
+	// TypeEnd is the last record of a run the harness carried out: how and
+	// why it stopped. A fleet timeline without one was killed or truncated.
+	TypeEnd = "end"
 )
 
 // Faults recorded in Attempt.Fault instead of a status.
 const (
 	FaultReset = "reset" // the server closed the connection without a response
 	FaultHang  = "hang"  // the server held the request until the client gave up
+	// FaultAbandoned: the client went away before the server wrote its
+	// response. Attempt.Status holds the status it would have sent; the
+	// client never saw it, so it is a failed attempt, never a success.
+	FaultAbandoned = "abandoned"
 )
 
 // Outcome results, the value of Outcome.Result.
@@ -69,6 +76,10 @@ type Meta struct {
 	Shard string    `json:"shard,omitempty"` // "i/n" when the run is one shard of many
 	// Duration is the run's hard cap in nanoseconds (0: none).
 	Duration int64 `json:"duration,omitempty"`
+	// Scheduled is how many logical requests the fleet scheduled (clients ×
+	// requests); 0 for a serve recording, which judges what it holds. A run
+	// timeline with fewer outcomes than this is incomplete.
+	Scheduled int64 `json:"scheduled,omitempty"`
 
 	Phases []Phase  `json:"phases,omitempty"`
 	Fleet  *Fleet   `json:"fleet,omitempty"`
@@ -164,6 +175,43 @@ type Outcome struct {
 	Status    int    `json:"status,omitempty"`   // final status, 0 when none
 	Attempts  int    `json:"attempts,omitempty"` // attempts the client saw, when it can tell
 	Error     string `json:"error,omitempty"`
+	// Harness is true when the failure came from the harness or the
+	// subject's plumbing (an exec program that could not start, broke the
+	// line protocol, exited non-zero or printed nothing), not from the
+	// library's retry logic. Such outcomes make a verdict INCONCLUSIVE.
+	Harness bool `json:"harness,omitempty"`
+}
+
+// End reasons, the value of End.Reason.
+const (
+	EndCompleted   = "completed"   // every scheduled logical request ended
+	EndDuration    = "duration"    // the run's duration cap stopped it
+	EndInterrupted = "interrupted" // a signal stopped it (End.Signal says which)
+	EndWriteError  = "write-error" // writing the timeline failed; the rest is lost
+	EndError       = "error"       // the harness failed otherwise (End.Errors)
+)
+
+// End is the last record of a fleet run: how the harness stopped and what
+// it could not do. The analyzer reads it to tell a faithful run from one it
+// must not vouch for (see the analyzer's INCONCLUSIVE verdict).
+type End struct {
+	At     int64  `json:"at"`               // ns since the run's start when the fleet stopped
+	Reason string `json:"reason"`           // one of the End* constants
+	Signal string `json:"signal,omitempty"` // the signal that interrupted the run
+	// InFlight is how many logical requests were still running when the run
+	// stopped (their outcomes say "canceled"); Unstarted how many scheduled
+	// ones never started.
+	InFlight  int64 `json:"in_flight,omitempty"`
+	Unstarted int64 `json:"unstarted,omitempty"`
+	// DialErrors counts the harness's own connection failures (dial,
+	// accept, descriptor exhaustion) on its side of the loopback.
+	DialErrors int64 `json:"dial_errors,omitempty"`
+	// FleetReady is when the whole fleet was ready to send (ns since the
+	// run's start; exec fleets wait for every process), 0 when unknown.
+	FleetReady int64 `json:"fleet_ready,omitempty"`
+	// Errors are harness problems in words, each a reason the run was not
+	// carried out faithfully.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Duration is how long the logical request took from the caller's view.
