@@ -30,6 +30,11 @@ type Options struct {
 	// Skip lists check ids to skip (--skip), on top of the scenario's
 	// expect.skip.
 	Skip []string
+	// Require lists checks that must judge something (--require), on top of
+	// the scenario's expect.require: a listed check that skips makes the
+	// verdict INCONCLUSIVE. A required check runs even when the scenario's
+	// expect.checks leaves it out.
+	Require []string
 	// Policy, when non-nil, replaces the policy the timeline states.
 	Policy *timeline.Policy
 	// Examples is how many offending examples each check keeps (0: 5).
@@ -48,6 +53,11 @@ func (o Options) Validate() error {
 		}
 	}
 	for _, id := range o.Skip {
+		if _, ok := lookupDef(id); !ok {
+			return unknownCheck(id)
+		}
+	}
+	for _, id := range o.Require {
 		if _, ok := lookupDef(id); !ok {
 			return unknownCheck(id)
 		}
@@ -242,6 +252,14 @@ type Analyzer struct {
 	waves  [2 * waveGroups]welford
 	wavEx  [2 * waveGroups][]Example
 	sync   syncWindows
+
+	// reuseKeys: an attempt after a 2xx/3xx starts a new logical request on
+	// the same key (serve recordings, whose clients reuse URLs); never in a
+	// fleet run, where every logical request has a key of its own.
+	reuseKeys bool
+
+	fid      fidelity
+	required map[string]bool // checks whose skip makes the verdict inconclusive
 }
 
 // counter counts offenders among judged events and keeps the first examples.
@@ -281,6 +299,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 	if opts.Policy != nil {
 		a.policy = opts.Policy
 	}
+	a.reuseKeys = meta == nil || meta.Recorder == "serve"
 	a.resolve()
 	return a
 }
@@ -290,6 +309,7 @@ func (a *Analyzer) resolve() {
 	if a.meta != nil {
 		expect = a.meta.Expect
 	}
+	a.required = map[string]bool{}
 	a.cfg = make([]*checkCfg, len(checkDefs))
 	for i := range checkDefs {
 		a.cfg[i] = &checkCfg{def: &checkDefs[i], selected: true, params: map[string]paramValue{}}
@@ -318,6 +338,12 @@ func (a *Analyzer) resolve() {
 		for _, id := range expect.Skip {
 			if c := cfgOf(id); c != nil {
 				c.skipBy = "the scenario's expect.skip"
+			}
+		}
+		for _, id := range expect.Require {
+			if c := cfgOf(id); c != nil {
+				c.selected, c.explicit = true, true
+				a.required[id] = true
 			}
 		}
 		for k, v := range expect.Thresholds {
@@ -369,9 +395,16 @@ func (a *Analyzer) resolve() {
 			}
 		}
 	}
+	for _, id := range a.opts.Require {
+		if c := cfgOf(id); c != nil {
+			c.selected, c.explicit = true, true
+			a.required[id] = true
+		}
+	}
 	for _, id := range a.opts.Skip {
 		if c := cfgOf(id); c != nil {
 			c.skipBy = "--skip"
+			delete(a.required, id) // skipping on purpose is not judging nothing
 		}
 	}
 

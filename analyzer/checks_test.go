@@ -18,80 +18,89 @@ const (
 func TestChecks(t *testing.T) {
 	stated := policy(100*ms, 5*s1, 6, 20*s1, "full")
 	full := fullJitter(100*ms, 5*s1)
+	// Each case carries its own data: a sim without a policy gets the
+	// stated one unless noPolicy says the timeline states none, and a sim
+	// without a cap or budget gets 6 attempts unless unbounded.
 	tests := []struct {
-		name  string
-		sim   sim
-		opts  Options
-		check string
-		want  string
+		name      string
+		sim       sim
+		opts      Options
+		check     string
+		want      string
+		noPolicy  bool
+		unbounded bool
 	}{
 		// retry-after
-		{"honours HTTP-date", sim{server: outage(3*s1, "phase-end"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass},
-		{"honours delta", sim{server: outage(3*s1, "delta1"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass},
-		{"ignores Retry-After", sim{server: outage(3*s1, "phase-end"), delay: full}, Options{}, CheckRetryAfter, StatusFail},
-		{"no Retry-After at all", sim{server: outage(3*s1, ""), delay: full}, Options{}, CheckRetryAfter, StatusPass},
+		{"honours HTTP-date", sim{server: outage(3*s1, "phase-end"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass, false, false},
+		{"honours delta", sim{server: outage(3*s1, "delta1"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass, false, false},
+		{"ignores Retry-After", sim{server: outage(3*s1, "phase-end"), delay: full}, Options{}, CheckRetryAfter, StatusFail, false, false},
+		{"no Retry-After at all judges nothing", sim{server: outage(3*s1, ""), delay: full}, Options{}, CheckRetryAfter, StatusSkip, false, false},
+		{"a past date paces nothing", sim{server: outage(3*s1, "past-date"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusSkip, false, false},
 		// instant-retry
-		{"full jitter is not instant", sim{server: outage(3*s1, ""), delay: full}, Options{}, CheckInstantRetry, StatusPass},
-		{"no backoff", sim{server: outage(3*s1, ""), delay: instant()}, Options{}, CheckInstantRetry, StatusFail},
-		{"no backoff, no policy", sim{server: outage(3*s1, ""), delay: instant(), policy: nil}, Options{}, CheckInstantRetry, StatusFail},
-		{"negative Retry-After allows immediate", sim{server: outage(3*s1, "negative"), delay: fixed(0)}, Options{}, CheckInstantRetry, StatusPass},
-		{"garbage Retry-After needs backoff", sim{server: outage(3*s1, "garbage"), delay: fixed(0)}, Options{}, CheckInstantRetry, StatusFail},
-		{"small stated base", sim{server: outage(3*s1, ""), delay: fullJitter(10*ms, s1), policy: policy(10*ms, s1, 6, 20*s1, "full")}, Options{}, CheckInstantRetry, StatusPass},
+		{"full jitter is not instant", sim{server: outage(3*s1, ""), delay: full}, Options{}, CheckInstantRetry, StatusPass, false, false},
+		{"no backoff", sim{server: outage(3*s1, ""), delay: instant()}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"no backoff, no policy", sim{server: outage(3*s1, ""), delay: instant()}, Options{}, CheckInstantRetry, StatusFail, true, false},
+		{"negative Retry-After is malformed: needs backoff", sim{server: outage(3*s1, "negative"), delay: fixed(0)}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"retry at once on a past date", sim{server: outage(3*s1, "past-date"), honorRA: true, delay: full}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"retry at once on Retry-After: 0", sim{server: outage(3*s1, "zero"), honorRA: true, delay: full}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"backoff on a past date", sim{server: outage(3*s1, "past-date"), delay: full}, Options{}, CheckInstantRetry, StatusPass, false, false},
+		{"backoff after a negative value", sim{server: outage(3*s1, "negative"), delay: full}, Options{}, CheckInstantRetry, StatusPass, false, false},
+		{"garbage Retry-After needs backoff", sim{server: outage(3*s1, "garbage"), delay: fixed(0)}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"small stated base", sim{server: outage(3*s1, ""), delay: fullJitter(10*ms, s1), policy: policy(10*ms, s1, 6, 20*s1, "full")}, Options{}, CheckInstantRetry, StatusPass, false, false},
 		// waves
-		{"full jitter spreads", sim{server: outage(5*s1, ""), delay: full}, Options{}, CheckWaves, StatusPass},
-		{"decorrelated spreads", sim{server: outage(5*s1, ""), delay: decorrelated(100*ms, 5*s1)}, Options{}, CheckWaves, StatusPass},
-		{"equal jitter spreads", sim{server: outage(5*s1, ""), delay: equalJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusPass},
-		{"no jitter", sim{server: outage(5*s1, ""), delay: noJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusFail},
-		{"fixed delay", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckWaves, StatusFail},
-		{"narrow jitter", sim{server: outage(10*s1, ""), delay: narrow(2*s1, 100*ms)}, Options{}, CheckWaves, StatusFail},
-		{"server-paced is not waves", sim{server: outage(5*s1, "phase-end"), honorRA: true, delay: full}, Options{}, CheckWaves, StatusSkip},
-		{"jitter on top of Retry-After", sim{server: outage(5*s1, "phase-end"), honorRA: true, raJitter: s1, delay: full}, Options{}, CheckWaves, StatusPass},
-		{"fixed on top of Retry-After", sim{server: outage(5*s1, "delta1"), honorRA: true, raExtra: 500 * ms, delay: full}, Options{}, CheckWaves, StatusFail},
+		{"full jitter spreads", sim{server: outage(5*s1, ""), delay: full}, Options{}, CheckWaves, StatusPass, false, false},
+		{"decorrelated spreads", sim{server: outage(5*s1, ""), delay: decorrelated(100*ms, 5*s1)}, Options{}, CheckWaves, StatusPass, false, false},
+		{"equal jitter spreads", sim{server: outage(5*s1, ""), delay: equalJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusPass, false, false},
+		{"no jitter", sim{server: outage(5*s1, ""), delay: noJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusFail, false, false},
+		{"fixed delay", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckWaves, StatusFail, false, false},
+		{"narrow jitter", sim{server: outage(10*s1, ""), delay: narrow(2*s1, 100*ms)}, Options{}, CheckWaves, StatusFail, false, false},
+		{"server-paced is not waves", sim{server: outage(5*s1, "phase-end"), honorRA: true, delay: full}, Options{}, CheckWaves, StatusSkip, false, false},
+		{"jitter on top of Retry-After", sim{server: outage(5*s1, "phase-end"), honorRA: true, raJitter: s1, delay: full}, Options{}, CheckWaves, StatusPass, false, false},
+		{"fixed on top of Retry-After", sim{server: outage(5*s1, "delta1"), honorRA: true, raExtra: 500 * ms, delay: full}, Options{}, CheckWaves, StatusFail, false, false},
 		// non-retryable
-		{"retries a 404", sim{server: always(404), retry4xx: true, delay: full, maxAttempts: 3}, Options{}, CheckNonRetryable, StatusFail},
-		{"stops on a 404", sim{server: always(404), delay: full}, Options{}, CheckNonRetryable, StatusPass},
+		{"retries a 404", sim{server: always(404), retry4xx: true, delay: full, maxAttempts: 3}, Options{}, CheckNonRetryable, StatusFail, false, false},
+		{"stops on a 404", sim{server: always(404), delay: full}, Options{}, CheckNonRetryable, StatusPass, false, false},
 		{"404 not in the set", sim{server: always(404), retry4xx: true, delay: full, maxAttempts: 3},
-			Options{Checks: []CheckSpec{mustSpec(t, "non-retryable:statuses=400|422")}}, CheckNonRetryable, StatusPass},
+			Options{Checks: []CheckSpec{mustSpec(t, "non-retryable:statuses=400|422")}}, CheckNonRetryable, StatusSkip, false, false},
+		{"no 4xx sent judges nothing", sim{server: outage(s1, ""), delay: full}, Options{}, CheckNonRetryable, StatusSkip, false, false},
 		// idempotency
-		{"POST without a key", sim{server: outage(s1, ""), method: "POST", delay: full}, Options{}, CheckIdempotency, StatusFail},
-		{"POST with a key", sim{server: outage(s1, ""), method: "POST", idem: true, delay: full}, Options{}, CheckIdempotency, StatusPass},
-		{"PATCH without a key", sim{server: outage(s1, ""), method: "PATCH", delay: full}, Options{}, CheckIdempotency, StatusFail},
-		{"GET needs no key", sim{server: outage(s1, ""), delay: full}, Options{}, CheckIdempotency, StatusPass},
+		{"POST without a key", sim{server: outage(s1, ""), method: "POST", delay: full}, Options{}, CheckIdempotency, StatusFail, false, false},
+		{"POST with a key", sim{server: outage(s1, ""), method: "POST", idem: true, delay: full}, Options{}, CheckIdempotency, StatusPass, false, false},
+		{"PATCH without a key", sim{server: outage(s1, ""), method: "PATCH", delay: full}, Options{}, CheckIdempotency, StatusFail, false, false},
+		{"GET needs no key: nothing to judge", sim{server: outage(s1, ""), delay: full}, Options{}, CheckIdempotency, StatusSkip, false, false},
 		// attempts
-		{"within max_attempts", sim{server: always(503), delay: full, maxAttempts: 6}, Options{}, CheckAttempts, StatusPass},
-		{"beyond max_attempts", sim{server: always(503), delay: full, maxAttempts: 9}, Options{}, CheckAttempts, StatusFail},
-		{"no stated cap", sim{server: always(503), delay: full, maxAttempts: 9, policy: &timeline.Policy{}}, Options{}, CheckAttempts, StatusSkip},
+		{"within max_attempts", sim{server: always(503), delay: full, maxAttempts: 6}, Options{}, CheckAttempts, StatusPass, false, false},
+		{"beyond max_attempts", sim{server: always(503), delay: full, maxAttempts: 9}, Options{}, CheckAttempts, StatusFail, false, false},
+		{"no stated cap", sim{server: always(503), delay: full, maxAttempts: 9, policy: &timeline.Policy{}}, Options{}, CheckAttempts, StatusSkip, false, false},
 		{"cap from a flag", sim{server: always(503), delay: full, maxAttempts: 6},
-			Options{Checks: []CheckSpec{mustSpec(t, "attempts:threshold=3")}}, CheckAttempts, StatusFail},
+			Options{Checks: []CheckSpec{mustSpec(t, "attempts:threshold=3")}}, CheckAttempts, StatusFail, false, false},
 		// budget
-		{"within budget", sim{server: always(503), delay: full, budget: 20 * s1}, Options{}, CheckBudget, StatusPass},
-		{"past budget", sim{server: always(503), delay: fixed(s1), maxAttempts: 40, budget: 20 * s1, overrun: 10 * s1}, Options{}, CheckBudget, StatusFail},
-		{"hung", sim{server: always(503), delay: full, hang: true}, Options{}, CheckBudget, StatusFail},
+		{"within budget", sim{server: always(503), delay: full, budget: 20 * s1}, Options{}, CheckBudget, StatusPass, false, false},
+		{"nothing failed: nothing to judge", sim{server: outage(0, ""), delay: full}, Options{}, CheckBudget, StatusSkip, false, false},
+		{"past budget", sim{server: always(503), delay: fixed(s1), maxAttempts: 40, budget: 20 * s1, overrun: 10 * s1}, Options{}, CheckBudget, StatusFail, false, false},
+		{"hung", sim{server: always(503), delay: full, hang: true}, Options{}, CheckBudget, StatusFail, false, false},
 		// amplification
-		{"bounded", sim{server: outage(s1, ""), delay: full}, Options{}, CheckAmplification, StatusPass},
-		{"unbounded", sim{server: outage(30*s1, ""), delay: fixed(100 * ms)}, Options{}, CheckAmplification, StatusFail},
+		{"bounded", sim{server: outage(s1, ""), delay: full}, Options{}, CheckAmplification, StatusPass, false, false},
+		{"unbounded", sim{server: outage(30*s1, ""), delay: fixed(100 * ms)}, Options{}, CheckAmplification, StatusFail, false, true},
 		{"over the scenario's limit", sim{server: outage(3*s1, ""), delay: full, expect: &timeline.Expect{Thresholds: map[string]float64{"amplification": 2}}},
-			Options{}, CheckAmplification, StatusFail},
+			Options{}, CheckAmplification, StatusFail, false, false},
 		{"over the retry share", sim{server: outage(3*s1, ""), delay: full},
-			Options{Checks: []CheckSpec{mustSpec(t, "amplification:retry_share=20")}}, CheckAmplification, StatusFail},
+			Options{Checks: []CheckSpec{mustSpec(t, "amplification:retry_share=20")}}, CheckAmplification, StatusFail, false, false},
 		// jitter-bounds
-		{"full jitter in bounds", sim{server: outage(5*s1, ""), delay: full}, Options{}, CheckJitterBounds, StatusPass},
-		{"decorrelated in bounds", sim{server: outage(5*s1, ""), delay: decorrelated(100*ms, 5*s1), policy: policy(100*ms, 5*s1, 6, 20*s1, "decorrelated")}, Options{}, CheckJitterBounds, StatusPass},
-		{"fixed delay over bounds", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckJitterBounds, StatusFail},
-		{"off by one exponent", sim{server: outage(5*s1, ""), delay: noJitter(200*ms, 5*s1)}, Options{}, CheckJitterBounds, StatusFail},
-		{"no stated policy", sim{server: outage(5*s1, ""), delay: full, policy: &timeline.Policy{}}, Options{}, CheckJitterBounds, StatusSkip},
+		{"full jitter in bounds", sim{server: outage(5*s1, ""), delay: full}, Options{}, CheckJitterBounds, StatusPass, false, false},
+		{"decorrelated in bounds", sim{server: outage(5*s1, ""), delay: decorrelated(100*ms, 5*s1), policy: policy(100*ms, 5*s1, 6, 20*s1, "decorrelated")}, Options{}, CheckJitterBounds, StatusPass, false, false},
+		{"fixed delay over bounds", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckJitterBounds, StatusFail, false, false},
+		{"off by one exponent", sim{server: outage(5*s1, ""), delay: noJitter(200*ms, 5*s1)}, Options{}, CheckJitterBounds, StatusFail, false, false},
+		{"no stated policy", sim{server: outage(5*s1, ""), delay: full, policy: &timeline.Policy{}}, Options{}, CheckJitterBounds, StatusSkip, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.sim
 			s.clients, s.seed = 300, 1
-			if s.policy == nil && tt.name != "no backoff, no policy" {
+			if s.policy == nil && !tt.noPolicy {
 				s.policy = stated
 			}
-			if s.maxAttempts == 0 && s.budget == 0 && tt.check != CheckAmplification {
-				s.maxAttempts = 6
-			}
-			if tt.check == CheckAmplification && s.maxAttempts == 0 && tt.name != "unbounded" {
+			if s.maxAttempts == 0 && s.budget == 0 && !tt.unbounded {
 				s.maxAttempts = 6
 			}
 			v := s.verdict(tt.opts)
@@ -177,7 +186,7 @@ func TestServeRecording(t *testing.T) {
 	v := an.Result()
 	for id, want := range map[string]string{
 		CheckBudget: StatusSkip, CheckAttempts: StatusSkip, CheckJitterBounds: StatusSkip,
-		CheckInstantRetry: StatusFail, CheckRetryAfter: StatusPass,
+		CheckInstantRetry: StatusFail, CheckRetryAfter: StatusSkip,
 	} {
 		if got := v.Check(id).Status; got != want {
 			t.Errorf("%s = %s (%s); want %s", id, got, v.Check(id).Reason, want)

@@ -100,12 +100,18 @@ func title(v *Verdict) string {
 	return strings.Join(parts, " · ")
 }
 
-func passWord(v *Verdict) string {
-	if v.Pass {
+// Word is the verdict in capitals: PASS, FAIL or INCONCLUSIVE.
+func (v *Verdict) Word() string {
+	switch {
+	case v.Status == VerdictInconclusive:
+		return "INCONCLUSIVE"
+	case v.Pass:
 		return "PASS"
 	}
 	return "FAIL"
 }
+
+func passWord(v *Verdict) string { return v.Word() }
 
 // WriteText writes the verdict as a terminal table in the manner of k6's
 // thresholds block: ✓, ✗ or ↷ (skipped) per check, the figure against its
@@ -113,6 +119,17 @@ func passWord(v *Verdict) string {
 func WriteText(w io.Writer, v *Verdict) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "retrylab verdict: %s  %s\n\n", passWord(v), title(v))
+	if len(v.Inconclusive) > 0 {
+		if v.Status == VerdictInconclusive {
+			bw.WriteString("  the run behind this timeline cannot be vouched for; no check failed, but:\n")
+		} else {
+			bw.WriteString("  the run was not carried out faithfully, and a check failed anyway:\n")
+		}
+		for _, why := range v.Inconclusive {
+			fmt.Fprintf(bw, "  ? %s\n", why)
+		}
+		bw.WriteString("\n")
+	}
 	width := 0
 	for _, c := range v.Checks {
 		width = max(width, len(c.ID))
@@ -194,6 +211,7 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"`
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
@@ -258,7 +276,16 @@ func WriteJUnit(w io.Writer, v *Verdict) error {
 		}
 	}
 	suite.SystemOut = out.String()
-	doc := junitSuites{Name: "retrylab", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Suites: []junitSuite{suite}}
+	if len(v.Inconclusive) > 0 {
+		// One testcase the gate cannot miss: an error, not a failure of the
+		// library, in every JUnit reader.
+		tc := junitCase{Name: "run-fidelity", Classname: "retrylab." + scen, Time: "0"}
+		tc.Error = &junitFailure{Message: "INCONCLUSIVE: " + xmlSafe(v.Inconclusive[0]), Type: "inconclusive", Body: xmlSafe(strings.Join(v.Inconclusive, "\n") + "\n")}
+		suite.Cases = append([]junitCase{tc}, suite.Cases...)
+		suite.Tests++
+		suite.Errors++
+	}
+	doc := junitSuites{Name: "retrylab", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Suites: []junitSuite{suite}}
 	b, err := xml.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("analyzer: encoding JUnit: %w", err)
@@ -295,10 +322,20 @@ func mdEscape(s string) string {
 func WriteMarkdown(w io.Writer, v *Verdict) error {
 	bw := bufio.NewWriter(w)
 	icon := "✅"
-	if !v.Pass {
+	switch {
+	case v.Status == VerdictInconclusive:
+		icon = "⚠️"
+	case !v.Pass:
 		icon = "❌"
 	}
 	fmt.Fprintf(bw, "### %s retrylab verdict: %s\n\n%s\n\n", icon, passWord(v), mdEscape(title(v)))
+	if len(v.Inconclusive) > 0 {
+		bw.WriteString("> [!CAUTION]\n> The run behind this verdict was not carried out faithfully:\n")
+		for _, why := range v.Inconclusive {
+			fmt.Fprintf(bw, "> - %s\n", mdEscape(why))
+		}
+		bw.WriteString("\n")
+	}
 	bw.WriteString("| | check | figure | threshold | note |\n|---|---|---:|---:|---|\n")
 	for i := range v.Checks {
 		c := &v.Checks[i]

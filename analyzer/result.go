@@ -26,7 +26,8 @@ const (
 
 // Result judges what was added so far.
 func (a *Analyzer) Result() *Verdict {
-	v := &Verdict{Pass: true, Figures: a.fig}
+	v := &Verdict{Figures: a.fig}
+	failed := false
 	f := &v.Figures
 	if a.seen {
 		f.Span = a.now - a.first
@@ -66,7 +67,7 @@ func (a *Analyzer) Result() *Verdict {
 		if r.Status != StatusFail {
 			r.Examples = nil
 		} else {
-			v.Pass = false
+			failed = true
 		}
 		v.Checks = append(v.Checks, r)
 	}
@@ -78,6 +79,15 @@ func (a *Analyzer) Result() *Verdict {
 				s.total, s.best, fmtDur(a.waveWindow), fmtNS(s.bestAt)),
 			Remedy: "spread Retry-After on the server (retry_after.spread), or add jitter on top of Retry-After in the client",
 		})
+	}
+	v.Inconclusive = a.inconclusive(v)
+	switch {
+	case failed:
+		v.Status = VerdictFail // a failure seen in part of a run is still a failure
+	case len(v.Inconclusive) > 0:
+		v.Status = VerdictInconclusive
+	default:
+		v.Status, v.Pass = VerdictPass, true
 	}
 	unpaired := a.unpaired
 	for _, st := range a.keys {
@@ -121,7 +131,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 	switch c.def.id {
 	case CheckRetryAfter:
 		if a.ra.judged == 0 {
-			return verdict(c, 0, 0, 0, "no retry followed a response with a usable Retry-After")
+			return skip("no retry followed a Retry-After that named a later instant")
 		}
 		r = verdict(c, float64(a.ra.bad), 0, a.ra.judged, fmt.Sprintf("%d of %d retries after a usable Retry-After arrived more than %s before not_before",
 			a.ra.bad, a.ra.judged, fmtDur(a.raTol)))
@@ -131,7 +141,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		r.Examples = a.ra.ex
 	case CheckInstantRetry:
 		if a.inst.judged == 0 {
-			return verdict(c, 0, defaultInstant, 0, "no retry followed a 429/5xx without a usable Retry-After")
+			return skip("no retry followed a 429/5xx without a Retry-After that paced it")
 		}
 		def, why := defaultInstant, ""
 		if a.policy != nil && a.policy.Base > 0 {
@@ -145,17 +155,29 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 	case CheckWaves:
 		return a.judgeWaves(c)
 	case CheckNonRetryable:
-		r = verdict(c, float64(a.nonr.bad), 0, a.nonr.judged, fmt.Sprintf("retries after %s", a.nonRetryList()))
+		var sent int64
+		for s, on := range a.nonRetry {
+			if on {
+				sent += a.statuses[s]
+			}
+		}
+		if sent == 0 {
+			return skip(fmt.Sprintf("the server sent no %s", a.nonRetryList()))
+		}
+		r = verdict(c, float64(a.nonr.bad), 0, sent, fmt.Sprintf("retries after %d responses %s", sent, a.nonRetryList()))
 		r.Examples = a.nonr.ex
 	case CheckIdempotency:
 		if a.idem.judged == 0 {
-			return verdict(c, 0, 0, 0, "no POST or PATCH request was retried")
+			return skip("no POST or PATCH request was retried")
 		}
 		r = verdict(c, float64(a.idem.bad), 0, a.idem.judged, fmt.Sprintf("%d of %d POST/PATCH retries carried no Idempotency-Key", a.idem.bad, a.idem.judged))
 		r.Examples = a.idem.ex
 	case CheckAttempts:
 		if a.attCap <= 0 {
 			return skip("no stated max_attempts in the policy and no threshold")
+		}
+		if a.fig.Requests == 0 {
+			return skip("no attempts in the timeline")
 		}
 		r = verdict(c, float64(a.maxAtt), float64(a.attCap), a.fig.Requests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d", a.att.bad, a.attCap))
 		r.Examples = a.att.ex
@@ -165,6 +187,9 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		}
 		if a.fig.Outcomes == 0 {
 			return skip("the timeline has no outcomes")
+		}
+		if a.bud.judged == 0 {
+			return skip("no logical request failed")
 		}
 		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", fmtDur(a.budgetTol), fmtDur(a.budget), a.bud.judged)
 		if a.budget <= 0 {
@@ -213,7 +238,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		case a.pacingOn:
 			return skip("the client is expected to self-throttle, and its limiter's waits cannot be told from its backoff")
 		case a.jb.judged == 0:
-			return verdict(c, 0, defaultJitter, 0, "no retry paced by the client's own backoff")
+			return skip("no retry paced by the client's own backoff")
 		}
 		r = verdict(c, pct(a.jb.bad, a.jb.judged), defaultJitter, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", a.jb.bad, a.jb.judged, fmtDur(a.jbTol)))
 		if a.jb.bad > 0 {

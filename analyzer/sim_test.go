@@ -48,7 +48,7 @@ type sim struct {
 
 func (s *sim) meta() *timeline.Meta {
 	return &timeline.Meta{Format: timeline.Format, Recorder: "run", Scenario: "sim", Subject: "sim", Seed: int64(s.seed),
-		Policy: s.policy, Expect: s.expect, Quota: s.quota, Phases: s.phases}
+		Policy: s.policy, Expect: s.expect, Quota: s.quota, Phases: s.phases, Scheduled: int64(s.clients * max(s.requests, 1))}
 }
 
 // records runs the fleet and returns its records (meta first), attempts and
@@ -138,7 +138,11 @@ func (s *sim) records() []timeline.Record {
 	for _, e := range evs {
 		out = append(out, e.rec)
 	}
-	return out
+	end := &timeline.End{Reason: timeline.EndCompleted}
+	if len(evs) > 0 {
+		end.At = int64(evs[len(evs)-1].t)
+	}
+	return append(out, timeline.Record{Type: timeline.TypeEnd, End: end})
 }
 
 // verdict feeds the sim's records to a fresh Analyzer.
@@ -165,6 +169,8 @@ func ndjson(t testing.TB, recs []timeline.Record) []byte {
 			err = enc.EncodeAttempt(&recs[i].Attempt)
 		case timeline.TypeOutcome:
 			err = enc.EncodeOutcome(&recs[i].Outcome)
+		case timeline.TypeEnd:
+			err = enc.EncodeEnd(recs[i].End)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -192,6 +198,10 @@ func outage(end time.Duration, form string) func(time.Duration) (int, string, ti
 			return 503, "1", at + 2*time.Millisecond + time.Second, true
 		case "negative":
 			return 503, "-5", 0, false
+		case "past-date": // allows an immediate retry: not_before before the response
+			return 503, "past", at - time.Second, true
+		case "zero":
+			return 503, "0", at + 2*time.Millisecond, true
 		case "garbage":
 			return 503, "soon", 0, false
 		}

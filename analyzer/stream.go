@@ -20,14 +20,13 @@ const closeGrace = int64(500 * time.Millisecond)
 
 // attemptLite is what a check needs of an attempt to judge the next one.
 type attemptLite struct {
-	n           int32
-	status      int32
-	fault       bool
-	hasNB       bool
-	raImmediate bool // a Retry-After that allows an immediate retry (negative, 0)
-	prevDone    bool // paired with its predecessor (or the first attempt)
-	at, done    int64
-	nb          int64
+	n        int32
+	status   int32
+	fault    bool
+	hasNB    bool
+	prevDone bool // paired with its predecessor (or the first attempt)
+	at, done int64
+	nb       int64
 }
 
 // closing is a logical request whose outcome arrived at `at`.
@@ -120,6 +119,11 @@ func (a *Analyzer) Add(rec *timeline.Record) {
 		a.addAttempt(&rec.Attempt)
 	case timeline.TypeOutcome:
 		a.addOutcome(&rec.Outcome)
+	case timeline.TypeEnd:
+		if rec.End != nil {
+			a.addEnd(rec.End)
+		}
+		return
 	default:
 		return
 	}
@@ -175,8 +179,10 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		n: int32(r.Attempt), status: int32(r.Status), fault: r.Fault != "",
 		hasNB: r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
 	}
-	if !x.hasNB && r.RetryAfter != "" {
-		x.raImmediate = r.RetryAfter[0] == '-' || strings.TrimLeft(r.RetryAfter, "0") == ""
+	if x.fault {
+		// The client never saw a status (a reset, or a response it left
+		// before: abandoned records the status it would have had).
+		x.status = 0
 	}
 	st := a.keys[r.Key]
 	if st == nil {
@@ -272,8 +278,11 @@ func (a *Analyzer) insert(st *keyState, key string, x attemptLite) {
 
 // pair judges retry x against the attempt p before it.
 func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
-	if p.status >= 200 && p.status < 400 {
-		// A later logical request reusing the key, not a retry.
+	if p.status >= 200 && p.status < 400 && a.reuseKeys {
+		// A later logical request reusing the key, not a retry: only in
+		// serve recordings, whose clients may request one URL again. In a
+		// fleet run every logical request has its own key, so an attempt
+		// after a success is a retry the client should not have made.
 		st.base = int(x.n) - 1
 		a.fig.Requests++
 		a.fig.Retries--
@@ -285,7 +294,10 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		return Example{Client: st.client, Key: strings.Clone(key), Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
 	}
 
-	if p.hasNB {
+	// A Retry-After paces the retry only when it names a later instant; one
+	// that allows an immediate retry (a past date, "0") paces nothing.
+	paced := p.hasNB && p.nb > p.done
+	if paced {
 		a.ra.judged++
 		if early := p.nb - x.at; early > a.raTol {
 			if early > a.ra.worst {
@@ -309,13 +321,13 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	// Who paced this retry: the server (it came when Retry-After said) or the
 	// client's own backoff (own is its wait beyond what the server asked).
 	own, afterNB, serverPaced := gap, false, false
-	if p.hasNB {
-		allowed := max(p.done, p.nb)
+	if paced {
+		allowed := p.nb
 		if d := x.at - allowed; d >= -a.raTol {
 			if d <= a.waveSlack+(allowed-p.done)/50 {
 				serverPaced = true
 			} else {
-				own, afterNB = d, allowed > p.done
+				own, afterNB = d, true
 			}
 		}
 	}
@@ -334,7 +346,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		}
 	}
 
-	unadvised := !p.hasNB && !p.raImmediate
+	unadvised := !paced
 	if unadvised && (p.status == 429 || p.status >= 500) {
 		a.inst.judged++
 		a.instEx += a.instantProb(k)
@@ -446,6 +458,7 @@ func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
 func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
 	a.results[o.Result]++
+	a.fidelityOutcome(o)
 	if o.End > a.now {
 		a.now = o.End
 	}

@@ -31,13 +31,18 @@ const (
 	StatusSkip = "skip"
 )
 
-// Verdict is the analyzer's judgement of one timeline. Pass is false when any
-// check failed; skipped checks do not fail a verdict.
+// Verdict is the analyzer's judgement of one timeline. Status is FAIL when
+// any check failed (a failure seen in part of a run is still a failure),
+// else INCONCLUSIVE when the run behind the timeline was not carried out
+// faithfully or nothing was judged (Inconclusive says why), else PASS. Pass
+// is true only for PASS: a CI gate never turns a broken run green.
 type Verdict struct {
-	Pass     bool          `json:"pass"`
-	Checks   []CheckResult `json:"checks"`
-	Warnings []Warning     `json:"warnings,omitempty"`
-	Figures  Figures       `json:"figures"`
+	Status       string        `json:"verdict"` // VerdictPass, VerdictFail or VerdictInconclusive
+	Pass         bool          `json:"pass"`
+	Inconclusive []string      `json:"inconclusive,omitempty"` // why the run cannot be vouched for
+	Checks       []CheckResult `json:"checks"`
+	Warnings     []Warning     `json:"warnings,omitempty"`
+	Figures      Figures       `json:"figures"`
 }
 
 // Failed returns the ids of the failed checks, in report order.

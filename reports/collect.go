@@ -76,8 +76,9 @@ type Stats struct {
 	// (within 1%); zero without outcomes.
 	P50, P99 time.Duration
 
-	// RetryAfterRetries counts retries that followed a response with a
-	// usable Retry-After (or one allowing an immediate retry: 0, negative);
+	// RetryAfterRetries counts retries that followed a response whose
+	// Retry-After named a later instant (one that allows an immediate retry,
+	// a past date or 0, paces nothing: its retries are own delays);
 	// EarlyRetries those of them that came before its not_before, less the
 	// tolerance.
 	RetryAfterRetries int64
@@ -99,9 +100,8 @@ type Stats struct {
 type keyState struct {
 	done      int64
 	notBefore int64
-	hasNB     bool
-	immediate bool  // a Retry-After that allows an immediate retry (negative, 0) and set no not_before
-	ok        bool  // answered 2xx or 3xx: a later arrival is a new logical request
+	hasNB     bool  // a Retry-After that named a later instant
+	ok        bool  // answered 2xx or 3xx in a serve recording: a later arrival is a new logical request
 	attempt   int32 // attempts of the current logical request so far
 }
 
@@ -179,7 +179,10 @@ func (h *rowHeap) Pop() any {
 // concurrent use; its zero value is not usable: use NewCollector.
 type Collector struct {
 	meta *timeline.Meta
-	opts Options
+	// reuseKeys: a serve recording, whose clients may reuse a URL after a
+	// success (see the analyzer's pairing).
+	reuseKeys bool
+	opts      Options
 
 	bins   timeBins
 	counts [numClasses][]uint64
@@ -211,16 +214,17 @@ type Collector struct {
 // missing).
 func NewCollector(meta *timeline.Meta, opts Options) *Collector {
 	if meta == nil {
-		meta = &timeline.Meta{}
+		meta = &timeline.Meta{Recorder: "serve"}
 	}
 	opts = opts.withDefaults()
 	c := &Collector{
-		meta:     meta,
-		opts:     opts,
-		rows:     make(map[string]*rasterRow),
-		raOnTime: newReservoir[raPoint](raSampleSize, 1),
-		raEarly:  newReservoir[raPoint](raEarlySize, 2),
-		hists:    make(map[string]*logHist),
+		meta:      meta,
+		reuseKeys: meta.Recorder == "serve",
+		opts:      opts,
+		rows:      make(map[string]*rasterRow),
+		raOnTime:  newReservoir[raPoint](raSampleSize, 1),
+		raEarly:   newReservoir[raPoint](raEarlySize, 2),
+		hists:     make(map[string]*logHist),
 	}
 	c.bins = timeBins{width: 1_000_000, n: timeBinCount}
 	if meta.Duration > 0 {
@@ -292,9 +296,10 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 	}
 
 	// A later arrival with the key of an earlier one is a retry, unless the
-	// earlier one succeeded: then it is a new logical request reusing the
-	// key (a client outside the harness requesting the same URL again), as
-	// the analyzer has it.
+	// earlier one succeeded in a serve recording: then it is a new logical
+	// request reusing the key (a client outside the harness requesting the
+	// same URL again), as the analyzer has it. A fleet run gives every
+	// logical request its own key.
 	prev, seen := c.keys.get(a.Key)
 	var n int32
 	switch {
@@ -309,21 +314,16 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 		c.firsts++
 		n = 1
 	}
-	st := keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore, attempt: n, ok: a.Status >= 200 && a.Status < 400 && a.Fault == ""}
-	if !st.hasNB && a.RetryAfter != "" {
-		st.immediate = a.RetryAfter[0] == '-' || strings.TrimLeft(a.RetryAfter, "0") == ""
-	}
+	st := keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore && a.NotBefore > a.Done, attempt: n,
+		ok: c.reuseKeys && a.Status >= 200 && a.Status < 400 && a.Fault == ""}
 	c.keys.put(a.Key, st)
 }
 
 // addRetry pairs a retry with the previous attempt of its logical request.
 func (c *Collector) addRetry(a *timeline.Attempt, prev keyState) {
 	taken := a.At - prev.done
-	if prev.hasNB || prev.immediate {
+	if prev.hasNB {
 		p := raPoint{asked: prev.notBefore - prev.done, taken: taken}
-		if !prev.hasNB {
-			p.asked, prev.notBefore = 0, prev.done
-		}
 		c.stats.RetryAfterRetries++
 		if a.At < prev.notBefore-int64(c.opts.Tolerance) {
 			c.stats.EarlyRetries++

@@ -63,16 +63,17 @@ func TestStats(t *testing.T) {
 		// retry 3 (bound 400ms) after 500ms: beyond.
 		att("2", "k2", 4, 780*ms, 790*ms, 0),
 		out("2", "k2", 0, 800*ms, "gave-up"),
-		// k3: Retry-After 0 allows an immediate retry: paced by the
-		// server, never early, not a backoff delay.
-		withRA(att("3", "k3", 1, 0, 5*ms, 503), "0"),
+		// k3: Retry-After 0 allows an immediate retry: it paces nothing,
+		// so the retry's wait is the client's own delay, as the analyzer
+		// has it.
+		withNB(withRA(att("3", "k3", 1, 0, 5*ms, 503), "0"), 5*ms),
 		att("3", "k3", 2, 5*ms, 6*ms, 404),
 		out("3", "k3", 0, 7*ms, "non-retryable"),
 	)
 	s := c.Stats()
 	want := Stats{
 		Attempts: 8, OK: 1, Throttled: 3, Unavailable: 2, OtherErrors: 1, Faults: 1, Retries: 5,
-		Requests: 3, Outcomes: 3, RetryAfterRetries: 3, EarlyRetries: 1, OwnDelays: 2, BeyondBound: 1,
+		Requests: 3, Outcomes: 3, RetryAfterRetries: 2, EarlyRetries: 1, OwnDelays: 3, BeyondBound: 1,
 		End: 1011 * time.Millisecond,
 	}
 	got := s

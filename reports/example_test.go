@@ -18,7 +18,7 @@ func tinyTimeline() []byte {
 	var buf bytes.Buffer
 	enc := timeline.NewEncoder(&buf)
 	enc.EncodeMeta(&timeline.Meta{
-		Format: timeline.Format, Recorder: "run", Scenario: "outage-date", Subject: "retrylab",
+		Format: timeline.Format, Recorder: "run", Scenario: "outage-date", Subject: "retrylab", Scheduled: 1,
 		Policy: &timeline.Policy{Base: 100e6, Cap: 5e9, MaxAttempts: 5, Budget: 20e9, Jitter: "full"},
 		Phases: []timeline.Phase{{Name: "outage", Start: 0, End: 1e9, Respond: "status 503"}, {Name: "recovered", Start: 1e9, Respond: "ok"}},
 	})
@@ -27,6 +27,7 @@ func tinyTimeline() []byte {
 	enc.EncodeAttempt(&timeline.Attempt{Client: "0", Key: "0/0", Attempt: 2, Method: "GET", Path: "/c/0/r/0",
 		At: 1001e6, Done: 1003e6, Status: 200})
 	enc.EncodeOutcome(&timeline.Outcome{Client: "0", Key: "0/0", Start: 0, End: 1004e6, Result: "ok", Status: 200, Attempts: 2})
+	enc.EncodeEnd(&timeline.End{At: 1004e6, Reason: timeline.EndCompleted})
 	enc.Flush()
 	return buf.Bytes()
 }

@@ -67,12 +67,14 @@ type plotView struct {
 }
 
 type verdictView struct {
-	Pass     bool
-	Checks   []checkRow
-	Warnings []analyzer.Warning
-	Failed   int
-	Passed   int
-	Skipped  int
+	Pass         bool
+	Inconclusive bool     // the verdict is INCONCLUSIVE
+	Reasons      []string // why the run cannot be vouched for (also on a FAIL)
+	Checks       []checkRow
+	Warnings     []analyzer.Warning
+	Failed       int
+	Passed       int
+	Skipped      int
 }
 
 type checkRow struct {
@@ -253,7 +255,7 @@ func resultRank(r string) int {
 }
 
 func newVerdictView(v *analyzer.Verdict) *verdictView {
-	vv := &verdictView{Pass: v.Pass, Warnings: v.Warnings}
+	vv := &verdictView{Pass: v.Pass, Warnings: v.Warnings, Inconclusive: v.Status == analyzer.VerdictInconclusive, Reasons: v.Inconclusive}
 	for _, ch := range v.Checks {
 		row := checkRow{ID: ch.ID, Status: ch.Status, Reason: ch.Reason, Samples: ch.Samples}
 		switch ch.Status {

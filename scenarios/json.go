@@ -154,6 +154,9 @@ func expectJSON(e Expect) object {
 	if len(e.Skip) > 0 {
 		o = append(o, kv{"skip", e.Skip})
 	}
+	if len(e.Require) > 0 {
+		o = append(o, kv{"require", e.Require})
+	}
 	if len(e.Thresholds) > 0 {
 		o = append(o, kv{"thresholds", e.Thresholds})
 	}

@@ -490,6 +490,12 @@ func (d *decoder) expect(n ast.Node, path string) Expect {
 			d.failAt(d.places[join(path, "skip")], join(path, "skip"), "check %q is both in checks and in skip", id)
 		}
 	}
+	e.Require = m.stringList("require", CheckIDs)
+	for _, id := range e.Require {
+		if slices.Contains(e.Skip, id) {
+			d.failAt(d.places[join(path, "require")], join(path, "require"), "check %q is both required and skipped", id)
+		}
+	}
 	tn, tpath := m.take("thresholds")
 	tm := d.mapping(tn, tpath)
 	for _, f := range tm.pairs() {

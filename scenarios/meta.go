@@ -45,6 +45,7 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Start:       o.Start,
 		Shard:       o.Shard,
 		Duration:    int64(sc.Duration),
+		Scheduled:   int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests),
 		Phases:      o.Phases,
 		Fleet: &timeline.Fleet{
 			Clients:  sc.Fleet.Clients,
@@ -77,8 +78,8 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		}
 		m.Quota = &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: burst, Key: q.Key}
 	}
-	if e := sc.Expect; len(e.Checks)+len(e.Skip)+len(e.Thresholds) > 0 {
-		m.Expect = &timeline.Expect{Checks: e.Checks, Skip: e.Skip, Thresholds: e.Thresholds}
+	if e := sc.Expect; len(e.Checks)+len(e.Skip)+len(e.Require)+len(e.Thresholds) > 0 {
+		m.Expect = &timeline.Expect{Checks: e.Checks, Skip: e.Skip, Require: e.Require, Thresholds: e.Thresholds}
 	}
 	if s := o.Subject; s != nil {
 		m.Subject = s.Name()

@@ -300,6 +300,21 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	r.tr.CloseIdleConnections()
 	stopProgress()
 	recErr := r.closeRecorder()
+	if enc != nil && recErr == nil {
+		// The end record says how the run stopped; a timeline without one
+		// was killed or cut short.
+		end := &timeline.End{At: int64(elapsed), Reason: timeline.EndCompleted,
+			InFlight: r.results[resultIndex(timeline.ResultCanceled)].Load(), Unstarted: r.total - r.done.Load()}
+		switch stopped {
+		case StoppedCanceled:
+			end.Reason, end.Signal = timeline.EndInterrupted, "interrupt"
+		case StoppedDuration:
+			end.Reason = timeline.EndDuration
+		}
+		if recErr = enc.EncodeEnd(end); recErr == nil {
+			recErr = enc.Flush()
+		}
+	}
 
 	st := srv.Stats()
 	sum = &Summary{

@@ -114,6 +114,7 @@ type SubjectSpec struct {
 type Expect struct {
 	Checks     []string
 	Skip       []string
+	Require    []string // checks whose skip makes the verdict INCONCLUSIVE
 	Thresholds map[string]float64
 }
 

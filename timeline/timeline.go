@@ -130,8 +130,11 @@ type Quota struct {
 // Expect is the scenario's expectations: which checks to run and their
 // thresholds.
 type Expect struct {
-	Checks     []string           `json:"checks,omitempty"`
-	Skip       []string           `json:"skip,omitempty"`
+	Checks []string `json:"checks,omitempty"`
+	Skip   []string `json:"skip,omitempty"`
+	// Require lists checks that must judge something: a listed check that
+	// skips makes the verdict INCONCLUSIVE instead of letting it pass.
+	Require    []string           `json:"require,omitempty"`
 	Thresholds map[string]float64 `json:"thresholds,omitempty"`
 }
 

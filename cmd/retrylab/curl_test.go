@@ -53,7 +53,7 @@ func TestServeJudgesACurlLoop(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("analyze exit %d; want 0\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"PASS", "3 requests", "✓ retry-after", "✓ non-retryable"} {
+	for _, want := range []string{"PASS", "3 requests", "✓ retry-after", "↷ non-retryable"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verdict lacks %q:\n%s", want, out)
 		}

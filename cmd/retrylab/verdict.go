@@ -83,11 +83,20 @@ func (v *verdictFlags) emit(e *env, verdict *analyzer.Verdict) error {
 	return nil
 }
 
+// errVerdictInconclusive is returned for an INCONCLUSIVE verdict. It exits
+// 3, as a run that could not be carried out does, and its message is
+// printed on stderr after the verdict's reasons.
+var errVerdictInconclusive = errors.New("verdict INCONCLUSIVE: the run behind the timeline cannot be vouched for (reasons above); exit status 3")
+
 // verdictErr is the error a command returns for a verdict: nil when it
-// passed, errVerdictFailed when not.
+// passed, errVerdictFailed when a check failed, errVerdictInconclusive when
+// the run cannot be vouched for.
 func verdictErr(v *analyzer.Verdict) error {
-	if v.Pass {
+	switch {
+	case v.Pass:
 		return nil
+	case v.Status == analyzer.VerdictInconclusive:
+		return errVerdictInconclusive
 	}
 	return errVerdictFailed
 }

@@ -1,0 +1,201 @@
+package analyzer
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// Verdict values, the value of Verdict.Status.
+const (
+	VerdictPass         = "pass"
+	VerdictFail         = "fail"
+	VerdictInconclusive = "inconclusive"
+)
+
+// Fidelity bounds: how far the harness may fall behind the fleet it was
+// asked to drive before the analyzer stops vouching for the run.
+const (
+	// minLatenessBound is the least start lateness (p99) that makes a run
+	// unfaithful: on a busy 2-core machine a faithful 1,000-client burst
+	// starts its requests within tens of milliseconds (docs/checks.md).
+	minLatenessBound = int64(100 * time.Millisecond)
+	// latenessPhaseShare: beyond minLatenessBound, start lateness may reach
+	// this share of the shortest timed phase before the fleet no longer
+	// meets the phases the scenario wrote.
+	latenessPhaseShare = 0.1
+)
+
+// latencyHist is a log-scale histogram of non-negative durations: eight
+// buckets per power of two from 1 µs, so a quantile is within 9 %.
+type latencyHist struct {
+	n      int64
+	counts [8 * 48]int64
+}
+
+func (h *latencyHist) add(ns int64) {
+	h.n++
+	h.counts[histBucket(ns)]++
+}
+
+func histBucket(ns int64) int {
+	us := max(ns/1000, 0)
+	if us < 1 {
+		return 0
+	}
+	e := bits.Len64(uint64(us)) - 1 // 2^e ≤ us < 2^(e+1)
+	frac := int((us - 1<<e) * 8 >> e)
+	return min(1+e*8+frac, 8*48-1)
+}
+
+// quantile returns the upper edge of the bucket holding quantile q.
+func (h *latencyHist) quantile(q float64) int64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var seen int64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			if i == 0 {
+				return 1000
+			}
+			e, frac := (i-1)/8, (i-1)%8
+			return int64((1<<e)+((int64(frac)+1)<<e)/8) * 1000
+		}
+	}
+	return math.MaxInt64
+}
+
+// fidelity is what the analyzer learns about the run behind the timeline.
+type fidelity struct {
+	end        *timeline.End
+	harness    int64  // outcomes the harness or the subject's plumbing failed
+	harnessEx  string // the first one's error
+	lateness   latencyHist
+	endRecords int64
+}
+
+func (a *Analyzer) addEnd(e *timeline.End) {
+	c := *e
+	c.Errors = append([]string(nil), e.Errors...)
+	a.fid.end = &c
+	a.fid.endRecords++
+	if e.At > a.now {
+		a.now = e.At
+	}
+}
+
+// fidelityOutcome notes what one outcome says about the harness.
+func (a *Analyzer) fidelityOutcome(o *timeline.Outcome) {
+	if o.Harness {
+		a.fid.harness++
+		if a.fid.harnessEx == "" {
+			a.fid.harnessEx = fmt.Sprintf("%s %s: %s", o.Client, o.Key, strings.Clone(o.Error))
+		}
+	}
+	if o.Result != timeline.ResultCanceled || o.Start > 0 {
+		a.fid.lateness.add(o.Start - o.Scheduled)
+	}
+}
+
+// latenessBound is the start lateness (p99) above which the fleet did not
+// run as scheduled: max(100 ms, 10 % of the shortest timed phase).
+func (a *Analyzer) latenessBound() int64 {
+	b := minLatenessBound
+	if a.meta == nil {
+		return b
+	}
+	shortest := int64(0)
+	for _, ph := range a.meta.Phases {
+		if d := ph.End - ph.Start; ph.End > 0 && d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	return max(b, int64(float64(shortest)*latenessPhaseShare))
+}
+
+// inconclusive lists why the run behind the timeline was not carried out
+// faithfully, in the order a reader should fix them; empty when it was.
+func (a *Analyzer) inconclusive(v *Verdict) []string {
+	var why []string
+	add := func(format string, args ...any) { why = append(why, fmt.Sprintf(format, args...)) }
+	m := a.meta
+	fleetRun := m != nil && m.Recorder != "serve"
+
+	if a.fig.Attempts == 0 {
+		add("the timeline holds no attempt: nothing was judged")
+	}
+	if fleetRun {
+		e := a.fid.end
+		switch {
+		case e == nil:
+			add("the timeline has no end record: the run was killed or the file was cut short")
+		case e.Reason == timeline.EndInterrupted:
+			sig := e.Signal
+			if sig == "" {
+				sig = "a signal"
+			}
+			add("the run was interrupted by %s at %s with %d logical requests in flight and %d never started", sig, fmtNS(e.At), e.InFlight, e.Unstarted)
+		case e.Reason == timeline.EndDuration && e.InFlight+e.Unstarted > 0:
+			add("the duration cap stopped the run at %s with %d logical requests in flight and %d never started", fmtNS(e.At), e.InFlight, e.Unstarted)
+		case e.Reason == timeline.EndWriteError:
+			add("writing the timeline failed at %s: what followed was lost", fmtNS(e.At))
+		case e.Reason == timeline.EndError:
+			add("the harness failed at %s", fmtNS(e.At))
+		}
+		if e != nil {
+			if e.DialErrors > 0 {
+				add("the harness could not connect %d times (dial or accept errors, file descriptors exhausted)", e.DialErrors)
+			}
+			for _, s := range e.Errors {
+				add("harness: %s", s)
+			}
+		}
+		if m.Scheduled > 0 && a.fig.Outcomes < m.Scheduled {
+			add("%d of %d scheduled logical requests have an outcome", a.fig.Outcomes, m.Scheduled)
+		}
+		if h := a.fid.harness; h > 0 {
+			add("%d logical requests failed in the harness or the subject's plumbing, not in the library (first: %s)", h, a.fid.harnessEx)
+		}
+		if n := a.fid.lateness.n; n > 0 {
+			p99, bound := a.fid.lateness.quantile(0.99), a.latenessBound()
+			if p99 > bound && !(m.Virtual && p99 <= 0) {
+				add("the fleet started requests late: p99 %s after their scheduled instant, above the %s the scenario's phases tolerate (the machine could not drive this fleet)", fmtDur(p99), fmtDur(bound))
+			}
+		}
+	}
+	// The fleet must meet the scenario: a first phase that ended before the
+	// first request arrived tested nothing.
+	if m != nil && len(m.Phases) > 1 && a.seen {
+		first := m.Phases[0]
+		arrived := a.first
+		if e := a.fid.end; fleetRun && e != nil && e.FleetReady > arrived {
+			arrived = e.FleetReady
+		}
+		if first.End > 0 && arrived >= first.End {
+			add("the fleet's first request arrived at %s, after the first phase (%s) ended at %s: the scenario was not played against it", fmtNS(arrived), first.Name, fmtNS(first.End))
+		}
+	}
+	// Checks that had to judge something.
+	judged := 0
+	for i := range v.Checks {
+		c := &v.Checks[i]
+		if c.Status != StatusSkip {
+			judged++
+			continue
+		}
+		if a.required[c.ID] {
+			add("the required check %s judged nothing: %s", c.ID, c.Reason)
+		}
+	}
+	if judged == 0 && len(v.Checks) > 0 && a.fig.Attempts > 0 {
+		add("every check skipped: nothing was judged")
+	}
+	return why
+}
