@@ -220,6 +220,8 @@ type Analyzer struct {
 	firstExp   int
 	jbBounded  bool
 	idle       int64
+	giveUpFor  int64  // how long a request may wait for the server (give-up)
+	giveUpFrom string // where giveUpFor came from
 
 	// stream state
 	keys       map[string]*keyState
@@ -247,6 +249,7 @@ type Analyzer struct {
 	att    counter
 	maxAtt int
 	bud    counter
+	gu     counter // give-up
 	pace   counter
 	jb     counter
 	waves  [2 * waveGroups]welford
@@ -448,4 +451,5 @@ func (a *Analyzer) resolve() {
 		a.idle = int64(5 * time.Minute)
 	}
 	a.sync.window = a.waveWindow
+	a.giveUpFor, a.giveUpFrom = a.giveUpWithin(cfgOf(CheckGiveUp))
 }

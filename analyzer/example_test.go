@@ -44,6 +44,7 @@ func Example() {
 	//       ↳ client 1 · 1/0 · POST /c/1/r/0 retried (attempt 2 at 3ms) without an Idempotency-Key
 	//   ↷ attempts........ skipped: not in the scenario's expect.checks
 	//   ↷ budget.......... skipped: a serve recording has no client outcomes
+	//   ↷ give-up......... skipped: not in the scenario's expect.checks
 	//   ↷ amplification... skipped: not in the scenario's expect.checks
 	//   ↷ pacing.......... skipped: not in the scenario's expect.checks
 	//   ↷ jitter-bounds... skipped: not in the scenario's expect.checks

@@ -197,6 +197,8 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		}
 		r = verdict(c, float64(a.bud.bad), 0, a.bud.judged, why)
 		r.Examples = a.bud.ex
+	case CheckGiveUp:
+		return a.judgeGiveUp(c)
 	case CheckAmplification:
 		if a.fig.Requests == 0 {
 			return skip("no attempts in the timeline")
@@ -267,6 +269,8 @@ func (a *Analyzer) threshold(c *checkCfg) float64 {
 		return a.defaultAmp()
 	case CheckPacing:
 		return defaultPacing
+	case CheckGiveUp:
+		return defaultGiveUp
 	case CheckJitterBounds:
 		return defaultJitter
 	}

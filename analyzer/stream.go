@@ -459,6 +459,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
 	a.results[o.Result]++
 	a.fidelityOutcome(o)
+	a.giveUpOutcome(o)
 	if o.End > a.now {
 		a.now = o.End
 	}

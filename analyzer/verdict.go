@@ -10,6 +10,7 @@ const (
 	CheckIdempotency   = "idempotency"
 	CheckAttempts      = "attempts"
 	CheckBudget        = "budget"
+	CheckGiveUp        = "give-up"
 	CheckAmplification = "amplification"
 	CheckPacing        = "pacing"
 	CheckJitterBounds  = "jitter-bounds"

@@ -44,7 +44,7 @@ const (
 // gives their meaning and the analyzer implements them.
 var CheckIDs = []string{
 	"retry-after", "instant-retry", "waves", "non-retryable", "idempotency",
-	"attempts", "budget", "amplification", "pacing", "jitter-bounds",
+	"attempts", "budget", "give-up", "amplification", "pacing", "jitter-bounds",
 }
 
 // Jitter kinds the loader accepts in subject.policy.jitter.

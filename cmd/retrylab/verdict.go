@@ -16,6 +16,7 @@ import (
 type verdictFlags struct {
 	checks   []string
 	skip     []string
+	require  []string
 	json     string
 	junit    string
 	markdown string
@@ -33,6 +34,7 @@ func (v *verdictFlags) register(fs *pflag.FlagSet) {
 func (v *verdictFlags) registerSelection(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&v.checks, "check", nil, "run this check, with optional parameters: `ID[:k=v,...]`, e.g. waves:threshold=2.5 (repeatable)")
 	fs.StringSliceVar(&v.skip, "skip", nil, "skip these check `IDs` (comma-separated)")
+	fs.StringSliceVar(&v.require, "require", nil, "these check `IDs` must judge something: a skip makes the verdict INCONCLUSIVE (comma-separated)")
 }
 
 // options turns the flags into analyzer options; errors name the flag.
@@ -51,6 +53,13 @@ func (v *verdictFlags) options() (analyzer.Options, error) {
 			return o, usagef("--skip %q: %v", s, err)
 		}
 		o.Skip = append(o.Skip, ids...)
+	}
+	for _, s := range v.require {
+		ids, err := analyzer.ParseCheckIDs(s)
+		if err != nil {
+			return o, usagef("--require %q: %v", s, err)
+		}
+		o.Require = append(o.Require, ids...)
 	}
 	if err := o.Validate(); err != nil {
 		return o, usagef("%v", err)

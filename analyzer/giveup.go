@@ -1,0 +1,116 @@
+package analyzer
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// defaultGiveUp is the share of logical requests (%) a client may lose to
+// impatience: a request that failed although the server began serving
+// within its budget. Our reference client loses none on any built-in
+// scenario, and a lost request is a user-visible failure, so the default
+// tolerates only a stray one (docs/checks.md has the measurements).
+const defaultGiveUp = 1.0
+
+// serving reports whether a phase answers requests with success at all:
+// ok, a quota (200 while it has room), or a mix with a 2xx share.
+func serving(respond string) bool {
+	switch {
+	case respond == "ok", strings.HasPrefix(respond, "quota"):
+		return true
+	case strings.HasPrefix(respond, "mix "):
+		for _, f := range strings.Fields(respond[len("mix "):]) {
+			st, w, ok := strings.Cut(f, ":")
+			if !ok {
+				continue
+			}
+			code, err := strconv.Atoi(st)
+			weight, werr := strconv.ParseFloat(w, 64)
+			if err == nil && werr == nil && code >= 200 && code < 300 && weight > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// giveUpWithin is how long a logical request may be expected to wait for
+// the server: the stated policy's budget, else the scenario's
+// give-up.within, else the fleet's watchdog, else 30 s.
+func (a *Analyzer) giveUpWithin(c *checkCfg) (int64, string) {
+	if v, ok := c.params["within"]; ok {
+		return int64(v.num * float64(time.Second)), "give-up.within"
+	}
+	if a.policy != nil && a.policy.Budget > 0 {
+		return a.policy.Budget, "the stated budget"
+	}
+	if a.meta != nil && a.meta.Fleet != nil && a.meta.Fleet.Timeout > 0 {
+		return a.meta.Fleet.Timeout, "the watchdog"
+	}
+	return int64(30 * time.Second), "the default 30s"
+}
+
+// servedBy returns the first serving phase in effect at some instant of
+// [from, until), or nil.
+func (a *Analyzer) servedBy(from, until int64) *timeline.Phase {
+	if a.meta == nil {
+		return nil
+	}
+	for i := range a.meta.Phases {
+		ph := &a.meta.Phases[i]
+		if ph.Start < until && (ph.End == 0 || ph.End > from) && serving(ph.Respond) {
+			return ph
+		}
+	}
+	return nil
+}
+
+// giveUpOutcome judges one outcome for the give-up check: a request that
+// failed (gave up, ran out of budget, or a library error) although a
+// serving phase was in effect before its start + within was lost to
+// impatience. Requests stopped by the run, by the watchdog (budget's
+// business), by a non-retryable status, or by the harness are not judged.
+func (a *Analyzer) giveUpOutcome(o *timeline.Outcome) {
+	if o.Harness || o.Result == timeline.ResultCanceled || o.Result == timeline.ResultHung {
+		return
+	}
+	a.gu.judged++
+	switch o.Result {
+	case timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultError:
+	default:
+		return
+	}
+	if a.giveUpFor <= 0 || a.meta == nil || len(a.meta.Phases) == 0 {
+		return
+	}
+	ph := a.servedBy(o.Start, o.Start+a.giveUpFor)
+	if ph == nil {
+		return
+	}
+	if a.gu.hit(a.maxEx) {
+		at := max(ph.Start, o.Start)
+		a.gu.ex = append(a.gu.ex, Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: o.Attempts, At: o.End, Prev: o.Start,
+			Detail: fmt.Sprintf("%s after %s (%d attempts), but phase %s served from %s, %s after the request started and within its %s", o.Result, fmtDur(o.End-o.Start), o.Attempts, ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
+	}
+}
+
+func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
+	switch {
+	case a.meta == nil || a.meta.Recorder == "serve":
+		return skip("a serve recording has no client outcomes")
+	case a.fig.Outcomes == 0:
+		return skip("the timeline has no outcomes")
+	case len(a.meta.Phases) == 0:
+		return skip("the timeline states no phases: when the server would have served is unknown")
+	case a.gu.judged == 0:
+		return skip("no logical request ended on its own (all canceled, hung or harness errors)")
+	}
+	r := verdict(c, pct(a.gu.bad, a.gu.judged), defaultGiveUp, a.gu.judged,
+		fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", a.gu.bad, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom))
+	r.Examples = a.gu.ex
+	return r
+}

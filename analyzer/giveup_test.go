@@ -1,0 +1,96 @@
+package analyzer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// outagePhases lays out outage(end): 503 until end, then ok.
+func outagePhases(end time.Duration) []timeline.Phase {
+	return []timeline.Phase{
+		{Name: "outage", Start: 0, End: int64(end), Respond: "status 503"},
+		{Name: "recovered", Start: int64(end), Respond: "ok"},
+	}
+}
+
+// TestGiveUp: a request that fails although the server began serving
+// within its budget is lost to impatience; one the server would not have
+// served in time, one stopped by a non-retryable status, and one the
+// harness lost are not.
+func TestGiveUp(t *testing.T) {
+	full := fullJitter(100*ms, 2*s1)
+	tests := []struct {
+		name   string
+		sim    sim
+		opts   Options
+		want   string
+		reason string // a piece of the reason or the first example
+	}{
+		{"never retries through a 5 s outage", sim{server: outage(5*s1, ""), phases: outagePhases(5 * s1), delay: full, maxAttempts: 1,
+			policy: policy(100*ms, 2*s1, 1, 20*s1, "full")}, Options{}, StatusFail, "phase recovered served from 5.000s"},
+		{"patient through a 5 s outage", sim{server: outage(5*s1, ""), phases: outagePhases(5 * s1), delay: full, maxAttempts: 30,
+			policy: policy(100*ms, 2*s1, 30, 20*s1, "full")}, Options{}, StatusPass, "0 of 300"},
+		{"attempts run out long before the budget", sim{server: outage(5*s1, ""), phases: outagePhases(5 * s1), delay: full, maxAttempts: 3,
+			policy: policy(100*ms, 2*s1, 3, 20*s1, "full")}, Options{}, StatusFail, "gave-up after"},
+		{"the server recovers after the budget", sim{server: outage(30*s1, ""), phases: outagePhases(30 * s1), delay: full, maxAttempts: 3,
+			policy: policy(100*ms, 2*s1, 3, 5*s1, "full")}, Options{}, StatusPass, "within 5.000s of their start (the stated budget)"},
+		{"within from a flag", sim{server: outage(30*s1, ""), phases: outagePhases(30 * s1), delay: full, maxAttempts: 3,
+			policy: policy(100*ms, 2*s1, 3, 5*s1, "full")}, Options{Checks: []CheckSpec{mustSpec(t, "give-up:within=40s")}}, StatusFail, "(give-up.within)"},
+		{"no budget stated: the watchdog", sim{server: outage(5*s1, ""), phases: outagePhases(5 * s1), delay: full, maxAttempts: 1,
+			policy: &timeline.Policy{}}, Options{}, StatusFail, "(the default 30s)"},
+		{"a non-retryable status is not impatience", sim{server: always(404), phases: []timeline.Phase{{Name: "mix", Respond: "mix 200:90 404:10"}}, delay: full, maxAttempts: 3,
+			policy: policy(100*ms, 2*s1, 3, 20*s1, "full")}, Options{}, StatusPass, "0 of 300"},
+		{"no phases: unknown", sim{server: outage(5*s1, ""), delay: full, maxAttempts: 1, policy: policy(100*ms, 2*s1, 1, 20*s1, "full")},
+			Options{}, StatusSkip, "states no phases"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.sim
+			s.clients, s.seed = 300, 1
+			v := s.verdict(tt.opts)
+			c := v.Check(CheckGiveUp)
+			text := c.Reason
+			if len(c.Examples) > 0 {
+				text += " | " + c.Examples[0].Detail
+			}
+			if c.Status != tt.want || !strings.Contains(text, tt.reason) {
+				t.Errorf("give-up = %s (%.3g%%: %s); want %s with %q", c.Status, c.Figure, text, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// TestGiveUpIgnoresHarnessAndCanceled: outcomes the library did not decide
+// are not judged.
+func TestGiveUpIgnoresHarnessAndCanceled(t *testing.T) {
+	s := sim{clients: 50, seed: 1, server: outage(5*s1, ""), phases: outagePhases(5 * s1), delay: fullJitter(100*ms, 2*s1), maxAttempts: 1,
+		policy: policy(100*ms, 2*s1, 1, 20*s1, "full")}
+	recs := s.records()
+	for i := range recs {
+		if o := &recs[i].Outcome; recs[i].Type == timeline.TypeOutcome {
+			if o.Client < "3" {
+				o.Harness = true
+			} else {
+				o.Result = timeline.ResultCanceled
+			}
+		}
+	}
+	c := judge(recs, Options{}).Check(CheckGiveUp)
+	if c.Status != StatusSkip {
+		t.Errorf("give-up = %s (%s); want skip: nothing the library decided", c.Status, c.Reason)
+	}
+}
+
+func TestServing(t *testing.T) {
+	for respond, want := range map[string]bool{
+		"ok": true, "quota": true, "mix 200:90 500:10": true, "mix 204:1 reset:5": true,
+		"status 503": false, "mix 500:50 404:50": false, "fault reset": false, "fault hang": false, "mix 200:0 503:1": false,
+	} {
+		if got := serving(respond); got != want {
+			t.Errorf("serving(%q) = %v; want %v", respond, got, want)
+		}
+	}
+}
