@@ -21,13 +21,15 @@ const (
 // asked to drive before the analyzer stops vouching for the run.
 const (
 	// minLatenessBound is the least start lateness (p99) that makes a run
-	// unfaithful: on a busy 2-core machine a faithful 1,000-client burst
-	// starts its requests within tens of milliseconds (docs/checks.md).
-	minLatenessBound = int64(100 * time.Millisecond)
+	// unfaithful: a quiet 2-core machine starts a 200-client fleet within
+	// 10 ms of schedule, the same machine loaded to 2× its cores within
+	// 0.6 s, and one that cannot drive its fleet is late by seconds
+	// (docs/checks.md).
+	minLatenessBound = int64(250 * time.Millisecond)
 	// latenessPhaseShare: beyond minLatenessBound, start lateness may reach
 	// this share of the shortest timed phase before the fleet no longer
 	// meets the phases the scenario wrote.
-	latenessPhaseShare = 0.1
+	latenessPhaseShare = 0.2
 )
 
 // latencyHist is a log-scale histogram of non-negative durations: eight
@@ -105,7 +107,7 @@ func (a *Analyzer) fidelityOutcome(o *timeline.Outcome) {
 }
 
 // latenessBound is the start lateness (p99) above which the fleet did not
-// run as scheduled: max(100 ms, 10 % of the shortest timed phase).
+// run as scheduled: max(250 ms, 20 % of the shortest timed phase).
 func (a *Analyzer) latenessBound() int64 {
 	b := minLatenessBound
 	if a.meta == nil {
