@@ -292,7 +292,7 @@ func (d *Decoder) order(typ string) error {
 	d.records++
 	switch {
 	case d.endLine > 0:
-		return fmt.Errorf("a %s record after the end record (line %d)", typ, d.endLine)
+		return fmt.Errorf("a record (%s) after the end record (line %d)", typ, d.endLine)
 	case typ == TypeMeta && d.metaLine > 0:
 		return fmt.Errorf("a second meta record (the first is line %d)", d.metaLine)
 	case typ == TypeMeta && d.records > 1:
