@@ -299,3 +299,38 @@ func TestCompareErrors(t *testing.T) {
 		t.Errorf("Compare(nil) error = %v; want ErrNoEntries", err)
 	}
 }
+
+// TestReportInconclusiveBanner: an INCONCLUSIVE verdict gets a badge and a
+// banner listing every reason at the top of the page, above the scenario.
+func TestReportInconclusiveBanner(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := (synth{clients: 5, requests: 1, seed: 1}).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	v := testVerdict()
+	v.Pass, v.Status = false, analyzer.VerdictInconclusive
+	for i := range v.Checks {
+		if v.Checks[i].Status == analyzer.StatusFail {
+			v.Checks[i].Status = analyzer.StatusPass
+		}
+	}
+	v.Inconclusive = []string{"the run was interrupted by interrupt at 4.000s", "3 of 300 scheduled logical requests have an outcome"}
+	rep, err := WriteFrom(t.TempDir(), &buf, v, Options{DPI: testDPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := readReport(t, rep.HTML)
+	banner := strings.Index(html, `id="fidelity"`)
+	scenario := strings.Index(html, `id="scenario"`)
+	if banner < 0 || scenario < 0 || banner > scenario {
+		t.Fatalf("banner at %d, scenario at %d; want a banner before the scenario", banner, scenario)
+	}
+	for _, want := range append([]string{`<span class="badge inconclusive">inconclusive</span>`, "Inconclusive: this run cannot be vouched for."}, v.Inconclusive...) {
+		if !strings.Contains(html, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(html, `<span class="badge pass">pass</span></p>`) || strings.Contains(html, `badge fail">fail</span></p>`) {
+		t.Error("the verdict line of an inconclusive run says pass or fail")
+	}
+}
