@@ -84,6 +84,10 @@ type Ranked struct {
 	Subject string
 	Runs    int
 	Pass    bool     // every run passed
+	// Verdict is the subject's verdict over its runs: fail when any run
+	// failed a check, else inconclusive when any run was inconclusive, else
+	// pass (analyzer.VerdictPass, VerdictFail, VerdictInconclusive).
+	Verdict string
 	Failed  []string // ids of the checks that failed in at least one run, in report order
 	// Figures holds the key figures by Figure* id, averaged over the runs
 	// that have them; NaN when none has.
@@ -192,7 +196,7 @@ func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
 		if !ok {
 			j = len(out)
 			index[e.Subject] = j
-			out = append(out, Ranked{Subject: e.Subject, Pass: true, Figures: map[string]float64{}, Status: map[string]string{}})
+			out = append(out, Ranked{Subject: e.Subject, Pass: true, Verdict: analyzer.VerdictPass, Figures: map[string]float64{}, Status: map[string]string{}})
 			sums[e.Subject] = map[string][2]float64{}
 			failed[e.Subject] = map[string]bool{}
 		}
@@ -201,6 +205,12 @@ func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
 		v := e.Verdict
 		if !v.Pass {
 			r.Pass = false
+		}
+		switch {
+		case v.Status == analyzer.VerdictFail || (v.Status == "" && !v.Pass):
+			r.Verdict = analyzer.VerdictFail
+		case v.Status == analyzer.VerdictInconclusive && r.Verdict != analyzer.VerdictFail:
+			r.Verdict = analyzer.VerdictInconclusive
 		}
 		for _, id := range v.Failed() {
 			failed[e.Subject][id] = true
@@ -292,13 +302,23 @@ func entryFigure(id string, v *analyzer.Verdict, s *Stats) float64 {
 	return math.NaN()
 }
 
+// verdictRank orders verdicts for the ranking: PASS first, then FAIL
+// (ordered by its evidence below), then INCONCLUSIVE, which has none: a
+// subject whose runs could not be judged is never ranked as if it passed.
+func verdictRank(r Ranked) int {
+	switch {
+	case r.Pass:
+		return 0
+	case r.Verdict == analyzer.VerdictInconclusive:
+		return 2
+	}
+	return 1
+}
+
 // compareRanked orders subjects best first.
 func compareRanked(a, b Ranked) int {
-	if a.Pass != b.Pass {
-		if a.Pass {
-			return -1
-		}
-		return 1
+	if c := cmp.Compare(verdictRank(a), verdictRank(b)); c != 0 {
+		return c
 	}
 	if c := cmp.Compare(len(a.Failed), len(b.Failed)); c != 0 {
 		return c
@@ -480,6 +500,7 @@ type compareRow struct {
 	Rank    int
 	Subject string
 	Pass    bool
+	Verdict string // pass, fail or inconclusive
 	Runs    int
 	Failed  string
 	Cells   []compareCell
@@ -503,7 +524,7 @@ func comparePage(dir, title, scenario string, c *Comparison, entries []CompareEn
 	}
 	pd.Plot = plotView{Plot: c.Plot, Src: src, PixWidth: w, PixHeight: h}
 	for _, r := range c.Ranking {
-		row := compareRow{Rank: r.Rank, Subject: r.Subject, Pass: r.Pass, Runs: r.Runs, Failed: strings.Join(r.Failed, ", "), Reports: r.Reports}
+		row := compareRow{Rank: r.Rank, Subject: r.Subject, Pass: r.Pass, Verdict: r.Verdict, Runs: r.Runs, Failed: strings.Join(r.Failed, ", "), Reports: r.Reports}
 		for _, kf := range keyFigures {
 			x := r.Figures[kf.id]
 			v := "n/a"
@@ -522,9 +543,12 @@ func comparePage(dir, title, scenario string, c *Comparison, entries []CompareEn
 		pd.Rows = append(pd.Rows, row)
 	}
 	for _, e := range entries {
-		st := analyzer.StatusPass
-		if !e.Verdict.Pass {
-			st = analyzer.StatusFail
+		st := analyzer.VerdictPass
+		switch {
+		case e.Verdict.Status == analyzer.VerdictInconclusive:
+			st = analyzer.VerdictInconclusive
+		case !e.Verdict.Pass:
+			st = analyzer.VerdictFail
 		}
 		pd.Runs = append(pd.Runs, compareRun{Subject: e.Subject, Seed: fmt.Sprint(e.Seed), Status: st, Failed: strings.Join(e.Verdict.Failed(), ", "), Report: e.Report})
 	}

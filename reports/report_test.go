@@ -334,3 +334,50 @@ func TestReportInconclusiveBanner(t *testing.T) {
 		t.Error("the verdict line of an inconclusive run says pass or fail")
 	}
 }
+
+// TestCompareRanksInconclusiveLast: a subject whose runs could not be
+// judged is never ranked as passing: PASS first, then FAIL, then
+// INCONCLUSIVE, and compare.html says which.
+func TestCompareRanksInconclusiveLast(t *testing.T) {
+	verdict := func(status string) *analyzer.Verdict {
+		v := testVerdict()
+		v.Status, v.Pass, v.Inconclusive = status, status == analyzer.VerdictPass, nil
+		for i := range v.Checks {
+			if v.Checks[i].Status == analyzer.StatusFail && status != analyzer.VerdictFail {
+				v.Checks[i].Status = analyzer.StatusPass
+			}
+		}
+		if status == analyzer.VerdictInconclusive {
+			v.Inconclusive = []string{"the timeline has no end record"}
+		}
+		return v
+	}
+	entries := []CompareEntry{
+		{Subject: "unjudged", Seed: 1, Verdict: verdict(analyzer.VerdictInconclusive)},
+		{Subject: "broken", Seed: 1, Verdict: verdict(analyzer.VerdictFail)},
+		{Subject: "good", Seed: 1, Verdict: verdict(analyzer.VerdictPass)},
+		{Subject: "flaky", Seed: 1, Verdict: verdict(analyzer.VerdictPass)},
+		{Subject: "flaky", Seed: 2, Verdict: verdict(analyzer.VerdictInconclusive)},
+	}
+	c, err := Compare(t.TempDir(), entries, CompareOptions{Report: Options{DPI: testDPI}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range c.Ranking {
+		got = append(got, r.Subject+":"+r.Verdict)
+		if r.Verdict != analyzer.VerdictPass && r.Pass {
+			t.Errorf("%s: Pass with verdict %s", r.Subject, r.Verdict)
+		}
+	}
+	// Within a verdict, the figures decide (equal here); sort that tail.
+	slices.Sort(got[2:])
+	want := []string{"good:pass", "broken:fail", "flaky:inconclusive", "unjudged:inconclusive"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ranking = %v; want %v", got, want)
+	}
+	html := readReport(t, c.HTML)
+	if !strings.Contains(html, `<span class="badge inconclusive">inconclusive</span>`) {
+		t.Error("compare.html does not mark the inconclusive subjects")
+	}
+}
