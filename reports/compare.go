@@ -83,7 +83,7 @@ type Ranked struct {
 	Rank    int // 1-based
 	Subject string
 	Runs    int
-	Pass    bool     // every run passed
+	Pass    bool // every run passed
 	// Verdict is the subject's verdict over its runs: fail when any run
 	// failed a check, else inconclusive when any run was inconclusive, else
 	// pass (analyzer.VerdictPass, VerdictFail, VerdictInconclusive).
