@@ -19,9 +19,11 @@
 //
 // A phase whose form is not none sends Retry-After on every 429 and 5xx it
 // answers. The delay comes from a fixed value, the limiter (time until the
-// quota admits a request again), or the phase's end, plus a uniform random
-// spread when set. What is sent, and the not_before recorded with it (ns
-// since the run's start):
+// quota admits a request again), or the phase's end, plus a random spread
+// when set: for delta and date, whole seconds drawn uniformly from
+// 0..Spread/1s after rounding (so the values on the wire differ); for the
+// other forms, uniform in [0, Spread) before writing. What is sent, and the
+// not_before recorded with it (ns since the run's start):
 //
 //	delta       the delay in seconds, rounded up      response + the seconds sent
 //	date        IMF-fixdate of response + delay,       the date sent, as run time

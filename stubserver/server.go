@@ -417,7 +417,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case ValuePhaseEnd:
 			d = time.Duration(ph.end - nowRun)
 		}
-		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d+s.spread(ph), now, nowRun); v != nil {
+		// delta and date carry whole seconds: their spread is drawn in
+		// whole seconds and added after rounding, so it survives the wire;
+		// the other forms get it before they are written.
+		var extra int64
+		if f := ph.RetryAfter.Form; f == FormDelta || f == FormDate {
+			extra = s.spreadSeconds(ph)
+		} else {
+			d += s.spread(ph)
+		}
+		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, now, nowRun); v != nil {
 			h["Retry-After"] = v
 			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
 		}
@@ -508,7 +517,8 @@ func (s *Server) pick(cum []float64) int {
 	return len(cum) - 1
 }
 
-// spread draws the phase's Retry-After spread, uniform in [0, Spread).
+// spread draws the phase's Retry-After spread, uniform in [0, Spread), for
+// the forms that are not whole seconds.
 func (s *Server) spread(ph *phase) time.Duration {
 	if ph.RetryAfter.Spread <= 0 {
 		return 0
@@ -517,6 +527,20 @@ func (s *Server) spread(ph *phase) time.Duration {
 	d := time.Duration(s.rand.Int64N(int64(ph.RetryAfter.Spread)))
 	s.randMu.Unlock()
 	return d
+}
+
+// spreadSeconds draws the spread of a whole-second form (delta, date):
+// uniform in whole seconds over [0, ceil(Spread/1s)], both ends included, so
+// a spread of 1s sends two distinct values.
+func (s *Server) spreadSeconds(ph *phase) int64 {
+	n := ceilSeconds(ph.RetryAfter.Spread)
+	if n == 0 {
+		return 0
+	}
+	s.randMu.Lock()
+	k := s.rand.Int64N(n + 1)
+	s.randMu.Unlock()
+	return k
 }
 
 // limitKey is the quota key of r.
