@@ -11,9 +11,13 @@
 // or a fault. The reset fault closes the connection without a response
 // (with SO_LINGER 0 on TCP, so the client sees a reset); hang holds the
 // request until the client gives up or Shutdown begins, and then closes
-// the connection unanswered. Latency (Config.Latency, or the phase's own)
-// delays every answer; a latency past the client's timeout is the "delay"
-// fault.
+// the connection unanswered (a client that gives up during a hang is still
+// recorded as hang). Latency (Config.Latency, or the phase's own) delays
+// every answer; a latency past the client's timeout is the "delay" fault.
+// A client that goes away before its response is written (it gave up
+// during the latency) gets nothing: the attempt is recorded as the fault
+// abandoned (timeline.FaultAbandoned) with the status it would have had
+// and no Retry-After or not_before, never as a success.
 //
 // # Retry-After
 //
@@ -61,7 +65,7 @@
 //
 // GET /metrics serves Prometheus text from a registry of the Server's own:
 //
-//	retrylab_stub_requests_total{phase, code}  answers by phase and status ("reset", "hang" for faults)
+//	retrylab_stub_requests_total{phase, code}  answers by phase and status ("reset", "hang", "abandoned" for faults)
 //	retrylab_stub_quota_rejected_total         requests the quota denied
 //	retrylab_stub_quota_exhausted_total        allowed requests that left the quota empty
 //

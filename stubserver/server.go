@@ -54,7 +54,7 @@ type Stats struct {
 	Throttled429   int64
 	Unavailable503 int64
 	Other          int64 // any other status
-	Faults         int64 // resets and hangs
+	Faults         int64 // resets, hangs, and responses abandoned by the client
 }
 
 // A Server is the stub: an http.Handler answering by the phase schedule, and
@@ -382,6 +382,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fault(w, &a, pi, timeline.FaultReset, true)
 		return
 	}
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		// The client left during the latency: decide what it would have
+		// got (the quota is still charged, as a provider that counts at
+		// arrival would) without letting its cancellation fail the limiter.
+		ctx = context.WithoutCancel(ctx)
+	}
 
 	now, nowRun := arrive, a.At
 	if ph.latency > 0 {
@@ -391,7 +398,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	var limDelay time.Duration // the limiter's retry-in
 	if ph.Respond.Kind == RespondQuota {
-		dec, err := s.lim.Take(r.Context(), s.limitKey(r, client), now)
+		dec, err := s.lim.Take(ctx, s.limitKey(r, client), now)
 		switch {
 		case err != nil:
 			s.log.Error("stubserver: limiter", "err", err)
@@ -431,16 +438,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
 		}
 	}
-	h["Content-Type"] = contentTypeText
-	w.WriteHeader(status)
-	if status != http.StatusNoContent && status != http.StatusNotModified {
-		w.Write(statusBodies[status])
-	}
 	a.Status = status
+	if r.Context().Err() != nil {
+		// The client went away before the response was written (it gave
+		// up during the latency): nothing is sent, so nothing it would
+		// have said — Retry-After, not_before, rate-limit headers — is
+		// recorded, only the status it would have had.
+		a.RetryAfter, a.NotBefore, a.HasNotBefore, a.RateLimit = "", 0, false, ""
+		clear(h)
+		s.fault(w, &a, pi, timeline.FaultAbandoned, true)
+		return
+	}
+	h["Content-Type"] = contentTypeText
+	// The record is handed over before the response leaves, so a client's
+	// next attempt can never be recorded before it. A write that fails
+	// after this point (the connection broke in the microseconds between
+	// the check above and the write) is logged; the record keeps the
+	// status, since net/http reports such failures only after the handler
+	// returns.
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, status)
 	if s.rec != nil {
 		s.rec.Attempt(&a)
+	}
+	w.WriteHeader(status)
+	if status != http.StatusNoContent && status != http.StatusNotModified {
+		if _, err := w.Write(statusBodies[status]); err != nil {
+			s.log.Debug("stubserver: write failed after the attempt was recorded", "key", a.Key, "attempt", a.Attempt, "err", err)
+		}
 	}
 }
 
@@ -463,15 +488,20 @@ func (s *Server) handled() {
 func throttling(status int) bool { return status == http.StatusTooManyRequests || status >= 500 }
 
 // fault records a and then applies the fault: the connection is closed
-// without a response (reset), or — for a hang the server let go of at
-// shutdown — aborted so the client sees no answer either.
+// without a response (reset, and abandoned: the client is gone, and must
+// not get net/http's default answer if it is only half gone), or — for a
+// hang the server let go of at shutdown — aborted so the client sees no
+// answer either.
 func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f string, abort bool) {
 	a.Fault = f
 	a.Done = int64(time.Since(s.start))
 	s.stats.faults.Add(1)
-	if f == FaultReset {
+	switch f {
+	case FaultReset:
 		s.metrics.count(pi, codeReset)
-	} else {
+	case timeline.FaultAbandoned:
+		s.metrics.count(pi, codeAbandoned)
+	default:
 		s.metrics.count(pi, codeHang)
 	}
 	if s.rec != nil {
@@ -484,7 +514,7 @@ func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f str
 	if err != nil {
 		panic(http.ErrAbortHandler)
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc, ok := conn.(*net.TCPConn); ok && f == FaultReset {
 		tc.SetLinger(0) // RST, not FIN: a reset
 	}
 	conn.Close()
