@@ -332,6 +332,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.handled()
 	arrive := time.Now()
+	if bad := tooLong(r, s.quotaKey == KeyEndpoint); bad != "" {
+		s.reject(w, r, arrive, bad)
+		return
+	}
 	client, key := Identify(r)
 	a := timeline.Attempt{
 		Client:     client,
@@ -469,6 +473,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// tooLongBodies are the 400 bodies naming the identity that was too long.
+var tooLongBodies = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, f := range []string{"X-Client-Id", "Idempotency-Key", "API key", "client id", "request key", "endpoint"} {
+		m[f] = []byte("400 Bad Request: " + f + " longer than " + strconv.Itoa(MaxIDBytes) + " bytes\n")
+	}
+	return m
+}()
+
+// reject answers 400 to a request with an identity longer than MaxIDBytes
+// and records it with its identities and path cut to MaxIDBytes, so no
+// table and no record holds the long input.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time, what string) {
+	client, key := identifyCapped(r)
+	a := timeline.Attempt{
+		Client:     client,
+		Key:        key,
+		Attempt:    s.attempts.next(key),
+		Method:     capID(r.Method),
+		Path:       capID(r.URL.Path),
+		At:         int64(arrive.Sub(s.start)),
+		Idempotent: r.Header.Get("Idempotency-Key") != "",
+		Status:     http.StatusBadRequest,
+	}
+	s.stats.attempts.Add(1)
+	pi, ph := s.phaseAt(a.At)
+	a.Phase = ph.Name
+	a.Done = int64(time.Since(s.start))
+	s.count(pi, http.StatusBadRequest)
+	if s.rec != nil {
+		s.rec.Attempt(&a)
+	}
+	w.Header()["Content-Type"] = contentTypeText
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(tooLongBodies[what])
+}
+
 // handled ends a request begun in ServeHTTP, waking Shutdown when it was
 // the last.
 func (s *Server) handled() {
@@ -587,12 +628,13 @@ func (s *Server) limitKey(r *http.Request, client string) string {
 }
 
 // attemptCounter numbers arrivals per key. It keeps two generations of
-// keys, each at most maxKeys: when the current one fills, it becomes the
-// previous one and the older is forgotten, so a key idle for two
-// generations starts again at 1.
+// keys, each at most maxKeys keys and maxKeyBytes bytes of key: when the
+// current one fills, it becomes the previous one and the older is
+// forgotten, so a key idle for two generations starts again at 1.
 type attemptCounter struct {
 	mu        sync.Mutex
 	cur, prev map[string]int32
+	curBytes  int // bytes of the keys in cur
 }
 
 func (c *attemptCounter) next(key string) int {
@@ -602,8 +644,12 @@ func (c *attemptCounter) next(key string) int {
 	if !ok && c.prev != nil {
 		n = c.prev[key]
 	}
-	if !ok && len(c.cur) >= maxKeys {
-		c.prev, c.cur = c.cur, make(map[string]int32, maxKeys)
+	if !ok {
+		if len(c.cur) >= maxKeys || c.curBytes+len(key) > maxKeyBytes {
+			c.prev, c.cur = c.cur, make(map[string]int32)
+			c.curBytes = 0
+		}
+		c.curBytes += len(key)
 	}
 	n++
 	c.cur[key] = n
