@@ -34,9 +34,21 @@ type Options struct {
 	// Start is time zero of the run (zero: time.Now() in New). Every
 	// recorded instant is time.Since(Start) on the monotonic clock.
 	Start time.Time
+	// StartOnFirstRequest starts the run's clock — the phase schedule and
+	// time zero of every recorded instant — at the arrival of the first
+	// recorded request instead (Start is ignored; /metrics and /healthz
+	// do not start it), so a client fleet that is slow to start still
+	// meets every phase. Begin starts it explicitly.
+	StartOnFirstRequest bool
 	// Recorder receives one attempt per request (nil: record nothing).
 	// The Server never closes it.
 	Recorder *timeline.Recorder
+	// OpenRecorder, when set, is called once when the clock starts (in
+	// New, or at the first request with StartOnFirstRequest) with time
+	// zero, before any attempt is recorded; the Recorder it returns
+	// replaces Recorder. It lets a caller write a meta record that names
+	// the start. The Server never closes it.
+	OpenRecorder func(start time.Time) *timeline.Recorder
 	// Seed seeds the mix draws and the Retry-After spread.
 	Seed int64
 	// NewLimiter builds the quota's Limiter (nil: NewMemoryLimiter).
@@ -79,6 +91,10 @@ type Server struct {
 	stats    struct{ attempts, ok, t429, u503, other, faults atomic.Int64 }
 	metrics  *metrics
 
+	started      atomic.Bool // the clock has started: start, startWall and rec are set
+	startMu      sync.Mutex
+	openRecorder func(time.Time) *timeline.Recorder
+
 	httpSrv  *http.Server
 	fresh    sync.Map // net.Conn → struct{}: connections that have not sent a request yet
 	stopping chan struct{}
@@ -105,18 +121,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		start:    opts.Start,
-		rec:      opts.Recorder,
-		log:      opts.Logger,
-		rand:     rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
-		stopping: make(chan struct{}),
-		idle:     make(chan struct{}, 1),
+		cfg:          cfg,
+		start:        opts.Start,
+		rec:          opts.Recorder,
+		openRecorder: opts.OpenRecorder,
+		log:          opts.Logger,
+		rand:         rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
+		stopping:     make(chan struct{}),
+		idle:         make(chan struct{}, 1),
 	}
-	if s.start.IsZero() {
-		s.start = time.Now()
-	}
-	s.startWall = s.start.Round(0)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -159,6 +172,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 		n := max(1, int(q.Limit))
 		s.policyValue = []string{policyHeader(n, quotaPer(q))}
 		s.limitValue = []string{strconv.Itoa(n)}
+	}
+	if !opts.StartOnFirstRequest {
+		start := opts.Start
+		if start.IsZero() {
+			start = time.Now()
+		}
+		s.Begin(start)
 	}
 	s.metrics = newMetrics(s)
 	s.httpSrv = &http.Server{
@@ -211,6 +231,35 @@ func describe(p Phase) (respond, retryAfter string) {
 		retryAfter += " spread " + ra.Spread.String()
 	}
 	return respond, retryAfter
+}
+
+// Begin starts the run's clock at start unless it has started (see
+// Options.StartOnFirstRequest), and returns time zero. A Server started on
+// its first request that never got one can be begun by its owner at
+// shutdown, so its recording still gets its meta record.
+func (s *Server) Begin(start time.Time) time.Time {
+	if s.started.Load() {
+		return s.start
+	}
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if !s.started.Load() {
+		s.start = start
+		s.startWall = start.Round(0)
+		if s.openRecorder != nil {
+			s.rec = s.openRecorder(start)
+		}
+		s.started.Store(true)
+	}
+	return s.start
+}
+
+// Started reports time zero, and whether the clock has started.
+func (s *Server) Started() (time.Time, bool) {
+	if !s.started.Load() {
+		return time.Time{}, false
+	}
+	return s.start, true
 }
 
 // Phases is the schedule laid out in run time, for timeline.Meta.Phases.
@@ -332,6 +381,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.handled()
 	arrive := time.Now()
+	if !s.started.Load() {
+		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
+	}
 	if bad := tooLong(r, s.quotaKey == KeyEndpoint); bad != "" {
 		s.reject(w, r, arrive, bad)
 		return
