@@ -279,3 +279,36 @@ func peakRSS() int64 {
 	}
 	return 0
 }
+
+// BenchmarkKeyTablesFull fills the attempt counter (both generations) and a
+// per-client token-bucket limiter to their bounds with live keys of each
+// length, and reports the heap each holds: the worst case of the tables'
+// memory whatever the traffic.
+func BenchmarkKeyTablesFull(b *testing.B) {
+	for _, klen := range []int{16, 64, MaxIDBytes} {
+		b.Run(strconv.Itoa(klen)+"B-keys", func(b *testing.B) {
+			mk := func(i int) string { return fmt.Sprintf("%08d", i) + strings.Repeat("k", klen-8) }
+			per := min(maxKeys, maxKeyBytes/klen) // keys per generation
+			var counter, limiter float64
+			for b.Loop() {
+				before := heapInUse()
+				var c attemptCounter
+				c.cur = make(map[string]int32)
+				for i := range 2*per - 1 {
+					c.next(mk(i))
+				}
+				mid := heapInUse()
+				lim, _ := NewMemoryLimiter(Quota{Limit: 1, Key: KeyClient})
+				for i := range per - 1 {
+					lim.Take(context.Background(), mk(i), epoch2000)
+				}
+				after := heapInUse()
+				counter, limiter = float64(mid-before)/(1<<20), float64(after-mid)/(1<<20)
+				runtime.KeepAlive(&c)
+				runtime.KeepAlive(lim)
+			}
+			b.ReportMetric(counter, "counter-MiB")
+			b.ReportMetric(limiter, "limiter-MiB")
+		})
+	}
+}
