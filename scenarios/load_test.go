@@ -216,6 +216,11 @@ func TestParseErrors(t *testing.T) {
 		{"server:\n  phases:\n    - retry_after: {form: delta, value: soon}\n", `t.yaml:3:41: server.phases[0].retry_after.value: want seconds, a duration, limiter or phase-end, got "soon"`},
 		{"server:\n  phases:\n    - retry_after: {form: delta, value: limiter}\n", `t.yaml:3:41: server.phases[0].retry_after.value: value: limiter needs server.quota`},
 		{"server:\n  phases:\n    - retry_after: {form: delta, spread: -1s}\n", `t.yaml:3:42: server.phases[0].retry_after.spread: negative duration "-1s"`},
+		// found by stubserver.Config.Validate: delta and date send whole seconds
+		{"server:\n  phases:\n    - retry_after: {form: delta, value: 2, spread: 500ms}\n",
+			`t.yaml:3:52: server.phases[0].retry_after.spread: spread 500ms is not whole seconds: form delta sends whole seconds, so its spread is drawn in whole seconds (use e.g. 1s)`},
+		{"server:\n  phases:\n    - {for: 1s, retry_after: {form: date, value: 1, spread: 1500ms}}\n    - {}\n",
+			`t.yaml:3:61: server.phases[0].retry_after.spread: spread 1.5s is not whole seconds: form date sends whole seconds, so its spread is drawn in whole seconds (use e.g. 1s)`},
 		{"server:\n  phases: {a: 1}\n", `t.yaml:2:11: server.phases: want a sequence, got a mapping`},
 		// found by stubserver.Config.Validate, placed by its field path
 		{"server:\n  quota: {rate: 1/s}\n  phases:\n    - {respond: {status: 503}, retry_after: {form: delta, value: limiter}}\n",
@@ -374,7 +379,8 @@ server:
   quota: {rate: 5/100ms, algorithm: sliding-window, key: endpoint, burst: 3}
   phases:
     - {name: a, for: 1s, respond: {mix: {503: 2, 200: 7.5, reset: 1}}, retry_after: {form: huge}, latency: 3ms}
-    - {for: 2s, respond: {fault: hang}, retry_after: {form: delta, value: 2.5, spread: 250ms}}
+    - {for: 2s, respond: {fault: hang}, retry_after: {form: delta, value: 2.5, spread: 3s}}
+    - {for: 1s, retry_after: {form: fractional, value: 1, spread: 250ms}}
     - {respond: quota, retry_after: {form: date, value: limiter}}
 fleet: {start: poisson 12.5/s, method: POST, think: 1ms}
 subject: {name: "exec:sh -c 'echo ok'", policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: equal}}

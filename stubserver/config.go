@@ -120,6 +120,11 @@ type RetryAfter struct {
 	Form  string        // FormNone (default), FormDelta, ...
 	Value string        // ValueFixed (default), ValueLimiter, ValuePhaseEnd
 	Fixed time.Duration // for ValueFixed
-	// Spread adds a uniform random [0, Spread) to the value, per response.
+	// Spread adds a random amount to the value, per response. For delta
+	// and date, whose values are whole seconds, it must be whole seconds
+	// (Validate) and is drawn after rounding: uniform over the integers
+	// 0..Spread/1s, both included, so the values on the wire differ. For
+	// the other forms it is uniform in [0, Spread) before the value is
+	// written.
 	Spread time.Duration
 }

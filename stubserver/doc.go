@@ -11,17 +11,23 @@
 // or a fault. The reset fault closes the connection without a response
 // (with SO_LINGER 0 on TCP, so the client sees a reset); hang holds the
 // request until the client gives up or Shutdown begins, and then closes
-// the connection unanswered. Latency (Config.Latency, or the phase's own)
-// delays every answer; a latency past the client's timeout is the "delay"
-// fault.
+// the connection unanswered (a client that gives up during a hang is still
+// recorded as hang). Latency (Config.Latency, or the phase's own) delays
+// every answer; a latency past the client's timeout is the "delay" fault.
+// A client that goes away before its response is written (it gave up
+// during the latency) gets nothing: the attempt is recorded as the fault
+// abandoned (timeline.FaultAbandoned) with the status it would have had
+// and no Retry-After or not_before, never as a success.
 //
 // # Retry-After
 //
 // A phase whose form is not none sends Retry-After on every 429 and 5xx it
 // answers. The delay comes from a fixed value, the limiter (time until the
-// quota admits a request again), or the phase's end, plus a uniform random
-// spread when set. What is sent, and the not_before recorded with it (ns
-// since the run's start):
+// quota admits a request again), or the phase's end, plus a random spread
+// when set: for delta and date, whole seconds drawn uniformly from
+// 0..Spread/1s after rounding (so the values on the wire differ); for the
+// other forms, uniform in [0, Spread) before writing. What is sent, and the
+// not_before recorded with it (ns since the run's start):
 //
 //	delta       the delay in seconds, rounded up      response + the seconds sent
 //	date        IMF-fixdate of response + delay,       the date sent, as run time
@@ -55,11 +61,27 @@
 // numbering keeps at most two generations of 65536 keys: a key unseen for
 // that many new keys starts again at 1.
 //
+// # Memory under hostile input
+//
+// Client-provided identities — the client id (path or X-Client-Id), the
+// API key, the Idempotency-Key, and the logical-request key and endpoint
+// derived from them — are at most MaxIDBytes (256) each: a request with a
+// longer one is answered 400 (the body names which) before anything else,
+// and recorded with its client, key and path cut to 256 bytes ending in
+// "...[truncated]". Every table keyed by such strings is bounded in count
+// and in bytes: the attempt counter holds two generations of at most 65,536
+// keys and 4 MiB of key each, the memory limiter at most 65,536 keys and
+// 4 MiB of key. With per-entry overhead the worst case is keys of 64
+// bytes, where both bounds meet: measured, 14.7 MiB for the counter and
+// 14.3 MiB for a token-bucket limiter, about 30 MiB in all whatever the
+// traffic (with 256-byte keys, 9.7 and 6.6 MiB). Request headers are
+// bounded by MaxHeaderBytes and bodies by MaxBodyBytes.
+//
 // # Metrics
 //
 // GET /metrics serves Prometheus text from a registry of the Server's own:
 //
-//	retrylab_stub_requests_total{phase, code}  answers by phase and status ("reset", "hang" for faults)
+//	retrylab_stub_requests_total{phase, code}  answers by phase and status ("reset", "hang", "abandoned" for faults)
 //	retrylab_stub_quota_rejected_total         requests the quota denied
 //	retrylab_stub_quota_exhausted_total        allowed requests that left the quota empty
 //

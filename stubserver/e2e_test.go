@@ -18,7 +18,7 @@ import (
 )
 
 // liveServer runs s on a loopback listener and returns its base URL.
-func liveServer(t *testing.T, s *Server) string {
+func liveServer(t testing.TB, s *Server) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

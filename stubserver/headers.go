@@ -43,19 +43,21 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // retryAfter is the Retry-After header for a delay of d from now (the
-// response instant; nowRun is the same instant in run time). It returns the
-// header value (nil: none) and the not_before to record.
-func (s *Server) retryAfter(form string, d time.Duration, now time.Time, nowRun int64) (v []string, notBefore int64, ok bool) {
+// response instant; nowRun is the same instant in run time), plus extra
+// whole seconds (the spread of delta and date, added after rounding). It
+// returns the header value (nil: none) and the not_before to record.
+func (s *Server) retryAfter(form string, d time.Duration, extra int64, now time.Time, nowRun int64) (v []string, notBefore int64, ok bool) {
 	d = max(d, 0) // a phase end already passed (latency) is "now"
 	switch form {
 	case FormDelta:
-		n := ceilSeconds(d)
+		n := ceilSeconds(d) + extra
 		return secondsValue(n), nowRun + n*int64(time.Second), true
 	case FormDate:
 		t := now.Round(0).Add(d)
 		if t.Nanosecond() != 0 {
 			t = t.Truncate(time.Second).Add(time.Second)
 		}
+		t = t.Add(time.Duration(extra) * time.Second)
 		return []string{t.UTC().Format(http.TimeFormat)}, int64(t.Sub(s.startWall)), true
 	case FormPastDate:
 		t := now.Round(0).Truncate(time.Second).Add(-time.Hour)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // RequestPath is the path of logical request seq of client: "/c/17/r/42".
@@ -40,11 +41,104 @@ func splitPath(p string) (client, seq, rest string, ok bool) {
 	return client, seq, "/" + rest, true
 }
 
+// MaxIDBytes bounds every client-provided identity: the client id (the
+// path's {client} or X-Client-Id), the API key (Authorization: Bearer or
+// X-Api-Key), the Idempotency-Key, and what the server derives from them
+// and keys tables by: the logical-request key and, for a per-endpoint
+// quota, the endpoint. A request with a longer one is answered 400 and
+// recorded with the identity cut to MaxIDBytes (see capID), so hostile
+// input cannot grow the server's memory by more than this per key.
+const MaxIDBytes = 256
+
+// truncMarker ends an identity cut to MaxIDBytes.
+const truncMarker = "...[truncated]"
+
+// capID joins parts, cut to MaxIDBytes with truncMarker at the end when
+// longer (the cut falls on a UTF-8 boundary).
+func capID(parts ...string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n <= MaxIDBytes {
+		return strings.Join(parts, "")
+	}
+	b := make([]byte, 0, MaxIDBytes)
+	room := MaxIDBytes - len(truncMarker)
+	for _, p := range parts {
+		if cut := room - len(b); len(p) > cut {
+			for cut > 0 && !utf8.RuneStart(p[cut]) {
+				cut-- // do not split a rune
+			}
+			b = append(b, p[:cut]...)
+			break
+		}
+		b = append(b, p...)
+	}
+	return string(append(b, truncMarker...))
+}
+
+// tooLong names the first identity of r longer than MaxIDBytes ("" when
+// none), looking only at lengths: nothing is built or copied.
+func tooLong(r *http.Request, endpointKey bool) string {
+	if len(r.Header.Get("X-Client-Id")) > MaxIDBytes {
+		return "X-Client-Id"
+	}
+	idem := r.Header.Get("Idempotency-Key")
+	if len(idem) > MaxIDBytes {
+		return "Idempotency-Key"
+	}
+	if len(apiKey(r)) > MaxIDBytes {
+		return "API key"
+	}
+	if len(r.RemoteAddr) > MaxIDBytes {
+		return "client id" // never from net/http; a hand-made request's
+	}
+	var keyLen, endpointLen int
+	if c, seq, rest, ok := splitPath(r.URL.Path); ok {
+		if len(c) > MaxIDBytes {
+			return "client id"
+		}
+		keyLen = len(c) + 1 + len(seq)
+		endpointLen = len(r.Method) + 1 + len(rest)
+	} else {
+		endpointLen = len(r.Method) + 1 + len(r.URL.Path)
+		keyLen = endpointLen
+		if idem != "" {
+			keyLen = len("idem:") + len(idem)
+		}
+	}
+	if keyLen > MaxIDBytes {
+		return "request key"
+	}
+	if endpointKey && endpointLen > MaxIDBytes {
+		return "endpoint"
+	}
+	return ""
+}
+
+// identifyCapped is Identify for a request that tooLong rejected: the
+// client and key cut to MaxIDBytes, built without copying the long input.
+func identifyCapped(r *http.Request) (client, key string) {
+	if c, seq, _, ok := splitPath(r.URL.Path); ok {
+		return capID(c), capID(c, "/", seq)
+	}
+	client = r.Header.Get("X-Client-Id")
+	if client == "" {
+		client = remoteIP(r.RemoteAddr)
+	}
+	if idem := r.Header.Get("Idempotency-Key"); idem != "" {
+		return capID(client), capID("idem:", idem)
+	}
+	return capID(client), capID(r.Method, " ", r.URL.Path)
+}
+
 // Identify derives the simulated client and the logical-request key of r.
 // A path /c/{client}/r/{seq}[/...] gives client "{client}" and key
 // "{client}/{seq}". Otherwise the client is the X-Client-Id header, else the
 // remote IP, and the key is "idem:" + the Idempotency-Key header, else
-// "METHOD path". A retry is a later request with the same key.
+// "METHOD path". A retry is a later request with the same key. The Server
+// answers 400 to a request whose identities are longer than MaxIDBytes.
 func Identify(r *http.Request) (client, key string) {
 	if c, seq, _, ok := splitPath(r.URL.Path); ok {
 		// The key is the path's "{client}/r/{seq}" without "r/": build it.

@@ -91,6 +91,8 @@ func FuzzIdentify(f *testing.F) {
 	f.Add("/c/17/r/42", "", "", "1.2.3.4:5", 3, 4)
 	f.Add("/c//r/", "cid", "idem", "[::1]:1", 0, 0)
 	f.Add("/c/1/r/2/x/y", "", "k", "", -1, 9)
+	f.Add("/c/"+strings.Repeat("é", 200)+"/r/1", "", "", "", 1, 1)
+	f.Add("/x", strings.Repeat("c", 300), strings.Repeat("k", 252), "", 1, 1)
 	f.Fuzz(func(t *testing.T, path, clientID, idem, remote string, c, seq int) {
 		r := &http.Request{Method: "GET", URL: &url.URL{Path: path}, Header: http.Header{}, RemoteAddr: remote}
 		if clientID != "" {
@@ -110,6 +112,21 @@ func FuzzIdentify(f *testing.F) {
 				}
 			}
 		}
+		// Capped, the identities fit in MaxIDBytes, and are unchanged
+		// when they already fit.
+		cc, ck := identifyCapped(r)
+		if len(cc) > MaxIDBytes || len(ck) > MaxIDBytes {
+			t.Errorf("identifyCapped(%q) = %d, %d bytes; want <= %d", path, len(cc), len(ck), MaxIDBytes)
+		}
+		if len(client) <= MaxIDBytes && cc != client || len(key) <= MaxIDBytes && ck != key {
+			t.Errorf("identifyCapped(%q) = %q, %q; want Identify's %q, %q when they fit", path, cc, ck, client, key)
+		}
+		if len(key) > MaxIDBytes && (!strings.HasSuffix(ck, truncMarker) || !strings.HasPrefix(key, strings.TrimSuffix(ck, truncMarker))) {
+			t.Errorf("identifyCapped key %q; want a prefix of %q ending in %q", ck, key, truncMarker)
+		}
+		if (len(client) > MaxIDBytes || len(key) > MaxIDBytes) && tooLong(r, false) == "" {
+			t.Errorf("tooLong(%q) = \"\" with a %d-byte client and a %d-byte key", path, len(client), len(key))
+		}
 		r.URL.Path = RequestPath(c, seq)
 		if client, key := Identify(r); client != strconv.Itoa(c) || key != strconv.Itoa(c)+"/"+strconv.Itoa(seq) {
 			t.Errorf("Identify(RequestPath(%d, %d)) = %q, %q", c, seq, client, key)
@@ -123,6 +140,8 @@ func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/c/1/r/2", "Bearer x", "", "", "")
 	f.Add("POST", "/metrics/x", "", "k", "idem", "c9")
 	f.Add("DELETE", "/\x00\xff", "bearer ", "\n", "", "")
+	f.Add("GET", "/c/"+strings.Repeat("1", 257)+"/r/2", "", "", "", "")
+	f.Add("PUT", "/p", "Bearer "+strings.Repeat("k", 300), "", "", "")
 	cfg := Config{Headers: HeadersIETF, Quota: &Quota{Limit: 1, Per: time.Hour, Key: KeyAPIKey},
 		Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDate, Value: ValueLimiter}}}}
 	f.Fuzz(func(t *testing.T, method, path, auth, apikey, idem, clientID string) {
@@ -156,8 +175,15 @@ func FuzzHandler(f *testing.F) {
 			if a.Attempt != i+1 {
 				t.Errorf("record %d attempt = %d; want %d", i, a.Attempt, i+1)
 			}
+			if len(a.Client) > MaxIDBytes || len(a.Key) > MaxIDBytes || tooLong(r, false) != "" && len(a.Path) > MaxIDBytes {
+				t.Errorf("record %d holds %d, %d, %d bytes of client, key, path; want at most %d", i, len(a.Client), len(a.Key), len(a.Path), MaxIDBytes)
+			}
 		}
-		if want == 2 && (as[0].Status != 200 || as[1].Status != 429) {
+		if want == 2 && tooLong(r, false) != "" {
+			if as[0].Status != 400 || as[1].Status != 400 {
+				t.Errorf("statuses = %d, %d; want 400, 400 (an identity longer than %d bytes)", as[0].Status, as[1].Status, MaxIDBytes)
+			}
+		} else if want == 2 && (as[0].Status != 200 || as[1].Status != 429) {
 			t.Errorf("statuses = %d, %d; want 200, 429 (one per hour per key)", as[0].Status, as[1].Status)
 		}
 	})

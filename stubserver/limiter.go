@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,10 +39,16 @@ type Decision struct {
 	RetryIn time.Duration
 }
 
-// maxKeys bounds the keys a memory limiter tracks. Past it, keys whose
-// quota is whole again are forgotten (they lose nothing); if most keys are
-// still in use, all are forgotten (their quotas start full again).
-const maxKeys = 1 << 16
+// maxKeys and maxKeyBytes bound the keys a memory limiter tracks, in
+// number and in bytes of key (each key is at most MaxIDBytes; see the
+// package doc for the whole bound). Past either, keys whose quota is whole
+// again are forgotten (they lose nothing); if most keys are still in use,
+// all are forgotten (their quotas start full again). The attempt counter
+// keeps two generations under the same two bounds.
+const (
+	maxKeys     = 1 << 16
+	maxKeyBytes = 4 << 20
+)
 
 // NewMemoryLimiter returns the in-memory Limiter for q (the default
 // backend). It is safe for concurrent use.
@@ -82,8 +89,9 @@ type memLimiter struct {
 	limit rate.Limit // token bucket rate, tokens per second
 	burst int
 
-	mu   sync.Mutex
-	keys map[string]*memState
+	mu    sync.Mutex
+	keys  map[string]*memState
+	bytes int // bytes of the keys held
 }
 
 // memState is one key's quota state.
@@ -100,14 +108,17 @@ func (m *memLimiter) Take(_ context.Context, key string, now time.Time) (Decisio
 	defer m.mu.Unlock()
 	st := m.keys[key]
 	if st == nil {
-		if len(m.keys) >= maxKeys {
+		if len(m.keys) >= maxKeys || m.bytes+len(key) > maxKeyBytes {
 			m.sweep(now)
 		}
 		st = &memState{}
 		if m.alg == algBucket {
 			st.bucket = rate.NewLimiter(m.limit, m.burst)
 		}
-		m.keys[key] = st
+		// A key may be a slice of a larger string (the request's path):
+		// hold a copy of its own.
+		m.keys[strings.Clone(key)] = st
+		m.bytes += len(key)
 	}
 	switch m.alg {
 	case algBucket:
@@ -128,11 +139,13 @@ func (m *memLimiter) sweep(now time.Time) {
 		case st.bucket != nil && st.bucket.TokensAt(now) >= float64(m.burst),
 			st.bucket == nil && w-st.win >= 2:
 			delete(m.keys, k)
+			m.bytes -= len(k)
 		}
 	}
-	if len(m.keys) >= maxKeys*3/4 {
+	if len(m.keys) >= maxKeys*3/4 || m.bytes >= maxKeyBytes*3/4 {
 		// Mostly live keys: start afresh rather than sweep again soon.
 		clear(m.keys)
+		m.bytes = 0
 	}
 }
 

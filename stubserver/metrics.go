@@ -7,12 +7,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // Metric codes beyond HTTP statuses.
 const (
 	codeReset = 600 + iota
 	codeHang
+	codeAbandoned
 	numCodes
 )
 
@@ -22,7 +25,7 @@ const (
 //
 // Exposed (on GET /metrics):
 //
-//	retrylab_stub_requests_total{phase, code}  requests answered, code is the status or "reset"/"hang"
+//	retrylab_stub_requests_total{phase, code}  requests answered, code is the status or "reset"/"hang"/"abandoned"
 //	retrylab_stub_quota_rejected_total         requests the quota denied (answered 429)
 //	retrylab_stub_quota_exhausted_total        times a quota was emptied by an allowed request
 //
@@ -45,7 +48,7 @@ func newMetrics(s *Server) *metrics {
 		s:      s,
 		byCode: make([][numCodes]atomic.Uint64, len(s.phases)),
 		reqDesc: prometheus.NewDesc("retrylab_stub_requests_total",
-			"Requests the stub answered, by phase and status code (reset and hang for faults).",
+			"Requests the stub answered, by phase and status code (reset, hang and abandoned for faults).",
 			[]string{"phase", "code"}, nil),
 		rejDesc: prometheus.NewDesc("retrylab_stub_quota_rejected_total",
 			"Requests the quota denied with 429.", nil, nil),
@@ -91,6 +94,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 				label = FaultReset
 			case codeHang:
 				label = FaultHang
+			case codeAbandoned:
+				label = timeline.FaultAbandoned
 			}
 			k := series{name, label}
 			if _, ok := sums[k]; !ok {

@@ -34,9 +34,21 @@ type Options struct {
 	// Start is time zero of the run (zero: time.Now() in New). Every
 	// recorded instant is time.Since(Start) on the monotonic clock.
 	Start time.Time
+	// StartOnFirstRequest starts the run's clock — the phase schedule and
+	// time zero of every recorded instant — at the arrival of the first
+	// recorded request instead (Start is ignored; /metrics and /healthz
+	// do not start it), so a client fleet that is slow to start still
+	// meets every phase. Begin starts it explicitly.
+	StartOnFirstRequest bool
 	// Recorder receives one attempt per request (nil: record nothing).
 	// The Server never closes it.
 	Recorder *timeline.Recorder
+	// OpenRecorder, when set, is called once when the clock starts (in
+	// New, or at the first request with StartOnFirstRequest) with time
+	// zero, before any attempt is recorded; the Recorder it returns
+	// replaces Recorder. It lets a caller write a meta record that names
+	// the start. The Server never closes it.
+	OpenRecorder func(start time.Time) *timeline.Recorder
 	// Seed seeds the mix draws and the Retry-After spread.
 	Seed int64
 	// NewLimiter builds the quota's Limiter (nil: NewMemoryLimiter).
@@ -54,7 +66,7 @@ type Stats struct {
 	Throttled429   int64
 	Unavailable503 int64
 	Other          int64 // any other status
-	Faults         int64 // resets and hangs
+	Faults         int64 // resets, hangs, and responses abandoned by the client
 }
 
 // A Server is the stub: an http.Handler answering by the phase schedule, and
@@ -78,6 +90,10 @@ type Server struct {
 	attempts attemptCounter
 	stats    struct{ attempts, ok, t429, u503, other, faults atomic.Int64 }
 	metrics  *metrics
+
+	started      atomic.Bool // the clock has started: start, startWall and rec are set
+	startMu      sync.Mutex
+	openRecorder func(time.Time) *timeline.Recorder
 
 	httpSrv  *http.Server
 	fresh    sync.Map // net.Conn → struct{}: connections that have not sent a request yet
@@ -105,18 +121,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		start:    opts.Start,
-		rec:      opts.Recorder,
-		log:      opts.Logger,
-		rand:     rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
-		stopping: make(chan struct{}),
-		idle:     make(chan struct{}, 1),
+		cfg:          cfg,
+		start:        opts.Start,
+		rec:          opts.Recorder,
+		openRecorder: opts.OpenRecorder,
+		log:          opts.Logger,
+		rand:         rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
+		stopping:     make(chan struct{}),
+		idle:         make(chan struct{}, 1),
 	}
-	if s.start.IsZero() {
-		s.start = time.Now()
-	}
-	s.startWall = s.start.Round(0)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -159,6 +172,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 		n := max(1, int(q.Limit))
 		s.policyValue = []string{policyHeader(n, quotaPer(q))}
 		s.limitValue = []string{strconv.Itoa(n)}
+	}
+	if !opts.StartOnFirstRequest {
+		start := opts.Start
+		if start.IsZero() {
+			start = time.Now()
+		}
+		s.Begin(start)
 	}
 	s.metrics = newMetrics(s)
 	s.httpSrv = &http.Server{
@@ -211,6 +231,35 @@ func describe(p Phase) (respond, retryAfter string) {
 		retryAfter += " spread " + ra.Spread.String()
 	}
 	return respond, retryAfter
+}
+
+// Begin starts the run's clock at start unless it has started (see
+// Options.StartOnFirstRequest), and returns time zero. A Server started on
+// its first request that never got one can be begun by its owner at
+// shutdown, so its recording still gets its meta record.
+func (s *Server) Begin(start time.Time) time.Time {
+	if s.started.Load() {
+		return s.start
+	}
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if !s.started.Load() {
+		s.start = start
+		s.startWall = start.Round(0)
+		if s.openRecorder != nil {
+			s.rec = s.openRecorder(start)
+		}
+		s.started.Store(true)
+	}
+	return s.start
+}
+
+// Started reports time zero, and whether the clock has started.
+func (s *Server) Started() (time.Time, bool) {
+	if !s.started.Load() {
+		return time.Time{}, false
+	}
+	return s.start, true
 }
 
 // Phases is the schedule laid out in run time, for timeline.Meta.Phases.
@@ -332,6 +381,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.handled()
 	arrive := time.Now()
+	if !s.started.Load() {
+		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
+	}
+	if bad := tooLong(r, s.quotaKey == KeyEndpoint); bad != "" {
+		s.reject(w, r, arrive, bad)
+		return
+	}
 	client, key := Identify(r)
 	a := timeline.Attempt{
 		Client:     client,
@@ -382,6 +438,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fault(w, &a, pi, timeline.FaultReset, true)
 		return
 	}
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		// The client left during the latency: decide what it would have
+		// got (the quota is still charged, as a provider that counts at
+		// arrival would) without letting its cancellation fail the limiter.
+		ctx = context.WithoutCancel(ctx)
+	}
 
 	now, nowRun := arrive, a.At
 	if ph.latency > 0 {
@@ -391,7 +454,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	var limDelay time.Duration // the limiter's retry-in
 	if ph.Respond.Kind == RespondQuota {
-		dec, err := s.lim.Take(r.Context(), s.limitKey(r, client), now)
+		dec, err := s.lim.Take(ctx, s.limitKey(r, client), now)
 		switch {
 		case err != nil:
 			s.log.Error("stubserver: limiter", "err", err)
@@ -417,22 +480,86 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case ValuePhaseEnd:
 			d = time.Duration(ph.end - nowRun)
 		}
-		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d+s.spread(ph), now, nowRun); v != nil {
+		// delta and date carry whole seconds: their spread is drawn in
+		// whole seconds and added after rounding, so it survives the wire;
+		// the other forms get it before they are written.
+		var extra int64
+		if f := ph.RetryAfter.Form; f == FormDelta || f == FormDate {
+			extra = s.spreadSeconds(ph)
+		} else {
+			d += s.spread(ph)
+		}
+		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, now, nowRun); v != nil {
 			h["Retry-After"] = v
 			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
 		}
 	}
-	h["Content-Type"] = contentTypeText
-	w.WriteHeader(status)
-	if status != http.StatusNoContent && status != http.StatusNotModified {
-		w.Write(statusBodies[status])
-	}
 	a.Status = status
+	if r.Context().Err() != nil {
+		// The client went away before the response was written (it gave
+		// up during the latency): nothing is sent, so nothing it would
+		// have said — Retry-After, not_before, rate-limit headers — is
+		// recorded, only the status it would have had.
+		a.RetryAfter, a.NotBefore, a.HasNotBefore, a.RateLimit = "", 0, false, ""
+		clear(h)
+		s.fault(w, &a, pi, timeline.FaultAbandoned, true)
+		return
+	}
+	h["Content-Type"] = contentTypeText
+	// The record is handed over before the response leaves, so a client's
+	// next attempt can never be recorded before it. A write that fails
+	// after this point (the connection broke in the microseconds between
+	// the check above and the write) is logged; the record keeps the
+	// status, since net/http reports such failures only after the handler
+	// returns.
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, status)
 	if s.rec != nil {
 		s.rec.Attempt(&a)
 	}
+	w.WriteHeader(status)
+	if status != http.StatusNoContent && status != http.StatusNotModified {
+		if _, err := w.Write(statusBodies[status]); err != nil {
+			s.log.Debug("stubserver: write failed after the attempt was recorded", "key", a.Key, "attempt", a.Attempt, "err", err)
+		}
+	}
+}
+
+// tooLongBodies are the 400 bodies naming the identity that was too long.
+var tooLongBodies = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, f := range []string{"X-Client-Id", "Idempotency-Key", "API key", "client id", "request key", "endpoint"} {
+		m[f] = []byte("400 Bad Request: " + f + " longer than " + strconv.Itoa(MaxIDBytes) + " bytes\n")
+	}
+	return m
+}()
+
+// reject answers 400 to a request with an identity longer than MaxIDBytes
+// and records it with its identities and path cut to MaxIDBytes, so no
+// table and no record holds the long input.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time, what string) {
+	client, key := identifyCapped(r)
+	a := timeline.Attempt{
+		Client:     client,
+		Key:        key,
+		Attempt:    s.attempts.next(key),
+		Method:     capID(r.Method),
+		Path:       capID(r.URL.Path),
+		At:         int64(arrive.Sub(s.start)),
+		Idempotent: r.Header.Get("Idempotency-Key") != "",
+		Status:     http.StatusBadRequest,
+	}
+	s.stats.attempts.Add(1)
+	pi, ph := s.phaseAt(a.At)
+	a.Phase = ph.Name
+	a.Done = int64(time.Since(s.start))
+	s.count(pi, http.StatusBadRequest)
+	if s.rec != nil {
+		s.rec.Attempt(&a)
+	}
+	w.Header()["Content-Type"] = contentTypeText
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(tooLongBodies[what])
 }
 
 // handled ends a request begun in ServeHTTP, waking Shutdown when it was
@@ -454,15 +581,20 @@ func (s *Server) handled() {
 func throttling(status int) bool { return status == http.StatusTooManyRequests || status >= 500 }
 
 // fault records a and then applies the fault: the connection is closed
-// without a response (reset), or — for a hang the server let go of at
-// shutdown — aborted so the client sees no answer either.
+// without a response (reset, and abandoned: the client is gone, and must
+// not get net/http's default answer if it is only half gone), or — for a
+// hang the server let go of at shutdown — aborted so the client sees no
+// answer either.
 func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f string, abort bool) {
 	a.Fault = f
 	a.Done = int64(time.Since(s.start))
 	s.stats.faults.Add(1)
-	if f == FaultReset {
+	switch f {
+	case FaultReset:
 		s.metrics.count(pi, codeReset)
-	} else {
+	case timeline.FaultAbandoned:
+		s.metrics.count(pi, codeAbandoned)
+	default:
 		s.metrics.count(pi, codeHang)
 	}
 	if s.rec != nil {
@@ -475,7 +607,7 @@ func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f str
 	if err != nil {
 		panic(http.ErrAbortHandler)
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc, ok := conn.(*net.TCPConn); ok && f == FaultReset {
 		tc.SetLinger(0) // RST, not FIN: a reset
 	}
 	conn.Close()
@@ -508,7 +640,8 @@ func (s *Server) pick(cum []float64) int {
 	return len(cum) - 1
 }
 
-// spread draws the phase's Retry-After spread, uniform in [0, Spread).
+// spread draws the phase's Retry-After spread, uniform in [0, Spread), for
+// the forms that are not whole seconds.
 func (s *Server) spread(ph *phase) time.Duration {
 	if ph.RetryAfter.Spread <= 0 {
 		return 0
@@ -517,6 +650,20 @@ func (s *Server) spread(ph *phase) time.Duration {
 	d := time.Duration(s.rand.Int64N(int64(ph.RetryAfter.Spread)))
 	s.randMu.Unlock()
 	return d
+}
+
+// spreadSeconds draws the spread of a whole-second form (delta, date):
+// uniform in whole seconds over [0, ceil(Spread/1s)], both ends included, so
+// a spread of 1s sends two distinct values.
+func (s *Server) spreadSeconds(ph *phase) int64 {
+	n := ceilSeconds(ph.RetryAfter.Spread)
+	if n == 0 {
+		return 0
+	}
+	s.randMu.Lock()
+	k := s.rand.Int64N(n + 1)
+	s.randMu.Unlock()
+	return k
 }
 
 // limitKey is the quota key of r.
@@ -533,12 +680,13 @@ func (s *Server) limitKey(r *http.Request, client string) string {
 }
 
 // attemptCounter numbers arrivals per key. It keeps two generations of
-// keys, each at most maxKeys: when the current one fills, it becomes the
-// previous one and the older is forgotten, so a key idle for two
-// generations starts again at 1.
+// keys, each at most maxKeys keys and maxKeyBytes bytes of key: when the
+// current one fills, it becomes the previous one and the older is
+// forgotten, so a key idle for two generations starts again at 1.
 type attemptCounter struct {
 	mu        sync.Mutex
 	cur, prev map[string]int32
+	curBytes  int // bytes of the keys in cur
 }
 
 func (c *attemptCounter) next(key string) int {
@@ -548,8 +696,12 @@ func (c *attemptCounter) next(key string) int {
 	if !ok && c.prev != nil {
 		n = c.prev[key]
 	}
-	if !ok && len(c.cur) >= maxKeys {
-		c.prev, c.cur = c.cur, make(map[string]int32, maxKeys)
+	if !ok {
+		if len(c.cur) >= maxKeys || c.curBytes+len(key) > maxKeyBytes {
+			c.prev, c.cur = c.cur, make(map[string]int32)
+			c.curBytes = 0
+		}
+		c.curBytes += len(key)
 	}
 	n++
 	c.cur[key] = n

@@ -400,7 +400,7 @@ func TestRetryAfterSpread(t *testing.T) {
 		switch v {
 		case "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12":
 		default:
-			t.Errorf("Retry-After = %q; want 2..12 (2s + [0,10s) rounded up)", v)
+			t.Errorf("Retry-After = %q; want 2..12 (2 + 0..10 whole seconds)", v)
 		}
 		distinct[v] = true
 	}
@@ -773,6 +773,64 @@ func TestMemoryLimiterForgetsIdleKeys(t *testing.T) {
 		}
 		if d, _ := m.Take(context.Background(), "0", later); !d.Allowed {
 			t.Errorf("%s: forgotten key denied; want a full quota", alg)
+		}
+	}
+}
+
+// TestRetryAfterSpreadSurvivesRounding: with delta and date the spread is
+// drawn in whole seconds after rounding, so an outage-delta-like phase (2 s
+// plus a spread of 1 s or 2 s, arrivals at odd instants) sends values that
+// really differ, each not_before still the instant the value names.
+func TestRetryAfterSpreadSurvivesRounding(t *testing.T) {
+	for _, form := range []string{FormDelta, FormDate} {
+		for _, spread := range []time.Duration{time.Second, 2 * time.Second} {
+			t.Run(form+"/"+spread.String(), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := Config{Latency: 2 * time.Millisecond, Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: 503},
+						RetryAfter: RetryAfter{Form: form, Fixed: 2 * time.Second, Spread: spread}}}}
+					h := newHarness(t, cfg, 3)
+					var sent []string
+					for range 200 {
+						time.Sleep(37 * time.Millisecond) // synctest: virtual time
+						sent = append(sent, h.do("GET", "/c/1/r/1").Header().Get("Retry-After"))
+					}
+					waits := map[int64]int{} // whole seconds from the response to not_before
+					for i, a := range h.attempts() {
+						if a.RetryAfter != sent[i] || !a.HasNotBefore {
+							t.Fatalf("record %d: retry_after %q, not_before set %v; want %q with a not_before", i, a.RetryAfter, a.HasNotBefore, sent[i])
+						}
+						resp := a.Done // latency only: the response instant
+						switch form {
+						case FormDelta:
+							n, err := strconv.ParseInt(sent[i], 10, 64)
+							if err != nil || a.NotBefore != resp+n*int64(time.Second) {
+								t.Fatalf("record %d: Retry-After %q, not_before %d; want response %d + the seconds sent", i, sent[i], a.NotBefore, resp)
+							}
+							waits[n]++
+						case FormDate:
+							d, err := http.ParseTime(sent[i])
+							if err != nil || int64(d.Sub(epoch2000)) != a.NotBefore {
+								t.Fatalf("record %d: Retry-After %q, not_before %d; want the date sent", i, sent[i], a.NotBefore)
+							}
+							// ceil(response + 2s) in whole seconds, then the spread
+							base := (resp + 2*int64(time.Second) + int64(time.Second) - 1) / int64(time.Second) * int64(time.Second)
+							waits[(a.NotBefore-base)/int64(time.Second)]++
+						}
+					}
+					lo, hi := int64(0), int64(spread/time.Second)
+					if form == FormDelta {
+						lo, hi = 2, 2+hi
+					}
+					for w := range waits {
+						if w < lo || w > hi {
+							t.Errorf("drawn %d; want %d..%d", w, lo, hi)
+						}
+					}
+					if len(waits) < 2 || (spread == 2*time.Second && len(waits) < 3) {
+						t.Errorf("distinct values over 200 responses = %v; want every one of %d..%d", waits, lo, hi)
+					}
+				})
+			})
 		}
 	}
 }

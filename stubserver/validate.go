@@ -139,8 +139,12 @@ func (c Config) Validate() error {
 		default:
 			bad(at+"retry_after.value", "unknown value %q (want seconds, %s, %s)", ra.Value, ValueLimiter, ValuePhaseEnd)
 		}
-		if ra.Spread < 0 {
+		switch {
+		case ra.Spread < 0:
 			bad(at+"retry_after.spread", "negative duration %v", ra.Spread)
+		case ra.Spread%time.Second != 0 && (ra.Form == FormDelta || ra.Form == FormDate):
+			bad(at+"retry_after.spread", "spread %v is not whole seconds: form %s sends whole seconds, so its spread is drawn in whole seconds (use e.g. %v)",
+				ra.Spread, ra.Form, max(time.Second, ra.Spread.Truncate(time.Second)))
 		}
 	}
 	return errors.Join(errs...)

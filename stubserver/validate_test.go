@@ -37,6 +37,13 @@ func TestValidate(t *testing.T) {
 			"phases[0].for: negative duration", "phases[1].for: missing or zero"}},
 		{"last may be 0", Config{Phases: []Phase{okPhase, {}}}, nil},
 		{"phase latency", Config{Phases: []Phase{{Latency: -time.Second}}}, []string{"phases[0].latency: negative duration"}},
+		{"spread of whole-second forms", Config{Phases: []Phase{
+			{For: time.Second, RetryAfter: RetryAfter{Form: FormDelta, Spread: 500 * time.Millisecond}},
+			{For: time.Second, RetryAfter: RetryAfter{Form: FormDate, Spread: 2500 * time.Millisecond}},
+			{For: time.Second, RetryAfter: RetryAfter{Form: FormFractional, Spread: 500 * time.Millisecond}},
+			{RetryAfter: RetryAfter{Form: FormDelta, Spread: 2 * time.Second}},
+		}}, []string{
+			"phases[0].retry_after.spread: spread 500ms is not whole seconds: form delta", "phases[1].retry_after.spread: spread 2.5s is not whole seconds: form date"}},
 		{"respond kind", Config{Phases: []Phase{{Respond: Respond{Kind: "teapot"}}}}, []string{`phases[0].respond: unknown behaviour "teapot"`}},
 		{"quota without quota", Config{Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}, []string{"phases[0].respond: quota needs a server quota"}},
 		{"status range", Config{Phases: []Phase{okPhase, {Respond: Respond{Kind: RespondStatus, Status: 600}}}}, []string{"phases[1].respond.status: status 600 outside 200-599"}},

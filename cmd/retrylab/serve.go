@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/retrylab/retrylab/scenarios"
@@ -22,23 +23,33 @@ import (
 //go:embed default-serve.yaml
 var defaultServe []byte
 
-const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE] [--duration D] [--allow-remote]"
+const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--allow-remote]"
 
 type serveOptions struct {
 	scenario    string
 	addr        string
 	record      string
+	force       bool
+	start       string
 	duration    time.Duration
 	allowRemote bool
 	seed        int64
 }
+
+// --start values.
+const (
+	startNow          = "now"
+	startFirstRequest = "first-request"
+)
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
 	var o serveOptions
 	fs := newFlags("serve", serveUsage, e)
 	fs.StringVar(&o.scenario, "scenario", "", "scenario `FILE` or built-in name whose server: section to serve (default: every Retry-After form in turn)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
-	fs.StringVar(&o.record, "record", "", "write the timeline of every request to `FILE` (NDJSON)")
+	fs.StringVar(&o.record, "record", "", "write the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force")
+	fs.BoolVar(&o.force, "force", false, "overwrite an existing --record file")
+	fs.StringVar(&o.start, "start", startNow, "when the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics and /healthz do not count)")
 	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long (0: only on SIGINT/SIGTERM)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
@@ -51,8 +62,19 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if o.duration < 0 {
 		return usagef("--duration must be >= 0, got %v", o.duration)
 	}
+	if o.start != startNow && o.start != startFirstRequest {
+		return usagef("--start %q: want %s or %s", o.start, startNow, startFirstRequest)
+	}
 	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
 		return err
+	}
+	if err := checkPort("--addr", o.addr); err != nil {
+		return err
+	}
+	if o.record != "" && !o.force {
+		if _, err := os.Lstat(o.record); err == nil {
+			return usagef("--record %s: the file exists; pass --force to overwrite it", o.record)
+		}
 	}
 
 	name, desc, cfg, source, err := loadServerConfig(o.scenario)
@@ -68,21 +90,45 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		var ae *net.AddrError
+		var de *net.DNSError
+		if errors.As(err, &ae) || errors.As(err, &de) {
+			return usagef("--addr %s: %v", o.addr, err)
+		}
+		// A port in use, no permission: the run cannot be carried out.
+		return fmt.Errorf("serve: --addr %s: %w", o.addr, err)
 	}
-	start := time.Now()
+	listened := time.Now()
 
-	var (
-		rec  *timeline.Recorder
-		file *os.File
-	)
+	var file *os.File
 	if o.record != "" {
-		file, err = os.Create(o.record)
+		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if !o.force {
+			flags |= os.O_EXCL // created since the check above: still refused
+		}
+		file, err = os.OpenFile(o.record, flags, 0o644)
 		if err != nil {
 			ln.Close()
+			if errors.Is(err, os.ErrExist) {
+				return usagef("--record %s: the file exists; pass --force to overwrite it", o.record)
+			}
 			return badInput(fmt.Errorf("--record: %w", err))
 		}
-		enc := timeline.NewEncoder(file)
+	}
+	// The recording opens when the phase clock starts (at once, or at the
+	// first request), so its meta record names time zero.
+	var (
+		recMu    sync.Mutex
+		rec      *timeline.Recorder
+		recErr   error
+		stopping bool // set before a clock that never started is begun at shutdown
+	)
+	openRecorder := func(start time.Time) *timeline.Recorder {
+		recMu.Lock()
+		defer recMu.Unlock()
+		if file == nil {
+			return nil
+		}
 		meta := &timeline.Meta{
 			Format:      timeline.Format,
 			Tool:        version,
@@ -95,18 +141,33 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			Phases:      probe.Phases(),
 			Quota:       metaQuota(cfg.Quota),
 		}
+		if o.start == startFirstRequest {
+			note := "phases started at the first request (--start first-request)"
+			if stopping {
+				note = "--start first-request: no request arrived; time zero is when the server listened"
+			}
+			meta.Notes = append(meta.Notes, note)
+		}
+		enc := timeline.NewEncoder(file)
 		if err := enc.EncodeMeta(meta); err != nil {
-			ln.Close()
-			file.Close()
-			return err
+			recErr = err
 		}
 		rec = timeline.NewRecorder(enc, 0)
+		return rec
 	}
 
-	srv, err := stubserver.New(cfg, stubserver.Options{Start: start, Recorder: rec, Seed: o.seed})
+	srv, err := stubserver.New(cfg, stubserver.Options{
+		Start:               listened,
+		StartOnFirstRequest: o.start == startFirstRequest,
+		OpenRecorder:        openRecorder,
+		Seed:                o.seed,
+	})
 	if err != nil {
 		ln.Close()
 		closeRecording(rec, file)
+		if file != nil && !o.force {
+			os.Remove(o.record) // ours, and empty: do not make the next try need --force
+		}
 		return badInput(err)
 	}
 
@@ -116,6 +177,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
 	if o.record != "" {
 		fmt.Fprintf(e.stdout, "  recording to %s\n", o.record)
+	}
+	if o.start == startFirstRequest {
+		fmt.Fprintf(e.stdout, "  phases start at the first request\n")
 	}
 
 	served := make(chan error, 1)
@@ -140,11 +204,21 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		serveErr = err
 	}
 	st := srv.Stats()
-	if err := closeRecording(rec, file); err != nil && serveErr == nil {
+	recMu.Lock()
+	stopping = true
+	recMu.Unlock()
+	srv.Begin(listened) // no request came: the recording still gets its meta
+	recMu.Lock()
+	err = recErr
+	recMu.Unlock()
+	if cerr := closeRecording(rec, file); err == nil {
+		err = cerr
+	}
+	if err != nil && serveErr == nil {
 		serveErr = err
 	}
 	fmt.Fprintf(e.stdout, "retrylab: stopped after %v: %d requests (%d ok, %d 429, %d 503, %d other, %d faults)\n",
-		time.Since(start).Round(time.Millisecond), st.Attempts, st.OK, st.Throttled429, st.Unavailable503, st.Other, st.Faults)
+		time.Since(listened).Round(time.Millisecond), st.Attempts, st.OK, st.Throttled429, st.Unavailable503, st.Other, st.Faults)
 	if serveErr != nil && !errors.Is(serveErr, net.ErrClosed) {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
@@ -189,6 +263,19 @@ func closeRecording(rec *timeline.Recorder, f *os.File) error {
 		}
 	}
 	return err
+}
+
+// checkPort refuses a listen address whose port is not a number in
+// 0-65535 or a known service name: bad input, not a failed run.
+func checkPort(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: %v", flag, addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usagef("%s %q: %v", flag, addr, err)
+	}
+	return nil
 }
 
 // checkLoopback refuses a listen or target address outside loopback unless

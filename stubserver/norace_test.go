@@ -1,0 +1,5 @@
+//go:build !race
+
+package stubserver
+
+const raceEnabled = false
