@@ -252,9 +252,8 @@ type Analyzer struct {
 	gu     counter // give-up
 	pace   counter
 	jb     counter
-	waves  [2 * waveGroups]welford
-	wavEx  [2 * waveGroups][]Example
-	sync   syncWindows
+	wv     wavesState
+	wvJ    *wavesJudgement // during Result
 
 	// reuseKeys: an attempt after a 2xx/3xx starts a new logical request on
 	// the same key (serve recordings, whose clients reuse URLs); never in a
@@ -418,6 +417,7 @@ func (a *Analyzer) resolve() {
 	a.waveSlack = sec(wc.num("slack", 0.050))
 	a.waveWindow = sec(wc.num("window", 0.100))
 	a.waveMin = int64(wc.num("min_samples", 20))
+	a.wv.minClients = max(1, int(wc.num("min_clients", 5)))
 	statuses := []int{400, 401, 403, 404, 422}
 	if v, ok := cfgOf(CheckNonRetryable).params["statuses"]; ok {
 		statuses = v.statuses
@@ -450,6 +450,5 @@ func (a *Analyzer) resolve() {
 	if a.idle <= 0 {
 		a.idle = int64(5 * time.Minute)
 	}
-	a.sync.window = a.waveWindow
 	a.giveUpFor, a.giveUpFrom = a.giveUpWithin(cfgOf(CheckGiveUp))
 }

@@ -3,7 +3,6 @@ package analyzer
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -17,7 +16,7 @@ const maxWaveIndex = 1000
 
 // Default thresholds.
 const (
-	defaultWaves   = 5.0 // × less spread than full jitter: jitter narrower than ±20%
+	defaultWaves   = 10.0 // × full jitter's concentration: ±p uniform jitter reads 1/p, so narrower than ±10% fails
 	defaultInstant = 50.0
 	defaultPacing  = 1.0
 	defaultJitter  = 1.0
@@ -26,9 +25,12 @@ const (
 
 // Result judges what was added so far.
 func (a *Analyzer) Result() *Verdict {
+	a.wvJ = a.judgeCohorts()
+	defer func() { a.wvJ = nil }()
 	v := &Verdict{Figures: a.fig}
 	failed := false
 	f := &v.Figures
+	f.ServerPaced, f.ClientPaced = a.wvJ.serverPaced, a.wvJ.clientPaced
 	if a.seen {
 		f.Span = a.now - a.first
 	}
@@ -72,13 +74,8 @@ func (a *Analyzer) Result() *Verdict {
 		v.Checks = append(v.Checks, r)
 	}
 	v.Warnings = append(v.Warnings, a.warnings...)
-	if s := a.sync; s.best >= 10 && 2*a.fig.ServerPaced >= a.ra.judged {
-		v.Warnings = append(v.Warnings, Warning{
-			ID: WarnServerSync,
-			Message: fmt.Sprintf("server-induced synchronization: %d retries waited exactly as Retry-After said, and %d of them arrived within one %s window at %s",
-				s.total, s.best, fmtDur(a.waveWindow), fmtNS(s.bestAt)),
-			Remedy: "spread Retry-After on the server (retry_after.spread), or add jitter on top of Retry-After in the client",
-		})
+	if w := a.serverSyncWarning(a.wvJ); w != nil {
+		v.Warnings = append(v.Warnings, *w)
 	}
 	v.Inconclusive = a.inconclusive(v)
 	switch {
@@ -153,7 +150,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			a.inst.bad, a.inst.judged, fmtDur(a.instWindow), why))
 		r.Examples = a.inst.ex
 	case CheckWaves:
-		return a.judgeWaves(c)
+		return a.judgeWaves(c, a.wvJ)
 	case CheckNonRetryable:
 		var sent int64
 		for s, on := range a.nonRetry {
@@ -292,64 +289,4 @@ func (a *Analyzer) nonRetryList() string {
 		}
 	}
 	return strings.Join(s, ", ")
-}
-
-// judgeWaves computes the synchronization index: how many times less spread
-// the client-paced waits are than full jitter's. Waits are grouped by retry
-// number (and whether they followed a Retry-After, in which case the wait is
-// the time beyond the allowed instant); each group's coefficient of variation
-// is pooled as the root mean square weighted by group size.
-func (a *Analyzer) judgeWaves(c *checkCfg) CheckResult {
-	var n int64
-	var sum float64
-	type grp struct {
-		g  int
-		cv float64
-	}
-	var groups []grp
-	for g := range a.waves {
-		w := &a.waves[g]
-		if w.n < 5 {
-			continue
-		}
-		cv := w.cv()
-		if math.IsNaN(cv) {
-			cv = 0 // zero waits: lockstep
-		}
-		n += w.n
-		sum += float64(w.n) * cv * cv
-		groups = append(groups, grp{g, cv})
-	}
-	if n < a.waveMin {
-		return skip(fmt.Sprintf("only %d client-paced retries in groups of 5 or more; need %d", n, a.waveMin))
-	}
-	d := math.Sqrt(sum / float64(n))
-	idx := float64(maxWaveIndex)
-	if d > fullJitterCV/maxWaveIndex {
-		idx = fullJitterCV / d
-	}
-	r := verdict(c, idx, defaultWaves, n, fmt.Sprintf("client-paced retry waits spread %.3f (pooled coefficient of variation over %d retries; full jitter: %.3f)", d, n, fullJitterCV))
-	if a.fig.ServerPaced > 0 {
-		r.Reason += fmt.Sprintf("; %d server-paced retries excluded", a.fig.ServerPaced)
-	}
-	if r.Status == StatusFail {
-		sort.Slice(groups, func(i, j int) bool { return groups[i].cv < groups[j].cv })
-		for _, g := range groups[:min(len(groups), a.maxEx)] {
-			w := &a.waves[g.g]
-			k := g.g%waveGroups + 1
-			what := fmt.Sprintf("retry %d", k)
-			if k == waveGroups {
-				what = fmt.Sprintf("retries %d+", k)
-			}
-			if g.g >= waveGroups {
-				what += " (time beyond Retry-After)"
-			}
-			ex := Example{Detail: fmt.Sprintf("%s: %d waits, mean %s, spread %.3f", what, w.n, fmtDur(int64(w.mean*1e9)), g.cv)}
-			if e := a.wavEx[g.g]; len(e) > 0 {
-				ex.Client, ex.Key, ex.Attempt, ex.At, ex.Prev = e[0].Client, e[0].Key, e[0].Attempt, e[0].At, e[0].Prev
-			}
-			r.Examples = append(r.Examples, ex)
-		}
-	}
-	return r
 }

@@ -19,6 +19,8 @@ type sim struct {
 	clients  int
 	requests int           // logical requests per client (default 1)
 	spread   time.Duration // clients start uniformly over [0, spread) (0: all at once)
+	poisson  bool          // with spread: starts as a Poisson process of rate clients/spread instead
+	late     time.Duration // a loaded host: each start and each wait comes U[0, late) late
 	think    time.Duration
 	latency  time.Duration // default 2ms
 	method   string        // default GET
@@ -31,6 +33,7 @@ type sim struct {
 
 	// client behaviour
 	delay       func(k int, r *rand.Rand, prev time.Duration) time.Duration // delay before retry k (1-based); prev: the last delay
+	delayAt     func(k int, r *rand.Rand, now time.Duration) time.Duration  // when set, replaces delay: now is the response's time
 	honorRA     bool                                                        // wait until not_before when there is one
 	raJitter    time.Duration                                               // extra U(0, raJitter) on top of Retry-After
 	maxAttempts int                                                         // 0: unbounded (capped at 200)
@@ -69,14 +72,26 @@ func (s *sim) records() []timeline.Record {
 		rec timeline.Record
 	}
 	var evs []*ev
+	noise := func() time.Duration {
+		if s.late <= 0 {
+			return 0
+		}
+		return time.Duration(r.Int64N(int64(s.late)))
+	}
+	var arrival time.Duration // Poisson starts
 	for c := 0; c < s.clients; c++ {
 		t := time.Duration(0)
-		if s.spread > 0 {
+		if s.spread > 0 && s.poisson {
+			arrival += time.Duration(r.ExpFloat64() * float64(s.spread) / float64(s.clients))
+			t = arrival
+		} else if s.spread > 0 {
 			t = time.Duration(r.Int64N(int64(s.spread)))
 		}
 		client := strconv.Itoa(c)
 		for q := 0; q < reqs; q++ {
 			key := client + "/" + strconv.Itoa(q)
+			scheduled := t
+			t += noise()
 			start := t
 			var prevDelay time.Duration
 			result, status, n := "", 0, 0
@@ -112,10 +127,13 @@ func (s *sim) records() []timeline.Record {
 					if s.raJitter > 0 {
 						d += time.Duration(r.Int64N(int64(s.raJitter)))
 					}
+				} else if s.delayAt != nil {
+					d = s.delayAt(n, r, t)
 				} else {
 					d = s.delay(n, r, prevDelay)
 					prevDelay = d
 				}
+				d += noise()
 				if s.budget > 0 && t+d-start > s.budget+s.overrun {
 					result = timeline.ResultBudget
 					break
@@ -126,7 +144,7 @@ func (s *sim) records() []timeline.Record {
 				result = timeline.ResultHung
 				t += time.Minute
 			}
-			o := timeline.Outcome{Client: client, Key: key, Scheduled: int64(start), Start: int64(start), End: int64(t),
+			o := timeline.Outcome{Client: client, Key: key, Scheduled: int64(scheduled), Start: int64(start), End: int64(t),
 				Result: result, Status: status, Attempts: n}
 			evs = append(evs, &ev{t, timeline.Record{Type: timeline.TypeOutcome, Outcome: o}})
 			t += s.think

@@ -64,7 +64,7 @@ type checkDef struct {
 var checkDefs = []checkDef{
 	{CheckRetryAfter, "early retries", map[string]paramKind{"tolerance": kindDuration}},
 	{CheckInstantRetry, "%", map[string]paramKind{"window": kindDuration}},
-	{CheckWaves, "× full jitter", map[string]paramKind{"min_samples": kindNumber, "slack": kindDuration, "window": kindDuration}},
+	{CheckWaves, "× full jitter", map[string]paramKind{"min_samples": kindNumber, "min_clients": kindNumber, "slack": kindDuration, "window": kindDuration}},
 	{CheckNonRetryable, "retries", map[string]paramKind{"statuses": kindStatuses}},
 	{CheckIdempotency, "retries", nil},
 	{CheckAttempts, "attempts", nil},

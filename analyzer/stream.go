@@ -71,46 +71,6 @@ func (w *welford) cv() float64 {
 	return math.Sqrt(w.m2/float64(w.n)) / w.mean
 }
 
-// syncWindows counts server-paced retries per window of arrival time and
-// remembers the busiest window. Windows older than the stream's horizon are
-// folded into the maximum and dropped, so memory stays bounded.
-type syncWindows struct {
-	window  int64
-	counts  map[int64]int64
-	best    int64
-	bestAt  int64
-	total   int64
-	flushed int64 // windows below this index are final
-}
-
-func (s *syncWindows) add(at int64) {
-	if s.window <= 0 {
-		return
-	}
-	if s.counts == nil {
-		s.counts = make(map[int64]int64)
-	}
-	s.total++
-	w := at / s.window
-	s.counts[w]++
-	if c := s.counts[w]; c > s.best || (c == s.best && w*s.window < s.bestAt) {
-		s.best, s.bestAt = c, w*s.window
-	}
-}
-
-// prune drops windows that ended more than 10 s of stream time before now.
-func (s *syncWindows) prune(now int64) {
-	if s.window <= 0 || len(s.counts) < 1024 {
-		return
-	}
-	horizon := (now - int64(10*time.Second)) / s.window
-	for w := range s.counts {
-		if w < horizon {
-			delete(s.counts, w)
-		}
-	}
-}
-
 // Add feeds one record to the analyzer. A meta record after the first is
 // ignored; records of unknown types are ignored.
 func (a *Analyzer) Add(rec *timeline.Record) {
@@ -318,33 +278,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		a.nonr.judged++
 	}
 
-	// Who paced this retry: the server (it came when Retry-After said) or the
-	// client's own backoff (own is its wait beyond what the server asked).
-	own, afterNB, serverPaced := gap, false, false
-	if paced {
-		allowed := p.nb
-		if d := x.at - allowed; d >= -a.raTol {
-			if d <= a.waveSlack+(allowed-p.done)/50 {
-				serverPaced = true
-			} else {
-				own, afterNB = d, true
-			}
-		}
-	}
-	if serverPaced {
-		a.fig.ServerPaced++
-		a.sync.add(x.at)
-	} else {
-		a.fig.ClientPaced++
-		g := min(k, waveGroups) - 1
-		if afterNB {
-			g += waveGroups
-		}
-		a.waves[g].add(float64(own) / 1e9)
-		if len(a.wavEx[g]) < 3 {
-			a.wavEx[g] = append(a.wavEx[g], ex(fmt.Sprintf("retry %d waited %s", k, fmtDur(own))))
-		}
-	}
+	a.waveRetry(st, key, k, p, x, paced)
 
 	unadvised := !paced
 	if unadvised && (p.status == 429 || p.status >= 500) {
@@ -460,6 +394,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.results[o.Result]++
 	a.fidelityOutcome(o)
 	a.giveUpOutcome(o)
+	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End
 	}
@@ -504,7 +439,6 @@ func (a *Analyzer) sweep(final bool) {
 			a.drop(st)
 		}
 	}
-	a.sync.prune(a.now)
 }
 
 // drop forgets a logical request, counting its unpaired retries.

@@ -1,0 +1,446 @@
+package analyzer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The waves statistic. Retries are grouped into cohorts: the k-th retry of
+// a logical request (k = 1..15, 16+), separately for retries that waited
+// for a Retry-After (their own wait is the time beyond the allowed instant).
+// Each cohort keeps a running mean and variance of its own waits, a bounded
+// uniform sample (reservoir) of (trigger, arrival, own wait), and how many
+// distinct clients it saw (up to the minimum). At Result the cohort gets
+// three readings, each scaled so that full jitter reads 1 and uniform
+// jitter of ±p around a delay reads 1/p:
+//
+//   - arrivals: how much more often two retries of the cohort arrive within
+//     a resolution r of each other than they would if each client had drawn
+//     its wait uniformly on [0, 2·mean] from the response that triggered it
+//     (the null keeps the real trigger times: a burst start is explained);
+//   - shape: the same on the waits alone (the waves the cohort forms when
+//     its triggers come together, as an outage makes them);
+//   - spread: full jitter's coefficient of variation over the cohort's,
+//     after subtracting the variance of the harness's start lateness
+//     (scheduling noise of a loaded host is not jitter).
+//
+// The figure is the worst reading of the worst cohort.
+
+const (
+	// waveSample is the reservoir size of one cohort.
+	waveSample = 2048
+	// waveBins is the resolution of the pair readings: r = mean/waveBins, so
+	// waits in lockstep read about waveBins on the shape.
+	waveBins = 50
+	// waveSyncRatio: server-synchronized retries raise the warning when
+	// their arrivals are at least this concentrated relative to the
+	// responses that triggered them.
+	waveSyncRatio = 0.5
+)
+
+// waveSampleRec is one sampled retry of a cohort.
+type waveSampleRec struct {
+	trigger, arrival, own int64
+}
+
+// waveCohort accumulates one cohort.
+type waveCohort struct {
+	w       welford // own waits, seconds
+	seen    int64   // retries offered to the sample
+	sample  []waveSampleRec
+	clients []string // distinct clients, up to the minimum asked
+	ex      []Example
+}
+
+// wavesState is the analyzer's waves accumulation.
+type wavesState struct {
+	cohorts    [2 * waveGroups]waveCohort
+	rng        uint64    // reservoir draws (fixed seed: the verdict is reproducible)
+	late       welford   // harness start lateness (Start − Scheduled), seconds
+	lateHist   [64]int64 // lateness by power of √2 from 1µs, for the p90
+	minClients int
+}
+
+// addLateness feeds one outcome's start lateness.
+func (s *wavesState) addLateness(ns int64) {
+	if ns < 0 {
+		ns = 0
+	}
+	s.late.add(float64(ns) / 1e9)
+	s.lateHist[lateBucket(ns)]++
+}
+
+func lateBucket(ns int64) int {
+	if ns < 1000 {
+		return 0
+	}
+	b := int(2*math.Log2(float64(ns)/1000)) + 1
+	return min(b, 63)
+}
+
+// lateP90 is the 90th percentile of start lateness (the bucket's upper
+// edge), 0 without outcomes.
+func (s *wavesState) lateP90() int64 {
+	var n int64
+	for _, c := range s.lateHist {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	want := (9*n + 9) / 10
+	var acc int64
+	for b, c := range s.lateHist {
+		acc += c
+		if acc >= want {
+			if b == 0 {
+				return 0 // under 1µs: none
+			}
+			return int64(1000 * math.Pow(2, float64(b)/2))
+		}
+	}
+	return 0
+}
+
+func (s *wavesState) next() uint64 {
+	// splitmix64
+	s.rng += 0x9e3779b97f4a7c15
+	z := s.rng
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// waveRetry classifies retry x (the k-th) of the attempt p before it and
+// feeds its cohort. Retries that honoured a Retry-After that paced them
+// (paced: it named a later instant) are judged on their wait beyond it;
+// retries that came earlier than not_before (retry-after's business) and
+// retries without one on their gap.
+func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite, paced bool) {
+	own, afterNB := x.at-p.done, false
+	if paced {
+		if d := x.at - p.nb; d >= -a.raTol {
+			own, afterNB = max(d, 0), true
+		}
+	}
+	g := min(k, waveGroups) - 1
+	if afterNB {
+		g += waveGroups
+	}
+	s := &a.wv
+	c := &s.cohorts[g]
+	c.w.add(float64(own) / 1e9)
+	if len(c.clients) < s.minClients && !slices.Contains(c.clients, st.client) {
+		c.clients = append(c.clients, st.client)
+	}
+	c.seen++
+	rec := waveSampleRec{trigger: p.done, arrival: x.at, own: own}
+	if len(c.sample) < waveSample {
+		c.sample = append(c.sample, rec)
+	} else if j := s.next() % uint64(c.seen); j < waveSample {
+		c.sample[j] = rec
+	}
+	if len(c.ex) < 3 {
+		c.ex = append(c.ex, Example{Client: st.client, Key: strings.Clone(key), Attempt: int(x.n), At: x.at, Prev: p.done,
+			Detail: fmt.Sprintf("retry %d waited %s", k, fmtDur(own))})
+	}
+}
+
+// cohortReading is one judged cohort.
+type cohortReading struct {
+	g                       int
+	n                       int64
+	mean                    float64 // seconds
+	res                     int64   // pair resolution, ns
+	arrivals, shape, spread float64
+	immediate               bool    // mean own wait within the floor: no own wait
+	serverSync              bool    // after Retry-After, no spread of its own
+	syncRatio               float64 // arrivals vs triggers (server-synchronized cohorts)
+}
+
+func (r *cohortReading) worst() float64 { return max(r.arrivals, r.shape, r.spread) }
+
+func (r *cohortReading) name() string {
+	k := r.g%waveGroups + 1
+	what := fmt.Sprintf("retry %d", k)
+	if k == waveGroups {
+		what = fmt.Sprintf("retries %d+", k)
+	}
+	if r.g >= waveGroups {
+		what += " (time beyond Retry-After)"
+	}
+	return what
+}
+
+// wavesJudgement is what the waves check and the server-synchronization
+// warning read.
+type wavesJudgement struct {
+	cohorts     []cohortReading // the judged ones
+	small       int64           // retries in cohorts too small to judge
+	late90      int64
+	lateSD      float64 // seconds
+	serverPaced int64
+	clientPaced int64
+}
+
+// judgeCohorts computes the readings of every cohort big enough to judge.
+func (a *Analyzer) judgeCohorts() *wavesJudgement {
+	s := &a.wv
+	j := &wavesJudgement{late90: s.lateP90()}
+	lateVar := 0.0
+	if s.late.n > 1 {
+		lateVar = s.late.m2 / float64(s.late.n)
+	}
+	j.lateSD = math.Sqrt(lateVar)
+	for g := range s.cohorts {
+		c := &s.cohorts[g]
+		if c.w.n == 0 {
+			continue
+		}
+		if c.w.n < a.waveMin || len(c.clients) < s.minClients {
+			j.small += c.w.n
+			if g >= waveGroups {
+				j.serverPaced += c.w.n
+			} else {
+				j.clientPaced += c.w.n
+			}
+			continue
+		}
+		r := cohortReading{g: g, n: c.w.n, mean: c.w.mean, arrivals: 1, shape: 1, spread: 1}
+		floor := a.instWindow
+		if g >= waveGroups {
+			floor = a.waveSlack
+		}
+		floor += 2 * j.late90
+		m := int64(c.w.mean * 1e9)
+		if m <= floor {
+			r.immediate = true
+		} else {
+			r.res = max(m/waveBins, int64(time.Millisecond))
+			v := c.w.m2/float64(c.w.n) - lateVar
+			cv := math.Sqrt(max(v, 0)) / c.w.mean
+			r.spread = maxWaveIndex
+			if cv > fullJitterCV/maxWaveIndex {
+				r.spread = fullJitterCV / cv
+			}
+			r.shape, r.arrivals = pairReadings(c.sample, m, r.res)
+		}
+		if g >= waveGroups && (r.immediate || r.spread > a.waveThreshold()) {
+			r.serverSync = true
+			r.syncRatio = syncReading(c.sample, max(a.waveWindow, 2*j.late90))
+		}
+		if r.serverSync {
+			j.serverPaced += r.n
+		} else {
+			j.clientPaced += r.n
+		}
+		j.cohorts = append(j.cohorts, r)
+	}
+	return j
+}
+
+// waveThreshold is the waves check's threshold in force.
+func (a *Analyzer) waveThreshold() float64 {
+	for _, c := range a.cfg {
+		if c.def.id == CheckWaves && c.thrSet {
+			return c.threshold
+		}
+	}
+	return defaultWaves
+}
+
+// pairReadings computes the shape and arrivals readings of a sample whose
+// mean own wait is m (ns), at resolution r (ns).
+func pairReadings(sample []waveSampleRec, m, r int64) (shape, arrivals float64) {
+	n := len(sample)
+	if n < 2 {
+		return 1, 1
+	}
+	v := make([]int64, n)
+	// Shape: pairs of waits within r, against two uniform draws on [0, 2m].
+	for i, x := range sample {
+		v[i] = x.own
+	}
+	close := closePairs(v, r)
+	pairs := float64(n) * float64(n-1) / 2
+	a := 2 * float64(m)
+	q := min(float64(r)/a, 1)
+	pNull := 1 - (1-q)*(1-q)
+	shape = ratio(float64(close), pairs*pNull)
+
+	// Arrivals: pairs of arrivals within r, against arrivals drawn uniformly
+	// on [trigger, trigger + 2m].
+	for i, x := range sample {
+		v[i] = x.arrival
+	}
+	close = closePairs(v, r)
+	for i, x := range sample {
+		v[i] = x.trigger
+	}
+	slices.Sort(v)
+	var null float64
+	reach := int64(a) + r
+	for i := range v {
+		for k := i + 1; k < n && v[k]-v[i] < reach; k++ {
+			null += triangleWithin(float64(v[k]-v[i]), float64(r), a)
+		}
+	}
+	arrivals = ratio(float64(close), null)
+	return shape, arrivals
+}
+
+// closePairs counts the pairs of v (sorted in place) closer than r.
+func closePairs(v []int64, r int64) int64 {
+	slices.Sort(v)
+	var n int64
+	lo := 0
+	for i := range v {
+		for v[i]-v[lo] >= r {
+			lo++
+		}
+		n += int64(i - lo)
+	}
+	return n
+}
+
+// triangleWithin is P(|d + U1 − U2| < r) for U1, U2 uniform on [0, a].
+func triangleWithin(d, r, a float64) float64 {
+	cdf := func(x float64) float64 { // of U1 − U2, triangular on [−a, a]
+		switch {
+		case x <= -a:
+			return 0
+		case x <= 0:
+			return (x + a) * (x + a) / (2 * a * a)
+		case x < a:
+			return 1 - (a-x)*(a-x)/(2*a*a)
+		}
+		return 1
+	}
+	return cdf(r-d) - cdf(-r-d)
+}
+
+// ratio is real/null, 1 when both are (nearly) nothing, capped.
+func ratio(real, null float64) float64 {
+	if null < 1e-9 {
+		if real == 0 {
+			return 1
+		}
+		return maxWaveIndex
+	}
+	return min(real/null, maxWaveIndex)
+}
+
+// syncReading is how concentrated arrivals are relative to the responses
+// that triggered them: pairs of arrivals within w over pairs of triggers
+// within w.
+func syncReading(sample []waveSampleRec, w int64) float64 {
+	v := make([]int64, len(sample))
+	for i, x := range sample {
+		v[i] = x.arrival
+	}
+	arr := closePairs(v, w)
+	for i, x := range sample {
+		v[i] = x.trigger
+	}
+	trig := closePairs(v, w)
+	if trig == 0 {
+		if arr == 0 {
+			return 0
+		}
+		return maxWaveIndex
+	}
+	return float64(arr) / float64(trig)
+}
+
+// judgeWaves is the waves check: the worst reading of the worst cohort.
+func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
+	var judged []cohortReading
+	var n int64
+	for _, r := range j.cohorts {
+		if !r.serverSync {
+			judged = append(judged, r)
+			n += r.n
+		}
+	}
+	if len(judged) == 0 {
+		why := fmt.Sprintf("no client-paced cohort (retry number, before or beyond Retry-After) with %d retries from %d clients", a.waveMin, a.wv.minClients)
+		if j.serverPaced > 0 {
+			why += fmt.Sprintf("; %d retries paced by Retry-After", j.serverPaced)
+		}
+		return skip(why)
+	}
+	worst := 0
+	for i := range judged {
+		if judged[i].worst() > judged[worst].worst() {
+			worst = i
+		}
+	}
+	w := judged[worst]
+	reading := "spread"
+	switch w.worst() {
+	case w.arrivals:
+		reading = "arrivals"
+	case w.shape:
+		reading = "shape"
+	}
+	reason := fmt.Sprintf("worst cohort %s: %d retries, mean own wait %s, readings arrivals %.2f, shape %.2f, spread %.2f (worst: %s; %d cohorts over %d retries",
+		w.name(), w.n, fmtDur(int64(w.mean*1e9)), w.arrivals, w.shape, w.spread, reading, len(judged), n)
+	if j.late90 > 0 {
+		reason += fmt.Sprintf("; harness start lateness p90 %s, sd %s", fmtDur(j.late90), fmtDur(int64(j.lateSD*1e9)))
+	}
+	reason += ")"
+	if j.serverPaced > 0 {
+		reason += fmt.Sprintf("; %d server-paced retries excluded", j.serverPaced)
+	}
+	r := verdict(c, w.worst(), defaultWaves, n, reason)
+	if r.Status == StatusFail {
+		slices.SortStableFunc(judged, func(x, y cohortReading) int {
+			switch {
+			case x.worst() > y.worst():
+				return -1
+			case x.worst() < y.worst():
+				return 1
+			}
+			return 0
+		})
+		for _, g := range judged[:min(len(judged), a.maxEx)] {
+			if g.worst() <= r.Threshold {
+				break
+			}
+			ex := Example{Detail: fmt.Sprintf("%s: %d retries, mean own wait %s, arrivals %.2f, shape %.2f, spread %.2f", g.name(), g.n, fmtDur(int64(g.mean*1e9)), g.arrivals, g.shape, g.spread)}
+			if e := a.wv.cohorts[g.g].ex; len(e) > 0 {
+				ex.Client, ex.Key, ex.Attempt, ex.At, ex.Prev = e[0].Client, e[0].Key, e[0].Attempt, e[0].At, e[0].Prev
+			}
+			r.Examples = append(r.Examples, ex)
+		}
+	}
+	return r
+}
+
+// serverSyncWarning is the server-induced-synchronization warning, or nil.
+func (a *Analyzer) serverSyncWarning(j *wavesJudgement) *Warning {
+	var best *cohortReading
+	var n int64
+	for i := range j.cohorts {
+		r := &j.cohorts[i]
+		if !r.serverSync {
+			continue
+		}
+		n += r.n
+		if best == nil || r.syncRatio > best.syncRatio {
+			best = r
+		}
+	}
+	if best == nil || best.syncRatio < waveSyncRatio {
+		return nil
+	}
+	return &Warning{
+		ID: WarnServerSync,
+		Message: fmt.Sprintf("server-induced synchronization: %d retries waited as Retry-After said, adding no spread of their own (%s: mean %s beyond the allowed instant); their arrivals are %.2f× as concentrated as the responses that triggered them (pairs within %s)",
+			n, best.name(), fmtDur(int64(best.mean*1e9)), best.syncRatio, fmtDur(max(a.waveWindow, 2*j.late90))),
+		Remedy: "spread Retry-After on the server (retry_after.spread), or add jitter on top of Retry-After in the client",
+	}
+}
