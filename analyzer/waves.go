@@ -41,10 +41,14 @@ const (
 	waveSyncRatio = 0.5
 )
 
-// waveSampleRec is one sampled retry of a cohort.
+// waveSampleRec is one sampled retry of a cohort: the response that
+// triggered it, the instant its own wait started from (the response, or
+// the allowed instant of a Retry-After it honoured), and its arrival.
 type waveSampleRec struct {
-	trigger, arrival, own int64
+	trigger, base, arrival int64
 }
+
+func (r waveSampleRec) own() int64 { return r.arrival - r.base }
 
 // waveCohort accumulates one cohort.
 type waveCohort struct {
@@ -120,12 +124,13 @@ func (s *wavesState) next() uint64 {
 // retries that came earlier than not_before (retry-after's business) and
 // retries without one on their gap.
 func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite, paced bool) {
-	own, afterNB := x.at-p.done, false
+	base, afterNB := p.done, false
 	if paced {
 		if d := x.at - p.nb; d >= -a.raTol {
-			own, afterNB = max(d, 0), true
+			base, afterNB = min(p.nb, x.at), true
 		}
 	}
+	own := x.at - base
 	g := min(k, waveGroups) - 1
 	if afterNB {
 		g += waveGroups
@@ -137,7 +142,7 @@ func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite,
 		c.clients = append(c.clients, st.client)
 	}
 	c.seen++
-	rec := waveSampleRec{trigger: p.done, arrival: x.at, own: own}
+	rec := waveSampleRec{trigger: p.done, base: base, arrival: x.at}
 	if len(c.sample) < waveSample {
 		c.sample = append(c.sample, rec)
 	} else if j := s.next() % uint64(c.seen); j < waveSample {
@@ -228,7 +233,7 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 			}
 			r.shape, r.arrivals = pairReadings(c.sample, m, r.res)
 		}
-		if g >= waveGroups && (r.immediate || r.spread > a.waveThreshold()) {
+		if g >= waveGroups && a.pacedByServer(&c.w, j.late90, lateVar) {
 			r.serverSync = true
 			r.syncRatio = syncReading(c.sample, max(a.waveWindow, 2*j.late90))
 		}
@@ -240,6 +245,22 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 		j.cohorts = append(j.cohorts, r)
 	}
 	return j
+}
+
+// pacedByServer tells whether the retries of a cohort that honoured a
+// Retry-After came as it said, adding no spread of their own: the standard
+// deviation of their waits beyond the allowed instant (less the variance
+// of the harness's start lateness) is no more than that of a uniform draw
+// over the slack (slack + twice the start lateness p90), or so small
+// relative to their mean that the spread reading exceeds the threshold (a
+// constant added to Retry-After, whatever the constant).
+func (a *Analyzer) pacedByServer(w *welford, late90 int64, lateVar float64) bool {
+	sd := math.Sqrt(max(w.m2/float64(w.n)-lateVar, 0))
+	slack := float64(a.waveSlack+2*late90) / 1e9
+	if sd <= slack/math.Sqrt(12) {
+		return true
+	}
+	return w.mean > 0 && fullJitterCV/(sd/w.mean) > a.waveThreshold()
 }
 
 // waveThreshold is the waves check's threshold in force.
@@ -262,7 +283,7 @@ func pairReadings(sample []waveSampleRec, m, r int64) (shape, arrivals float64) 
 	v := make([]int64, n)
 	// Shape: pairs of waits within r, against two uniform draws on [0, 2m].
 	for i, x := range sample {
-		v[i] = x.own
+		v[i] = x.own()
 	}
 	close := closePairs(v, r)
 	pairs := float64(n) * float64(n-1) / 2
@@ -272,13 +293,13 @@ func pairReadings(sample []waveSampleRec, m, r int64) (shape, arrivals float64) 
 	shape = ratio(float64(close), pairs*pNull)
 
 	// Arrivals: pairs of arrivals within r, against arrivals drawn uniformly
-	// on [trigger, trigger + 2m].
+	// on [base, base + 2m] (base: the response, or the allowed instant).
 	for i, x := range sample {
 		v[i] = x.arrival
 	}
 	close = closePairs(v, r)
 	for i, x := range sample {
-		v[i] = x.trigger
+		v[i] = x.base
 	}
 	slices.Sort(v)
 	var null float64

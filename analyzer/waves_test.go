@@ -161,3 +161,137 @@ func urllib3() func(int, *rand.Rand, time.Duration) time.Duration {
 		return min(120*s1, s1<<(k-2))
 	}
 }
+
+func hasWarning(v *Verdict, id string) bool {
+	for _, w := range v.Warnings {
+		if w.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWavesIssueRows gives each probe of issue 11 the verdict it deserves
+// (500 clients, 15 s outage of bare 503s unless the row says otherwise).
+func TestWavesIssueRows(t *testing.T) {
+	bare := func(d func(int, *rand.Rand, time.Duration) time.Duration) sim {
+		return sim{clients: 500, server: outage(15*s1, ""), delay: d, maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+	}
+	tests := []struct {
+		name string
+		sim  sim
+		want string
+	}{
+		{"three discrete delays form three waves", bare(discrete(0, s1, 2*s1)), StatusFail},
+		{"next whole second, 2 s ramp", func() sim { s := bare(nil); s.delayAt, s.spread = clockAligned(s1), 2*s1; return s }(), StatusFail},
+		{"jitter, then cap: late retries in lockstep at the cap", bare(jitterThenCap(100*ms, s1)), StatusFail},
+		{"gRPC ±20% jitter", bare(proportional(s1, 1.6, 120*s1, 0.2)), StatusPass},
+		{"one client alone cannot form a wave", func() sim { s := bare(fixed(100 * ms)); s.clients, s.maxAttempts = 1, 0; return s }(), StatusSkip},
+		{"instant retries, virtual time", bare(fixed(0)), StatusPass},
+		{"instant retries on a loaded host", func() sim { s := bare(fixed(0)); s.late = 390 * ms; return s }(), StatusPass},
+		{"0 then exactly 1, 2, 4 s, 100 clients on a loaded host", func() sim { s := bare(urllib3()); s.clients, s.late = 100, 300*ms; return s }(), StatusFail},
+		{"0 then exactly 1, 2, 4 s, virtual time", bare(urllib3()), StatusFail},
+	}
+	for _, tt := range tests {
+		for seed := uint64(1); seed <= 3; seed++ {
+			tt.sim.seed = seed
+			v := tt.sim.verdict(Options{})
+			if c := v.Check(CheckWaves); c.Status != tt.want {
+				t.Errorf("%s, seed %d: waves = %s (%s: %s); want %s", tt.name, seed, c.Status, fmtFigure(c.Figure, c.Unit), c.Reason, tt.want)
+			}
+		}
+	}
+}
+
+// TestWavesRetryAfterContinuity: a client that honours Retry-After and adds
+// a constant is paced by the server whatever the constant (the warning, no
+// failure, no cliff); one that adds jitter on top passes without a warning.
+func TestWavesRetryAfterContinuity(t *testing.T) {
+	for _, form := range []string{"delta1", "phase-end"} {
+		for _, extra := range []time.Duration{0, 20 * ms, 60 * ms, 80 * ms, 200 * ms, s1, 3 * s1} {
+			for seed := uint64(1); seed <= 3; seed++ {
+				s := sim{clients: 500, seed: seed, spread: 2 * s1, server: outage(15*s1, form), honorRA: true, raExtra: extra,
+					delay: fullJitter(100*ms, 5*s1), maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+				v := s.verdict(Options{})
+				if c := v.Check(CheckWaves); c.Status == StatusFail {
+					t.Errorf("%s + %v, seed %d: waves failed (%s); want the server's pacing, not the client's", form, extra, seed, c.Reason)
+				}
+				if !hasWarning(v, WarnServerSync) {
+					t.Errorf("%s + %v, seed %d: no %s warning", form, extra, seed, WarnServerSync)
+				}
+				if v.Figures.ServerPaced == 0 || v.Figures.ClientPaced != 0 {
+					t.Errorf("%s + %v, seed %d: server-paced %d, client-paced %d; want all server-paced", form, extra, seed, v.Figures.ServerPaced, v.Figures.ClientPaced)
+				}
+			}
+		}
+		for seed := uint64(1); seed <= 6; seed++ {
+			jitter := map[bool]time.Duration{true: s1, false: 100 * ms}[seed <= 3] // a wide and a small jitter on top
+			s := sim{clients: 500, seed: seed, spread: 2 * s1, server: outage(15*s1, form), honorRA: true, raJitter: jitter,
+				delay: fullJitter(100*ms, 5*s1), maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+			v := s.verdict(Options{})
+			if c := v.Check(CheckWaves); c.Status != StatusPass {
+				t.Errorf("%s + U(0,%v), seed %d: waves = %s (%s); want pass", form, jitter, seed, c.Status, c.Reason)
+			}
+			if hasWarning(v, WarnServerSync) {
+				t.Errorf("%s + U(0,%v), seed %d: %s warning with jitter on top of Retry-After", form, jitter, seed, WarnServerSync)
+			}
+		}
+	}
+}
+
+// TestWavesRetryAfterLoadedHost: honouring Retry-After exactly on a loaded
+// host (every start and wait U[0, 300ms) late) is still the server's
+// pacing: the slack grows with the measured start lateness.
+func TestWavesRetryAfterLoadedHost(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		s := sim{clients: 500, seed: seed, spread: 2 * s1, late: 300 * ms, server: outage(15*s1, "phase-end"), honorRA: true,
+			delay: fullJitter(100*ms, 5*s1), maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+		v := s.verdict(Options{})
+		if c := v.Check(CheckWaves); c.Status == StatusFail || !hasWarning(v, WarnServerSync) {
+			t.Errorf("seed %d: waves %s (%s), warning %v; want no failure and the warning", seed, c.Status, c.Reason, hasWarning(v, WarnServerSync))
+		}
+	}
+}
+
+// TestWavesNoSyncWarningWithoutRetryAfter: client-paced retries never raise
+// the server-synchronization warning, however many arrive per 100 ms (a
+// uniform 200-client 2 s ramp reached the old absolute count by itself).
+func TestWavesNoSyncWarningWithoutRetryAfter(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		s := sim{clients: 200, seed: seed, spread: 2 * s1, requests: 5, server: outage(5*s1, ""), delay: fullJitter(100*ms, 5*s1),
+			maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+		if v := s.verdict(Options{}); hasWarning(v, WarnServerSync) || !v.Pass {
+			t.Errorf("seed %d: warning %v, pass %v; want neither warning nor failure: %s", seed, hasWarning(v, WarnServerSync), v.Pass, describe(v))
+		}
+	}
+}
+
+// TestWavesLoadedHost: a fleet slowed on purpose (every start and every
+// wait comes U[0, late) late, and the outcomes show the start lateness)
+// does not make lockstep read as jitter, nor jitter as lockstep.
+func TestWavesLoadedHost(t *testing.T) {
+	tests := []struct {
+		name  string
+		delay func(int, *rand.Rand, time.Duration) time.Duration
+		late  time.Duration
+		want  string
+	}{
+		{"fixed 1s, 100ms late", fixed(s1), 100 * ms, StatusFail},
+		{"fixed 1s, 300ms late", fixed(s1), 300 * ms, StatusFail},
+		{"no jitter, 200ms late", noJitter(100*ms, 5*s1), 200 * ms, StatusFail},
+		{"full jitter, 300ms late", fullJitter(100*ms, 5*s1), 300 * ms, StatusPass},
+		{"±25%, 100ms late", proportional(100*ms, 2, 5*s1, 0.25), 100 * ms, StatusPass},
+		{"instant, 390ms late", fixed(0), 390 * ms, StatusPass},
+	}
+	for _, tt := range tests {
+		for _, start := range wavesStarts {
+			for seed := uint64(1); seed <= 3; seed++ {
+				s := sim{clients: 1000, seed: seed, spread: start.spread, poisson: start.poisson, late: tt.late, server: outage(15*s1, ""),
+					delay: tt.delay, maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+				if c := s.verdict(Options{}).Check(CheckWaves); c.Status != tt.want {
+					t.Errorf("%s, %s, seed %d: waves = %s (%s); want %s", tt.name, start.name, seed, c.Status, c.Reason, tt.want)
+				}
+			}
+		}
+	}
+}

@@ -52,6 +52,9 @@ type control struct {
 	retry4xx   bool                               // retry 400, 401, 403, 404, 422 too
 	unbounded  bool                               // no attempt cap, no budget
 	singleShot bool                               // never retry
+	// raExtra, when set, is the wait added to a usable Retry-After instead
+	// of the backoff draw.
+	raExtra func(l *loop) time.Duration
 }
 
 func registerControl(c *control) {
@@ -241,6 +244,9 @@ func (l *loop) run(ctx context.Context, req *http.Request) (*http.Response, erro
 		}
 		prev = wait
 		if haveRA {
+			if c.raExtra != nil {
+				wait = c.raExtra(l)
+			}
 			wait = satAdd(wait, ra)
 		}
 		if !c.unbounded && satAdd(time.Since(start), wait) >= l.pol.Budget {

@@ -173,6 +173,22 @@ var properties = []struct {
 		}
 		return len(seen) >= 5
 	}},
+	{"jitters on top of Retry-After", func(t *testing.T, c *control) bool {
+		seen := map[time.Duration]bool{}
+		for seed := range uint64(10) {
+			s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
+				if n == 1 {
+					return answer(503, "Retry-After", "1"), nil
+				}
+				return answer(200), nil
+			})
+			call(t, c.New(s, Params{Rand: rand.New(rand.NewPCG(seed, seed))}), "GET")
+			for _, g := range s.gaps() {
+				seen[g] = true
+			}
+		}
+		return len(seen) >= 5
+	}},
 	{"backs off exponentially", func(t *testing.T, c *control) bool {
 		// Equal jitter: wait n lies in [ceil/2, ceil], ceil = 100ms·2^(n-1).
 		s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(503), nil })
@@ -211,12 +227,17 @@ var properties = []struct {
 func TestControlsHaveOneMistake(t *testing.T) {
 	breaks := map[string][]string{
 		"correct":            nil,
-		"fixed-delay":        {"jitters", "backs off exponentially"},
-		"exp-no-jitter":      {"jitters"},
+		"fixed-delay":        {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
+		"exp-no-jitter":      {"jitters", "jitters on top of Retry-After"},
 		"ignore-retry-after": {"honours Retry-After"},
 		"retry-4xx":          {"does not retry 4xx"},
 		"unbounded":          {"caps attempts", "keeps its budget"},
-		"no-retry":           {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "sends POST retries with one Idempotency-Key"},
+		"no-retry":           {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "jitters on top of Retry-After", "sends POST retries with one Idempotency-Key"},
+		// issue 11: waves controls
+		"discrete-delays":           {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
+		"clock-aligned":             {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
+		"capped-lockstep":           {"backs off exponentially"},
+		"retry-after-plus-constant": {"jitters on top of Retry-After"},
 	}
 	cs := controlsUnderTest(t)
 	if len(cs) != len(breaks) {

@@ -103,6 +103,7 @@ func reachRunPolicy(t *testing.T, name string, method string, script func(int) (
 var goSubjects = []string{
 	"retrylab", "fixed-delay", "exp-no-jitter", "ignore-retry-after", "retry-4xx", "unbounded", "no-retry",
 	"retryablehttp", "backoff", "failsafe", "resty", "retry-go", "go-retry",
+	"discrete-delays", "clock-aligned", "capped-lockstep", "retry-after-plus-constant", // issue 11
 }
 
 func TestGoSubjectsListed(t *testing.T) {
@@ -174,6 +175,11 @@ func TestReachAlways503(t *testing.T) {
 		"resty":              {4, ResultGaveUp},
 		"retry-go":           {10, ResultGaveUp},
 		"go-retry":           {5, ResultGaveUp},
+		// issue 11
+		"discrete-delays":           {5, ResultGaveUp},
+		"clock-aligned":             {5, ResultGaveUp},
+		"capped-lockstep":           {5, ResultGaveUp},
+		"retry-after-plus-constant": {5, ResultGaveUp},
 	}
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {
