@@ -3,6 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -77,12 +78,28 @@ func (s *wavesState) addLateness(ns int64) {
 	s.lateHist[lateBucket(ns)]++
 }
 
+// lateBucket is 0 under 1µs, else 1 + 2·⌊log2(µs)⌋ + (the next bit): two
+// buckets per power of two.
 func lateBucket(ns int64) int {
-	if ns < 1000 {
+	us := uint64(ns / 1000)
+	if us == 0 {
 		return 0
 	}
-	b := int(2*math.Log2(float64(ns)/1000)) + 1
-	return min(b, 63)
+	l := bits.Len64(us)
+	half := 1 // 1µs: [1, 2)
+	if l >= 2 {
+		half = int(us>>(l-2)) & 1
+	}
+	return min(1+2*(l-1)+half, 63)
+}
+
+// lateUpper is the upper edge of bucket b, ns.
+func lateUpper(b int) int64 {
+	if b == 0 {
+		return 0
+	}
+	l, half := (b-1)/2, (b-1)%2
+	return int64(float64(int64(1000)<<l) * (1.5 + 0.5*float64(half)))
 }
 
 // lateP90 is the 90th percentile of start lateness (the bucket's upper
@@ -100,10 +117,7 @@ func (s *wavesState) lateP90() int64 {
 	for b, c := range s.lateHist {
 		acc += c
 		if acc >= want {
-			if b == 0 {
-				return 0 // under 1µs: none
-			}
-			return int64(1000 * math.Pow(2, float64(b)/2))
+			return lateUpper(b) // 0 under 1µs: none
 		}
 	}
 	return 0
@@ -145,7 +159,7 @@ func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite,
 	rec := waveSampleRec{trigger: p.done, base: base, arrival: x.at}
 	if len(c.sample) < waveSample {
 		c.sample = append(c.sample, rec)
-	} else if j := s.next() % uint64(c.seen); j < waveSample {
+	} else if j, _ := bits.Mul64(s.next(), uint64(c.seen)); j < waveSample {
 		c.sample[j] = rec
 	}
 	if len(c.ex) < 3 {
@@ -401,10 +415,12 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	}
 	w := judged[worst]
 	reading := "spread"
-	switch w.worst() {
-	case w.arrivals:
+	switch {
+	case w.immediate:
+		reading = "none: mean own wait within the floor, retries arrive with their triggers"
+	case w.worst() == w.arrivals:
 		reading = "arrivals"
-	case w.shape:
+	case w.worst() == w.shape:
 		reading = "shape"
 	}
 	reason := fmt.Sprintf("worst cohort %s: %d retries, mean own wait %s, readings arrivals %.2f, shape %.2f, spread %.2f (worst: %s; %d cohorts over %d retries",

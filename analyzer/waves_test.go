@@ -20,7 +20,19 @@ type wavesStrategy struct {
 	delay   func(int, *rand.Rand, time.Duration) time.Duration
 	delayAt func(int, *rand.Rand, time.Duration) time.Duration
 	spread  bool // should pass
+	mod     func(*sim)
+	warn    bool // should raise server-induced synchronization (and not fail)
 }
+
+// honours makes a strategy honour a Retry-After of the given form, adding
+// extra and U[0, jitter) to it.
+func honours(form string, extra, jitter time.Duration) func(*sim) {
+	return func(s *sim) {
+		s.server, s.honorRA, s.raExtra, s.raJitter = outage(15*s1, form), true, extra, jitter
+	}
+}
+
+func loaded(late time.Duration) func(*sim) { return func(s *sim) { s.late = late } }
 
 // wavesStrategies: the mainstream jitters (must pass on every seed and
 // start) and the synchronizing ones (must fail on every seed and start).
@@ -37,6 +49,19 @@ var wavesStrategies = []wavesStrategy{
 	{name: "next whole second of the clock", delayAt: clockAligned(s1)},
 	{name: "min(1s, 100ms·2^n·U[0.5,1.5]): jitter, then cap", delay: jitterThenCap(100*ms, s1)},
 	{name: "0, then exactly 1, 2, 4 s (urllib3)", delay: urllib3()},
+	{name: "0, then exactly 1, 2, 4 s (urllib3), host 300ms late", delay: urllib3(), mod: loaded(300 * ms)},
+	{name: "fixed 1s, host 300ms late", delay: fixed(s1), mod: loaded(300 * ms)},
+	{name: "full jitter, host 300ms late", delay: fullJitter(100*ms, 5*s1), spread: true, mod: loaded(300 * ms)},
+	{name: "instant (0 s)", delay: fixed(0), spread: true},
+	{name: "instant (0 s), host 390ms late", delay: fixed(0), spread: true, mod: loaded(390 * ms)},
+	{name: "Retry-After 1 s + 0", delay: fixed(0), mod: honours("delta1", 0, 0), warn: true},
+	{name: "Retry-After 1 s + 60ms", delay: fixed(0), mod: honours("delta1", 60*ms, 0), warn: true},
+	{name: "Retry-After 1 s + 80ms", delay: fixed(0), mod: honours("delta1", 80*ms, 0), warn: true},
+	{name: "Retry-After 1 s + 1s", delay: fixed(0), mod: honours("delta1", s1, 0), warn: true},
+	{name: "Retry-After date + 80ms", delay: fixed(0), mod: honours("phase-end", 80*ms, 0), warn: true},
+	{name: "Retry-After 1 s + U[0,100ms)", delay: fixed(0), spread: true, mod: honours("delta1", 0, 100*ms)},
+	{name: "Retry-After 1 s + U[0,1s)", delay: fixed(0), spread: true, mod: honours("delta1", 0, s1)},
+	{name: "Retry-After date + U[0,1s)", delay: fixed(0), spread: true, mod: honours("phase-end", 0, s1)},
 }
 
 // wavesStarts are the fleet's start patterns of the measurements.
@@ -60,35 +85,65 @@ func TestWavesMeasurements(t *testing.T) {
 		seeds = 1
 	}
 	var table strings.Builder
-	table.WriteString("| strategy | start | figure, min–max over seeds | worst cohort (seed 1) | verdict | busiest 100 ms window vs mean (seed 1) |\n|---|---|---:|---|---|---:|\n")
+	table.WriteString("| strategy | start | figure, min–max over seeds | worst cohort, reading (seed 1) | verdict | server-sync warning | busiest 100 ms window vs mean (seed 1) |\n|---|---|---:|---|---|---|---:|\n")
 	for _, st := range wavesStrategies {
 		for _, start := range wavesStarts {
 			lo, hi := math.Inf(1), math.Inf(-1)
 			var peak float64
 			var worst string
-			verdicts := map[string]bool{}
+			verdicts, warned := map[string]bool{}, map[bool]bool{}
 			for seed := uint64(1); seed <= uint64(seeds); seed++ {
 				s := sim{clients: 1000, seed: seed, spread: start.spread, poisson: start.poisson, server: outage(15*s1, ""),
 					delay: st.delay, delayAt: st.delayAt, maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
-				c := s.verdict(Options{}).Check(CheckWaves)
+				if st.mod != nil {
+					st.mod(&s)
+				}
+				v := s.verdict(Options{})
+				c := v.Check(CheckWaves)
 				if seed == 1 {
 					peak = peakToMean(s.records(), 100*ms)
-					worst = c.Reason[:strings.Index(c.Reason, ":")]
+					worst = "—"
+					if i := strings.Index(c.Reason, ":"); c.Status != StatusSkip && i > 0 {
+						worst = strings.TrimPrefix(c.Reason[:i], "worst cohort ")
+						if j := strings.Index(c.Reason, "(worst: "); j > 0 {
+							worst += ", " + strings.SplitN(c.Reason[j+8:], ";", 2)[0]
+						}
+					}
 				}
-				lo, hi = min(lo, c.Figure), max(hi, c.Figure)
+				if c.Status != StatusSkip {
+					lo, hi = min(lo, c.Figure), max(hi, c.Figure)
+				}
 				verdicts[c.Status] = true
-				if want := map[bool]string{true: StatusPass, false: StatusFail}[st.spread]; c.Status != want {
+				warned[hasWarning(v, WarnServerSync)] = true
+				want := map[bool]string{true: StatusPass, false: StatusFail}[st.spread]
+				switch {
+				case st.warn && c.Status == StatusFail:
+					t.Errorf("%s, %s start, seed %d: waves failed (%s); want the server's pacing", st.name, start.name, seed, c.Reason)
+				case !st.warn && c.Status != want:
 					t.Errorf("%s, %s start, seed %d: waves = %s (%s: %s); want %s", st.name, start.name, seed, c.Status, fmtFigure(c.Figure, c.Unit), c.Reason, want)
+				}
+				if got := hasWarning(v, WarnServerSync); got != st.warn {
+					t.Errorf("%s, %s start, seed %d: server-induced-synchronization warning = %v; want %v", st.name, start.name, seed, got, st.warn)
 				}
 			}
 			v := "fail"
-			if verdicts[StatusPass] {
-				v = "pass"
-			}
-			if len(verdicts) > 1 {
+			switch {
+			case len(verdicts) > 1:
 				v = "flips"
+			case verdicts[StatusPass]:
+				v = "pass"
+			case verdicts[StatusSkip]:
+				v = "skip"
 			}
-			fmt.Fprintf(&table, "| %s | %s | %.1f–%.1f | %s | %s | %.1f× |\n", st.name, start.name, lo, hi, strings.TrimPrefix(worst, "worst cohort "), v, peak)
+			w := map[bool]string{true: "yes", false: "no"}[warned[true]]
+			if len(warned) > 1 {
+				w = "flips"
+			}
+			fig := "—"
+			if !math.IsInf(lo, 0) {
+				fig = fmt.Sprintf("%.1f–%.1f", lo, hi)
+			}
+			fmt.Fprintf(&table, "| %s | %s | %s | %s | %s | %s | %.1f× |\n", st.name, start.name, fig, worst, v, w, peak)
 		}
 	}
 	if *wavesTable {
