@@ -417,7 +417,7 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	reading := "spread"
 	switch {
 	case w.immediate:
-		reading = "none: mean own wait within the floor, retries arrive with their triggers"
+		reading = "none (mean own wait within the floor: the retries arrive with their triggers)"
 	case w.worst() == w.arrivals:
 		reading = "arrivals"
 	case w.worst() == w.shape:

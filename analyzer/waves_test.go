@@ -106,7 +106,7 @@ func TestWavesMeasurements(t *testing.T) {
 					if i := strings.Index(c.Reason, ":"); c.Status != StatusSkip && i > 0 {
 						worst = strings.TrimPrefix(c.Reason[:i], "worst cohort ")
 						if j := strings.Index(c.Reason, "(worst: "); j > 0 {
-							worst += ", " + strings.SplitN(c.Reason[j+8:], ";", 2)[0]
+							worst += ", " + strings.SplitN(strings.SplitN(c.Reason[j+8:], ";", 2)[0], " (", 2)[0]
 						}
 					}
 				}
