@@ -55,6 +55,8 @@ func (r waveSampleRec) own() int64 { return r.arrival - r.base }
 type waveCohort struct {
 	w       welford // own waits, seconds
 	seen    int64   // retries offered to the sample
+	next    int64   // the seen count whose retry replaces a sampled one (Algorithm L)
+	lw      float64 // Algorithm L's running weight
 	sample  []waveSampleRec
 	clients []string // distinct clients, up to the minimum asked
 	ex      []Example
@@ -123,6 +125,22 @@ func (s *wavesState) lateP90() int64 {
 	return 0
 }
 
+// uniform is a draw on (0, 1).
+func (s *wavesState) uniform() float64 {
+	return (float64(s.next()>>11) + 0.5) / (1 << 53)
+}
+
+// skip is how many retries Algorithm L passes over before the next
+// replacement (≥ 1): a uniform reservoir with one draw per replacement, not
+// one per retry.
+func (s *wavesState) skip(w float64) int64 {
+	if w >= 1 {
+		return math.MaxInt64 / 4
+	}
+	k := math.Floor(math.Log(s.uniform())/math.Log1p(-w)) + 1
+	return int64(min(k, math.MaxInt64/4))
+}
+
 func (s *wavesState) next() uint64 {
 	// splitmix64
 	s.rng += 0x9e3779b97f4a7c15
@@ -156,11 +174,18 @@ func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite,
 		c.clients = append(c.clients, st.client)
 	}
 	c.seen++
-	rec := waveSampleRec{trigger: p.done, base: base, arrival: x.at}
-	if len(c.sample) < waveSample {
-		c.sample = append(c.sample, rec)
-	} else if j, _ := bits.Mul64(s.next(), uint64(c.seen)); j < waveSample {
-		c.sample[j] = rec
+	switch {
+	case len(c.sample) < waveSample:
+		c.sample = append(c.sample, waveSampleRec{trigger: p.done, base: base, arrival: x.at})
+		if len(c.sample) == waveSample {
+			c.lw = math.Exp(math.Log(s.uniform()) / waveSample)
+			c.next = c.seen + s.skip(c.lw)
+		}
+	case c.seen == c.next:
+		j, _ := bits.Mul64(s.next(), waveSample)
+		c.sample[j] = waveSampleRec{trigger: p.done, base: base, arrival: x.at}
+		c.lw *= math.Exp(math.Log(s.uniform()) / waveSample)
+		c.next += s.skip(c.lw)
 	}
 	if len(c.ex) < 3 {
 		c.ex = append(c.ex, Example{Client: st.client, Key: strings.Clone(key), Attempt: int(x.n), At: x.at, Prev: p.done,

@@ -350,3 +350,31 @@ func TestWavesLoadedHost(t *testing.T) {
 		}
 	}
 }
+
+// TestWavesReservoirUniform: a cohort of 200,000 retries keeps a uniform
+// sample of 2,048 (Algorithm L): each tenth of the stream holds about a
+// tenth of the sample.
+func TestWavesReservoirUniform(t *testing.T) {
+	an := New(nil, Options{})
+	st := &keyState{client: "c"}
+	const n = 200_000
+	for i := range n {
+		p := attemptLite{n: 1, status: 503, done: int64(i)}
+		x := attemptLite{n: 2, at: int64(i) + 1}
+		an.waveRetry(st, "k", 1, &p, &x, false)
+	}
+	c := &an.wv.cohorts[0]
+	if c.seen != n || len(c.sample) != waveSample {
+		t.Fatalf("seen %d, sample %d; want %d, %d", c.seen, len(c.sample), n, waveSample)
+	}
+	var tenths [10]int
+	for _, r := range c.sample {
+		tenths[r.trigger*10/n]++
+	}
+	for i, k := range tenths {
+		// Binomial(2048, 0.1): mean 204.8, sd 13.6; ±5 sd.
+		if k < 137 || k > 273 {
+			t.Errorf("tenth %d of the stream holds %d of %d sampled retries; want about 205 (all: %v)", i, k, waveSample, tenths)
+		}
+	}
+}
