@@ -246,7 +246,7 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 		}
 		if c.w.n < a.waveMin || len(c.clients) < s.minClients {
 			j.small += c.w.n
-			if g >= waveGroups {
+			if g >= waveGroups && a.pacedByServer(&c.w, j.late90, lateVar) {
 				j.serverPaced += c.w.n
 			} else {
 				j.clientPaced += c.w.n
@@ -427,6 +427,9 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	}
 	if len(judged) == 0 {
 		why := fmt.Sprintf("no client-paced cohort (retry number, before or beyond Retry-After) with %d retries from %d clients", a.waveMin, a.wv.minClients)
+		if j.small > 0 {
+			why += fmt.Sprintf("; %d retries in smaller cohorts", j.small)
+		}
 		if j.serverPaced > 0 {
 			why += fmt.Sprintf("; %d retries paced by Retry-After", j.serverPaced)
 		}
