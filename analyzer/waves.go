@@ -11,17 +11,18 @@ import (
 
 // The waves statistic. Retries are grouped into cohorts: the k-th retry of
 // a logical request (k = 1..15, 16+), separately for retries that waited
-// for a Retry-After (their own wait is the time beyond the allowed instant).
-// Each cohort keeps a running mean and variance of its own waits, a bounded
-// uniform sample (reservoir) of (trigger, arrival, own wait), and how many
+// for a Retry-After (their own wait is the time beyond not_before). Each
+// cohort keeps a running mean and variance of its own waits, a bounded
+// uniform sample (reservoir) of (trigger, base, arrival), and how many
 // distinct clients it saw (up to the minimum). At Result the cohort gets
 // three readings, each scaled so that full jitter reads 1 and uniform
 // jitter of ±p around a delay reads 1/p:
 //
 //   - arrivals: how much more often two retries of the cohort arrive within
-//     a resolution r of each other than they would if each client had drawn
-//     its wait uniformly on [0, 2·mean] from the response that triggered it
-//     (the null keeps the real trigger times: a burst start is explained);
+//     a resolution r = mean/50 of each other than they would if each had
+//     drawn its wait uniformly on [0, 2·mean] from its base (the response
+//     that triggered it, or not_before): the null keeps the real trigger
+//     times, so a burst start is explained;
 //   - shape: the same on the waits alone (the waves the cohort forms when
 //     its triggers come together, as an outage makes them);
 //   - spread: full jitter's coefficient of variation over the cohort's,
@@ -230,7 +231,8 @@ type wavesJudgement struct {
 	clientPaced int64
 }
 
-// judgeCohorts computes the readings of every cohort big enough to judge.
+// judgeCohorts computes the readings of every cohort big enough to judge,
+// and how many retries were server- and client-paced (Figures).
 func (a *Analyzer) judgeCohorts() *wavesJudgement {
 	s := &a.wv
 	j := &wavesJudgement{late90: s.lateP90()}

@@ -378,3 +378,36 @@ func TestWavesReservoirUniform(t *testing.T) {
 		}
 	}
 }
+
+// TestWavesWithoutOutcomes: a serve recording has no outcomes, hence no
+// measured lateness. Fixed 1 s waits made U[0, 100ms) late still fail; made
+// U[0, 300ms) late they pass without outcomes (the noise reads as spread)
+// and fail with them (the run's start lateness is subtracted), as
+// docs/checks.md says.
+func TestWavesWithoutOutcomes(t *testing.T) {
+	judge := func(late time.Duration, outcomes bool) CheckResult {
+		s := sim{clients: 1000, seed: 1, spread: 10 * s1, late: late, server: outage(15*s1, ""), delay: fixed(s1),
+			maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+		recs := s.records()
+		an := New(recs[0].Meta, Options{})
+		for i := 1; i < len(recs); i++ {
+			if outcomes || recs[i].Type != timeline.TypeOutcome {
+				an.Add(&recs[i])
+			}
+		}
+		return *an.Result().Check(CheckWaves)
+	}
+	for _, tt := range []struct {
+		late     time.Duration
+		outcomes bool
+		want     string
+	}{
+		{100 * ms, false, StatusFail},
+		{300 * ms, false, StatusPass},
+		{300 * ms, true, StatusFail},
+	} {
+		if c := judge(tt.late, tt.outcomes); c.Status != tt.want {
+			t.Errorf("fixed 1s, %v late, outcomes %v: waves = %s (%s); want %s", tt.late, tt.outcomes, c.Status, c.Reason, tt.want)
+		}
+	}
+}
