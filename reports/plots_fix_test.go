@@ -135,6 +135,10 @@ func TestPlotTickLabels(t *testing.T) {
 			plots, names = append(plots, plotOf(t, d)), append(names, d.Name)
 		}
 	}
+	cp := comparePlot(rankSubjects(compareEntries(), make([]*Stats, len(compareEntries()))), "t")
+	for _, p := range cp.p.(*tiled).plots[0] {
+		plots, names = append(plots, p), append(names, "compare "+p.Title.Text)
+	}
 	for i, p := range plots {
 		for _, a := range []plot.Axis{p.X, p.Y} {
 			ls := labels(a)
