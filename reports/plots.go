@@ -250,7 +250,7 @@ func (c *Collector) plotRaster() drawn {
 	if numeric {
 		// Client numbers on the axis, the first client on top: round
 		// numbers of clients, whichever clients the sample kept.
-		p.Y.Tick.Marker = niceTicks{neg: true}
+		p.Y.Tick.Marker = niceTicks{neg: true, minStep: 1}
 	} else {
 		var ticks []plot.Tick
 		step := max(1, (n+7)/8)
@@ -622,10 +622,12 @@ func fmtDur(d time.Duration) string {
 // niceTicks marks an axis at steps of {1, 2, 5}·10^k, the smallest step
 // that gives at most max labels (0: 7), each printed with just the decimals its step needs ("0 50 100", never
 // "0.00 50.00"), with thousands grouped ("50,000"). neg labels −value (an
-// axis drawn upside down, as the raster's clients).
+// axis drawn upside down, as the raster's clients); minStep, when set, is
+// the least step (1 for a count of clients: no client 41.8).
 type niceTicks struct {
-	neg bool
-	max int
+	neg     bool
+	max     int
+	minStep float64
 }
 
 // niceStep returns the smallest step of {1, 2, 5}·10^k that puts at most
@@ -658,6 +660,9 @@ func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		maxLabels = 7
 	}
 	step, dec := niceStep(lo, hi, maxLabels)
+	if step < t.minStep {
+		step, dec = t.minStep, 0
+	}
 	group := max(math.Abs(lo), math.Abs(hi)) >= 1e4 // then every label of the axis
 	minor := step / 2                               // steps of 1 and 2: halves
 	if m := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9)); math.Abs(m-5) < 1e-9 {

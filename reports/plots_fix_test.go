@@ -95,21 +95,23 @@ func needlessDecimals(ls []string) string {
 
 func TestNiceTicks(t *testing.T) {
 	tests := []struct {
-		lo, hi float64
-		neg    bool
-		want   string
+		lo, hi  float64
+		neg     bool
+		minStep float64
+		want    string
 	}{
-		{0, 250, false, "0 50 100 150 200 250"},
-		{0, 57500, false, "0 10,000 20,000 30,000 40,000 50,000"},
-		{0, 1.2, false, "0 0.2 0.4 0.6 0.8 1.0 1.2"},
-		{0, 6.3, false, "0 1 2 3 4 5 6"},
-		{0, 0.0012, false, "0 0.0002 0.0004 0.0006 0.0008 0.0010 0.0012"},
-		{0, 100, false, "0 20 40 60 80 100"},
-		{-10013, 700, true, "10,000 8,000 6,000 4,000 2,000 0"},
+		{0, 250, false, 0, "0 50 100 150 200 250"},
+		{0, 57500, false, 0, "0 10,000 20,000 30,000 40,000 50,000"},
+		{0, 1.2, false, 0, "0 0.2 0.4 0.6 0.8 1.0 1.2"},
+		{0, 6.3, false, 0, "0 1 2 3 4 5 6"},
+		{0, 0.0012, false, 0, "0 0.0002 0.0004 0.0006 0.0008 0.0010 0.0012"},
+		{0, 100, false, 0, "0 20 40 60 80 100"},
+		{-10013, 700, true, 1, "10,000 8,000 6,000 4,000 2,000 0"},
+		{-42.5, -40.5, true, 1, "42 41"}, // one client row: whole clients only
 	}
 	for _, tt := range tests {
 		a := plot.New().X
-		a.Min, a.Max, a.Tick.Marker = tt.lo, tt.hi, niceTicks{neg: tt.neg}
+		a.Min, a.Max, a.Tick.Marker = tt.lo, tt.hi, niceTicks{neg: tt.neg, minStep: tt.minStep}
 		got := strings.Join(labels(a), " ")
 		if got != tt.want {
 			t.Errorf("ticks on [%v, %v] = %q; want %q", tt.lo, tt.hi, got, tt.want)
