@@ -137,7 +137,7 @@ func (c *Collector) plotAttempts() drawn {
 			ring = append(ring, plotter.XY{X: float64(i+1) * binW, Y: lower[i]}, plotter.XY{X: float64(i) * binW, Y: lower[i]})
 		}
 		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
-		p.Legend.Add(fmt.Sprintf("%s (%d)", classNames[cl], total), swatch{classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%s)", classNames[cl], fmtTick(float64(total), 0)), swatch{classColors[cl]})
 	}
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max = padMax(0, float64(used)*binW)
@@ -576,7 +576,7 @@ func (c *Collector) plotCompletion() drawn {
 		}
 		l.LineStyle = draw.LineStyle{Color: clr, Width: 1.6}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (%d, %s)", cv.result, cv.n, fmtShare(float64(cv.n)/float64(c.all.n))), l)
+		p.Legend.Add(fmt.Sprintf("%s (%s, %s)", cv.result, fmtTick(float64(cv.n), 0), fmtShare(float64(cv.n)/float64(c.all.n))), l)
 	}
 	if budget > 0 {
 		v := &vline{x: u.of(budget), style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{5, 3}}}
