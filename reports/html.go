@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/retrylab/retrylab/analyzer"
 )
@@ -71,10 +72,31 @@ type verdictView struct {
 	Inconclusive bool     // the verdict is INCONCLUSIVE
 	Reasons      []string // why the run cannot be vouched for (also on a FAIL)
 	Checks       []checkRow
-	Warnings     []analyzer.Warning
+	Warnings     []warningView
 	Failed       int
 	Passed       int
 	Skipped      int
+}
+
+// warningView is a warning as the report shows it: Head in bold, then
+// Rest. Head is the warning's id, unless its message already begins with
+// the id's words ("server-induced synchronization: ..." for
+// server-induced-synchronization): then those words are the head, so the
+// id is not said twice.
+type warningView struct {
+	ID, Head, Rest, Remedy string
+}
+
+func newWarningView(w analyzer.Warning) warningView {
+	wv := warningView{ID: w.ID, Head: w.ID, Rest: ": " + w.Message, Remedy: w.Remedy}
+	words := strings.ReplaceAll(w.ID, "-", " ")
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "-", " ")) }
+	if n := len(words); n > 0 && len(w.Message) >= n && norm(w.Message[:n]) == norm(words) {
+		if rest := w.Message[n:]; rest == "" || !unicode.IsLetter([]rune(rest)[0]) {
+			wv.Head, wv.Rest = w.Message[:n], rest
+		}
+	}
+	return wv
 }
 
 type checkRow struct {
@@ -255,7 +277,10 @@ func resultRank(r string) int {
 }
 
 func newVerdictView(v *analyzer.Verdict) *verdictView {
-	vv := &verdictView{Pass: v.Pass, Warnings: v.Warnings, Inconclusive: v.Status == analyzer.VerdictInconclusive, Reasons: v.Inconclusive}
+	vv := &verdictView{Pass: v.Pass, Inconclusive: v.Status == analyzer.VerdictInconclusive, Reasons: v.Inconclusive}
+	for _, w := range v.Warnings {
+		vv.Warnings = append(vv.Warnings, newWarningView(w))
+	}
 	for _, ch := range v.Checks {
 		row := checkRow{ID: ch.ID, Status: ch.Status, Reason: ch.Reason, Samples: ch.Samples}
 		switch ch.Status {

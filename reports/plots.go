@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -59,9 +60,9 @@ func (c *Collector) plots() []drawn {
 	return []drawn{c.plotAttempts(), c.plotRaster(), c.plotRetryAfter(), c.plotBackoff(), c.plotCompletion()}
 }
 
-// phaseBands lays the scenario's phases out on the time axis; the last
-// phase (End 0) lasts until end (ns).
-func (c *Collector) phaseBands(end int64) *bands {
+// phaseBands lays the scenario's phases out on the time axis, in unit u;
+// the last phase (End 0) lasts until end (ns).
+func (c *Collector) phaseBands(end int64, u durUnit) *bands {
 	if len(c.meta.Phases) == 0 {
 		return nil
 	}
@@ -78,7 +79,7 @@ func (c *Collector) phaseBands(end int64) *bands {
 		if to <= 0 {
 			to = max(end, ph.Start)
 		}
-		b.spans = append(b.spans, band{from: seconds(float64(ph.Start)), to: seconds(float64(to)), label: ph.Name})
+		b.spans = append(b.spans, band{from: u.of(float64(ph.Start)), to: u.of(float64(to)), label: ph.Name})
 	}
 	return b
 }
@@ -107,9 +108,12 @@ func (c *Collector) plotAttempts() drawn {
 		used = (used + 1) / 2
 	}
 	sec := seconds(float64(width))
-	p := newPlot(d.Title, "time since start (s)", "attempts per second")
-	p.Legend.YOffs = -14 // below the phase labels
-	if b := c.phaseBands(int64(used) * width); b != nil {
+	end := int64(used) * width
+	tu := unitFor(float64(end))
+	binW := tu.of(float64(width))
+	p := newPlot(d.Title, "time since start ("+tu.name+")", "attempts per second")
+	tidyAxes(p)
+	if b := c.phaseBands(end, tu); b != nil {
 		p.Add(b)
 	}
 	cum := make([]float64, used)
@@ -127,17 +131,18 @@ func (c *Collector) plotAttempts() drawn {
 		for i := range used {
 			cum[i] += float64(counts[cl][i]) / sec
 			peak = max(peak, cum[i])
-			ring = append(ring, plotter.XY{X: float64(i) * sec, Y: cum[i]}, plotter.XY{X: float64(i+1) * sec, Y: cum[i]})
+			ring = append(ring, plotter.XY{X: float64(i) * binW, Y: cum[i]}, plotter.XY{X: float64(i+1) * binW, Y: cum[i]})
 		}
 		for i := used - 1; i >= 0; i-- {
-			ring = append(ring, plotter.XY{X: float64(i+1) * sec, Y: lower[i]}, plotter.XY{X: float64(i) * sec, Y: lower[i]})
+			ring = append(ring, plotter.XY{X: float64(i+1) * binW, Y: lower[i]}, plotter.XY{X: float64(i) * binW, Y: lower[i]})
 		}
 		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
-		p.Legend.Add(fmt.Sprintf("%s (%d)", classNames[cl], total), swatch{classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%s)", classNames[cl], fmtTick(float64(total), 0)), swatch{classColors[cl]})
 	}
 	p.X.Min, p.Y.Min = 0, 0
-	p.Y.Max = peak * 1.3 // room for the legend and the phase labels
-	d.p = p
+	p.X.Max = padMax(0, float64(used)*binW)
+	p.Y.Max = peak * 1.15 // room for the phase labels above the highest bar
+	d.p = legendOutside(p)
 	return d
 }
 
@@ -211,23 +216,27 @@ func (c *Collector) plotRaster() drawn {
 		cells[i] = slices.Clone(r.cells)
 	}
 	runs, used, width := rasterRuns(cells, used, width)
-	sec := seconds(float64(width))
+	end := int64(used) * width
+	tu := unitFor(float64(end))
+	binW := tu.of(float64(width))
 	n := len(rows)
+	ys, halves, numeric := rasterRowsY(rows, c.stride)
 	var rings [numClasses][]plotter.XYs
 	for _, r := range runs {
-		y := float64(n - 1 - r.row) // the first client on top
-		x0, x1 := float64(r.from)*sec, float64(r.to)*sec
-		rings[r.class] = append(rings[r.class], plotter.XYs{{X: x0, Y: y - 0.4}, {X: x1, Y: y - 0.4}, {X: x1, Y: y + 0.4}, {X: x0, Y: y + 0.4}})
+		y, h := ys[r.row], halves[r.row]
+		x0, x1 := float64(r.from)*binW, float64(r.to)*binW
+		rings[r.class] = append(rings[r.class], plotter.XYs{{X: x0, Y: y - h}, {X: x1, Y: y - h}, {X: x1, Y: y + h}, {X: x0, Y: y + h}})
 	}
 	ylabel := "client"
 	switch {
 	case c.stride > 0:
-		ylabel = fmt.Sprintf("client (every %d%s of %d)", c.stride, ordinalSuffix(c.stride), c.meta.Fleet.Clients)
+		ylabel = fmt.Sprintf("client (every %d%s of %s)", c.stride, ordinalSuffix(c.stride), fmtTick(float64(c.meta.Fleet.Clients), 0))
 	case len(rows) >= c.opts.MaxClients:
 		ylabel = fmt.Sprintf("client (a sample of %d)", len(rows))
 	}
-	p := newPlot(d.Title, "time since start (s)", ylabel)
-	if b := c.phaseBands(int64(used) * width); b != nil {
+	p := newPlot(d.Title, "time since start ("+tu.name+")", ylabel)
+	tidyAxes(p)
+	if b := c.phaseBands(end, tu); b != nil {
 		p.Add(b)
 	}
 	for _, cl := range []int{class2xx, class429, class503, classOther, classFault} {
@@ -237,20 +246,71 @@ func (c *Collector) plotRaster() drawn {
 		p.Add(&plotter.Polygon{XYs: rings[cl], Color: classColors[cl]})
 		p.Legend.Add(classNames[cl], swatch{classColors[cl]})
 	}
-	var ticks []plot.Tick
-	step := max(1, (n+7)/8)
-	for i := 0; i < n; i += step {
-		ticks = append(ticks, plot.Tick{Value: float64(n - 1 - i), Label: rows[i].client})
+	top, bottom := ys[0]+halves[0]/0.4*0.5, ys[n-1]-halves[n-1]/0.4*0.5
+	if numeric {
+		// Client numbers on the axis, the first client on top: round
+		// numbers of clients, whichever clients the sample kept.
+		p.Y.Tick.Marker = niceTicks{neg: true, minStep: 1}
+	} else {
+		var ticks []plot.Tick
+		step := max(1, (n+7)/8)
+		for i := 0; i < n; i += step {
+			ticks = append(ticks, plot.Tick{Value: ys[i], Label: rows[i].client})
+		}
+		p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	}
-	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Min = 0
-	p.X.Max = float64(used) * sec
-	p.Y.Min, p.Y.Max = -0.5, float64(n)-0.5+float64(n)*0.12 // headroom for the legend
+	p.X.Max = padMax(0, float64(used)*binW)
+	p.Y.Min, p.Y.Max = bottom, top+(top-bottom)*0.07 // headroom for the phase labels
 	if c.stride > 0 || len(rows) >= c.opts.MaxClients {
 		d.Note = fmt.Sprintf("%d clients shown.", n)
 	}
-	d.p = p
+	d.p = legendOutside(p)
 	return d
+}
+
+// rasterRowsY places the raster's rows (sorted by client) on the y axis,
+// first client on top: at −id when every client id is a number, so the
+// axis counts clients, else at their index. It returns each row's centre
+// and half height.
+func rasterRowsY(rows []*rasterRow, stride int) (ys, halves []float64, numeric bool) {
+	n := len(rows)
+	ys, halves = make([]float64, n), make([]float64, n)
+	ids := make([]float64, n)
+	numeric = true
+	for i, r := range rows {
+		id, err := strconv.Atoi(r.client)
+		if err != nil || id < 0 {
+			numeric = false
+			break
+		}
+		ids[i] = float64(id)
+	}
+	if !numeric {
+		for i := range rows {
+			ys[i], halves[i] = float64(n-1-i), 0.4
+		}
+		return ys, halves, false
+	}
+	unit := 1.0 // the spacing of the sampled ids
+	switch {
+	case stride > 0:
+		unit = float64(stride)
+	case n > 1:
+		unit = max(1, (ids[n-1]-ids[0])/float64(n-1))
+	}
+	for i := range rows {
+		ys[i] = -ids[i]
+		gap := unit
+		if i > 0 {
+			gap = min(gap, ids[i]-ids[i-1])
+		}
+		if i+1 < n {
+			gap = min(gap, ids[i+1]-ids[i])
+		}
+		halves[i] = 0.4 * max(gap, 1)
+	}
+	return ys, halves, true
 }
 
 func ordinalSuffix(n int) string {
@@ -280,40 +340,45 @@ func (c *Collector) plotRetryAfter() drawn {
 		d.Note = "No retry followed a response with a usable Retry-After."
 		return d
 	}
+	top := 0.0
+	for _, ps := range [][]raPoint{c.raOnTime.items, c.raEarly.items} {
+		for _, pt := range ps {
+			top = max(top, float64(pt.asked), float64(pt.taken))
+		}
+	}
+	if top == 0 {
+		top = 1e9
+	}
+	u := unitFor(top)
 	toXY := func(ps []raPoint) plotter.XYs {
 		xys := make(plotter.XYs, len(ps))
 		for i, pt := range ps {
-			xys[i] = plotter.XY{X: seconds(float64(max(pt.asked, 0))), Y: seconds(float64(max(pt.taken, 0)))}
+			xys[i] = plotter.XY{X: u.of(float64(max(pt.asked, 0))), Y: u.of(float64(max(pt.taken, 0)))}
 		}
 		return xys
 	}
 	onTime, early := toXY(c.raOnTime.items), toXY(c.raEarly.items)
-	top := 0.0
-	for _, xy := range append(slices.Clone(onTime), early...) {
-		top = max(top, xy.X, xy.Y)
-	}
-	if top == 0 {
-		top = 1
-	}
-	p := newPlot(d.Title, "wait asked by Retry-After (s)", "wait taken before the retry (s)")
-	p.Legend.Left = true
-	diag := &segments{segs: [][2]plotter.XY{{{X: 0, Y: 0}, {X: top, Y: top}}}, style: draw.LineStyle{Color: colorRef, Width: 1, Dashes: []vg.Length{4, 3}}}
+	p := newPlot(d.Title, "wait asked by Retry-After ("+u.name+")", "wait taken before the retry ("+u.name+")")
+	tidyAxes(p)
+	end := padMax(0, u.of(top))
+	diag := &segments{segs: [][2]plotter.XY{{{X: 0, Y: 0}, {X: end, Y: end}}}, style: draw.LineStyle{Color: colorRef, Width: 1, Dashes: []vg.Length{4, 3}}}
 	p.Add(diag)
-	p.Legend.Add("y = x: waited exactly as asked", diag)
+	p.Legend.Add("y = x: waited as asked", diag)
 	ok := &dots{xys: onTime, color: colorOK, size: 1.6}
 	p.Add(ok)
 	p.Legend.Add(fmt.Sprintf("on time (%d)", s.RetryAfterRetries-s.EarlyRetries), ok)
 	if len(early) > 0 {
 		bad := &dots{xys: early, color: colorWarn, size: 2.2, diam: true}
 		p.Add(bad)
-		p.Legend.Add(fmt.Sprintf("early by more than %v (%d)", c.opts.Tolerance, s.EarlyRetries), bad)
+		p.Legend.Add(fmt.Sprintf("early by > %v (%d)", c.opts.Tolerance, s.EarlyRetries), bad)
 	}
+	// The same range on both axes, so y = x is the diagonal.
 	p.X.Min, p.Y.Min = 0, 0
-	p.X.Max, p.Y.Max = top*1.05, top*1.3
+	p.X.Max, p.Y.Max = end, end
 	if int64(len(onTime)+len(early)) < s.RetryAfterRetries {
 		d.Note = fmt.Sprintf("A sample of %d of %d retries is drawn (every early one up to %d).", len(onTime)+len(early), s.RetryAfterRetries, raEarlySize)
 	}
-	d.p = p
+	d.p = legendOutside(p)
 	return d
 }
 
@@ -335,6 +400,19 @@ func (c *Collector) plotBackoff() drawn {
 		d.Note = "No retry was paced by the client's own backoff (every retry followed a usable Retry-After, or there were no retries)."
 		return d
 	}
+	top := 0.0
+	for g := range groups {
+		for _, v := range c.delays[g].items {
+			top = max(top, float64(v))
+		}
+		if b, ok := c.bound(g + 1); ok {
+			top = max(top, b)
+		}
+	}
+	if top <= 0 {
+		top = 1e9
+	}
+	u := unitFor(top)
 	var in, out plotter.XYs
 	var medians, bounds [][2]plotter.XY
 	for g := range groups {
@@ -343,7 +421,7 @@ func (c *Collector) plotBackoff() drawn {
 		items := c.delays[g].items
 		for i, v := range items {
 			off := (math.Mod(float64(i)*0.6180339887, 1) - 0.5) * 0.6
-			xy := plotter.XY{X: float64(n) + off, Y: seconds(float64(max(v, 0)))}
+			xy := plotter.XY{X: float64(n) + off, Y: u.of(float64(max(v, 0)))}
 			if hasBound && float64(v) > b+float64(c.opts.BoundTolerance) {
 				out = append(out, xy)
 			} else {
@@ -353,18 +431,18 @@ func (c *Collector) plotBackoff() drawn {
 		if len(items) > 0 {
 			sorted := slices.Clone(items)
 			slices.Sort(sorted)
-			m := seconds(float64(sorted[len(sorted)/2]))
+			m := u.of(float64(sorted[len(sorted)/2]))
 			medians = append(medians, [2]plotter.XY{{X: float64(n) - 0.38, Y: m}, {X: float64(n) + 0.38, Y: m}})
 		}
 		if hasBound {
-			bounds = append(bounds, [2]plotter.XY{{X: float64(n) - 0.45, Y: seconds(b)}, {X: float64(n) + 0.45, Y: seconds(b)}})
+			bounds = append(bounds, [2]plotter.XY{{X: float64(n) - 0.45, Y: u.of(b)}, {X: float64(n) + 0.45, Y: u.of(b)}})
 		}
 	}
-	p := newPlot(d.Title, "retry number n (1 = the first retry)", "delay before the retry (s)")
-	p.Legend.Left = true
+	p := newPlot(d.Title, "retry number n (1 = the first retry)", "delay before the retry ("+u.name+")")
+	tidyAxes(p)
 	pin := &dots{xys: in, color: colorOK, size: 1.4}
 	p.Add(pin)
-	p.Legend.Add("delay (sampled per retry number)", pin)
+	p.Legend.Add("delay (sampled)", pin)
 	if len(out) > 0 {
 		pout := &dots{xys: out, color: colorWarn, size: 2, diam: true}
 		p.Add(pout)
@@ -377,8 +455,11 @@ func (c *Collector) plotBackoff() drawn {
 		bs := &segments{segs: bounds, style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{4, 2}}}
 		p.Add(bs)
 		pol := c.meta.Policy
-		label := "policy bound, base " + fmtDur(time.Duration(pol.Base))
-		if pol.Cap > 0 {
+		label := "bound: base " + fmtDur(time.Duration(pol.Base))
+		switch {
+		case pol.Jitter == "decorrelated":
+			label = "bound: cap " + fmtDur(time.Duration(pol.Cap))
+		case pol.Cap > 0:
 			label += ", cap " + fmtDur(time.Duration(pol.Cap))
 		}
 		p.Legend.Add(label, bs)
@@ -391,15 +472,11 @@ func (c *Collector) plotBackoff() drawn {
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Min, p.X.Max = 0.4, float64(groups)+0.6
-	p.Y.Min = 0
-	p.Y.Max *= 1.35
-	if p.Y.Max <= 0 {
-		p.Y.Max = 1
-	}
+	p.Y.Min, p.Y.Max = 0, padMax(0, u.of(top))
 	if c.delayBeyondGroups > 0 {
 		d.Note = joinNote(d.Note, fmt.Sprintf("%d delays of retries after the %dth are not drawn.", c.delayBeyondGroups, delayGroups))
 	}
-	d.p = p
+	d.p = legendOutside(p)
 	return d
 }
 
@@ -416,12 +493,55 @@ var resultOrder = []string{
 	timeline.ResultError, timeline.ResultHung, timeline.ResultCanceled,
 }
 
-// Plot 5: the CDF of logical-request durations by result.
+// A completionCurve is one result's cumulative share of all logical
+// requests against duration (x in the plot's unit, y in % of all logical
+// requests): it rises to the result's share of all outcomes, not to 100.
+type completionCurve struct {
+	result string
+	n      uint64
+	xys    plotter.XYs
+}
+
+// completionCurves returns the curves of the completion plot in the unit
+// u, in result order.
+func (c *Collector) completionCurves(u durUnit) []completionCurve {
+	results := slices.Clone(resultOrder)
+	for r := range c.hists {
+		if !slices.Contains(results, r) {
+			results = append(results, r)
+		}
+	}
+	slices.Sort(results[len(resultOrder):])
+	total := float64(c.all.n)
+	var curves []completionCurve
+	for _, r := range results {
+		h := c.hists[r]
+		if h == nil || h.n == 0 {
+			continue
+		}
+		xs, ys := h.cdf()
+		share := 100 * float64(h.n) / total
+		xys := make(plotter.XYs, 0, len(xs)+1)
+		xys = append(xys, plotter.XY{X: 0, Y: 0})
+		for i := range xs {
+			xys = append(xys, plotter.XY{X: u.of(xs[i]), Y: ys[i] * share})
+		}
+		// The plateau goes on to the last completion of any result.
+		if last := u.of(float64(c.all.max)); last > xys[len(xys)-1].X {
+			xys = append(xys, plotter.XY{X: last, Y: share})
+		}
+		curves = append(curves, completionCurve{result: r, n: h.n, xys: xys})
+	}
+	return curves
+}
+
+// Plot 5: the completion of logical requests over time, by result.
 func (c *Collector) plotCompletion() drawn {
 	d := drawn{Plot: Plot{
 		Name:  PlotCompletion,
 		Title: "Completion of logical requests",
-		Caption: "For each result, the share of logical requests that had completed by a given time after the caller started them. " +
+		Caption: "For each result, the share of all logical requests that had ended with it by a given time after the caller started them; " +
+			"each curve rises to that result's share, and the curves' end values add up to 100%. " +
 			"Failures should end by the retry budget (dashed line).",
 	}, w: plotWidth, h: plotHeight}
 	if c.stats.Outcomes == 0 {
@@ -432,51 +552,58 @@ func (c *Collector) plotCompletion() drawn {
 		d.Note += ", so when and how logical requests ended is unknown."
 		return d
 	}
-	p := newPlot(d.Title, "duration of the logical request (s)", "share of requests with that result")
-	p.Legend.Top = false
-	p.Legend.YOffs = 8
-	results := slices.Clone(resultOrder)
-	for r := range c.hists {
-		if !slices.Contains(results, r) {
-			results = append(results, r)
-		}
+	top := float64(c.all.max)
+	var budget float64
+	if pol := c.meta.Policy; pol != nil && pol.Budget > 0 {
+		budget = float64(pol.Budget)
+		top = max(top, budget)
 	}
-	slices.Sort(results[len(resultOrder):])
-	for _, r := range results {
-		h := c.hists[r]
-		if h == nil || h.n == 0 {
-			continue
-		}
-		xs, ys := h.cdf()
-		xys := make(plotter.XYs, 0, len(xs)+1)
-		xys = append(xys, plotter.XY{X: 0, Y: 0})
-		for i := range xs {
-			xys = append(xys, plotter.XY{X: seconds(xs[i]), Y: ys[i]})
-		}
-		l, err := plotter.NewLine(xys)
+	if top <= 0 {
+		top = 1e9
+	}
+	u := unitFor(top)
+	p := newPlot(d.Title, "duration of the logical request ("+u.name+")", fmt.Sprintf("%% of all %s logical requests", fmtTick(float64(c.all.n), 0)))
+	tidyAxes(p)
+	for _, cv := range c.completionCurves(u) {
+		l, err := plotter.NewLine(cv.xys)
 		if err != nil {
 			continue
 		}
 		l.StepStyle = plotter.PostStep
-		clr, ok := resultColors[r]
+		clr, ok := resultColors[cv.result]
 		if !ok {
 			clr = colorSkip
 		}
 		l.LineStyle = draw.LineStyle{Color: clr, Width: 1.6}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (%d)", r, h.n), l)
+		p.Legend.Add(fmt.Sprintf("%s (%s, %s)", cv.result, fmtTick(float64(cv.n), 0), fmtShare(float64(cv.n)/float64(c.all.n))), l)
 	}
-	if pol := c.meta.Policy; pol != nil && pol.Budget > 0 {
-		v := &vline{x: seconds(float64(pol.Budget)), style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{5, 3}}}
+	if budget > 0 {
+		v := &vline{x: u.of(budget), style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{5, 3}}}
 		p.Add(v)
-		p.Legend.Add("budget "+fmtDur(time.Duration(pol.Budget)), v)
+		p.Legend.Add("budget "+fmtDur(time.Duration(budget)), v)
 	} else {
 		d.Note = "The subject states no retry budget, so none is drawn."
 	}
-	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1.02
-	p.X.Max *= 1.3 // room for the legend, right of the budget line
-	d.p = p
+	p.X.Min, p.X.Max = 0, padMax(0, u.of(top))
+	p.Y.Min, p.Y.Max = 0, 100
+	d.p = legendOutside(p)
 	return d
+}
+
+// fmtShare prints a share in [0, 1] as a percentage: whole percents, or
+// one decimal under 10 %, and never "0%" or "100%" for a share that is not.
+func fmtShare(x float64) string {
+	pct := 100 * x
+	switch {
+	case pct > 0 && pct < 0.1:
+		return "<0.1%"
+	case pct < 10:
+		return strconv.FormatFloat(pct, 'f', 1, 64) + "%"
+	case pct > 99 && pct < 100:
+		return strconv.FormatFloat(math.Min(pct, 99.9), 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(math.Round(pct), 'f', 0, 64) + "%"
 }
 
 // fmtDur prints a duration compactly: 100ms, 2.5s, 1m30s.
@@ -490,4 +617,191 @@ func fmtDur(d time.Duration) string {
 		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 	}
 	return d.String()
+}
+
+// niceTicks marks an axis at steps of {1, 2, 5}·10^k, the smallest step
+// that gives at most max labels (0: 7), each printed with just the decimals its step needs ("0 50 100", never
+// "0.00 50.00"), with thousands grouped ("50,000"). neg labels −value (an
+// axis drawn upside down, as the raster's clients); minStep, when set, is
+// the least step (1 for a count of clients: no client 41.8).
+type niceTicks struct {
+	neg     bool
+	max     int
+	minStep float64
+}
+
+// niceStep returns the smallest step of {1, 2, 5}·10^k that puts at most
+// maxLabels labels on [lo, hi], and the decimals its labels need.
+func niceStep(lo, hi float64, maxLabels int) (step float64, decimals int) {
+	span := hi - lo
+	if !(span > 0) || math.IsInf(span, 0) {
+		return 1, 0
+	}
+	mag := math.Pow(10, math.Floor(math.Log10(span/float64(maxLabels))))
+search:
+	for ; ; mag *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			step = m * mag
+			if n := math.Floor(hi/step+1e-9) - math.Ceil(lo/step-1e-9) + 1; n <= float64(maxLabels) {
+				break search
+			}
+		}
+	}
+	decimals = max(0, -int(math.Floor(math.Log10(step)+1e-9)))
+	return step, decimals
+}
+
+func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return nil
+	}
+	maxLabels := t.max
+	if maxLabels <= 0 {
+		maxLabels = 7
+	}
+	step, dec := niceStep(lo, hi, maxLabels)
+	if step < t.minStep {
+		step, dec = t.minStep, 0
+	}
+	group := max(math.Abs(lo), math.Abs(hi)) >= 1e4 // then every label of the axis
+	minor := step / 2                               // steps of 1 and 2: halves
+	if m := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9)); math.Abs(m-5) < 1e-9 {
+		minor = step / 5 // steps of 5: units
+	}
+	var ticks []plot.Tick
+	for i := math.Ceil(lo/minor - 1e-9); ; i++ {
+		v := i * minor
+		if v > hi+minor*1e-9 {
+			break
+		}
+		k := v / step
+		if math.Abs(k-math.Round(k)) < 1e-6 {
+			v = math.Round(k) * step
+			label := v
+			if t.neg {
+				label = -v
+			}
+			if t.neg && label < 0 {
+				ticks = append(ticks, plot.Tick{Value: v}) // above the first client: no client there
+				continue
+			}
+			ticks = append(ticks, plot.Tick{Value: v, Label: fmtGrouped(label, dec, group)})
+		} else {
+			ticks = append(ticks, plot.Tick{Value: v})
+		}
+	}
+	return ticks
+}
+
+// fmtTick prints v with dec decimals, thousands grouped by commas when v
+// has five digits or more.
+func fmtTick(v float64, dec int) string { return fmtGrouped(v, dec, math.Abs(v) >= 1e4) }
+
+// fmtGrouped prints v with dec decimals, thousands grouped by commas when
+// group is set.
+func fmtGrouped(v float64, dec int, group bool) string {
+	s := strconv.FormatFloat(math.Abs(v), 'f', dec, 64)
+	if strings.Trim(s, "0.") == "" {
+		return "0"
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	if v < 0 {
+		b.WriteString("−")
+	}
+	for i, r := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 && group {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if frac != "" {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
+// tidyAxes gives both axes of p the report's ticks (an axis whose marker a
+// plot set itself keeps it).
+func tidyAxes(p *plot.Plot) {
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		if _, ok := a.Tick.Marker.(plot.DefaultTicks); ok {
+			a.Tick.Marker = niceTicks{}
+		}
+	}
+}
+
+// A durUnit is the unit of a duration axis: s for long spans, ms for short
+// ones, µs for the shortest, so labels read "0 0.5 1 ms", not "0.0012".
+type durUnit struct {
+	name string
+	ns   float64 // ns per unit
+}
+
+// unitFor picks the unit for an axis whose largest value is top ns.
+func unitFor(top float64) durUnit {
+	switch {
+	case top >= 1e9:
+		return durUnit{"s", 1e9}
+	case top >= 1e4:
+		return durUnit{"ms", 1e6}
+	}
+	return durUnit{"µs", 1e3}
+}
+
+func (u durUnit) of(ns float64) float64 { return ns / u.ns }
+
+// padMax returns the end of an axis whose data end at top: 3 % beyond, so
+// the last bar or mark never touches the frame.
+func padMax(lo, top float64) float64 {
+	if !(top > lo) {
+		return lo + 1
+	}
+	return top + 0.03*(top-lo)
+}
+
+// outsideLegend draws a plot with its legend in a strip right of the data
+// area, below the title, so the legend never covers data, phase labels or
+// reference lines.
+type outsideLegend struct {
+	p      *plot.Plot
+	legend plot.Legend
+}
+
+// legendOutside moves p's legend out of its data area.
+func legendOutside(p *plot.Plot) *outsideLegend {
+	o := &outsideLegend{p: p, legend: p.Legend}
+	o.legend.Left, o.legend.Top = true, true
+	o.legend.XOffs, o.legend.YOffs = 0, 0
+	p.Legend = plot.NewLegend()
+	return o
+}
+
+const legendGap = 10 // points between the plot and its legend
+
+// layout splits c into the plot's canvas and the legend's.
+func (o *outsideLegend) layout(c draw.Canvas) (plotC, legendC draw.Canvas) {
+	w := o.legend.Rectangle(c).Size().X
+	if w == 0 {
+		return c, draw.Canvas{}
+	}
+	w += legendGap + 4
+	plotC = draw.Crop(c, 0, -w, 0, 0)
+	legendC = draw.Crop(c, c.Size().X-w+legendGap, 0, 0, 0)
+	if o.p.Title.Text != "" {
+		legendC.Max.Y -= o.p.Title.TextStyle.Rectangle(o.p.Title.Text).Size().Y + o.p.Title.Padding
+	}
+	return plotC, legendC
+}
+
+func (o *outsideLegend) Draw(c draw.Canvas) {
+	plotC, legendC := o.layout(c)
+	if o.p.BackgroundColor != nil {
+		c.SetColor(o.p.BackgroundColor)
+		c.Fill(c.Rectangle.Path())
+	}
+	o.p.Draw(plotC)
+	if legendC.Canvas != nil {
+		o.legend.Draw(legendC)
+	}
 }

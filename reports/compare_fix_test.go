@@ -1,0 +1,119 @@
+package reports
+
+import (
+	"image/color"
+	"slices"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/retrylab/retrylab/analyzer"
+)
+
+// TestCompareColours: the comparison plot shows inconclusive in its own
+// colour (neither pass nor fail), never colours the success rate by the
+// verdict, ends the success axis at 100 %, explains an all-n/a panel, and
+// draws a key to its colours.
+func TestCompareColours(t *testing.T) {
+	colours := map[string]color.Color{}
+	for _, v := range []string{analyzer.VerdictPass, analyzer.VerdictFail, analyzer.VerdictInconclusive} {
+		colours[v] = verdictColor(v)
+	}
+	if sameColor(colours["inconclusive"], colours["pass"]) || sameColor(colours["inconclusive"], colours["fail"]) || sameColor(colours["pass"], colours["fail"]) {
+		t.Errorf("verdict colours not distinct: %v", colours)
+	}
+
+	// retrylab: 100 % success, waves skipped in every run, and a verdict
+	// that fails on another check.
+	es := compareEntries()
+	for i := range es {
+		v := *es[i].Verdict
+		v.Checks = slices.Clone(v.Checks)
+		for j := range v.Checks {
+			if v.Checks[j].ID == analyzer.CheckWaves {
+				v.Checks[j].Status = analyzer.StatusSkip
+			}
+		}
+		if es[i].Subject == "retrylab" {
+			v.Status, v.Pass = analyzer.VerdictFail, false
+			v.Figures.Results = map[string]int64{"ok": 100}
+		}
+		if es[i].Subject == "ignore-retry-after" {
+			v.Status, v.Pass = analyzer.VerdictInconclusive, false
+			for j := range v.Checks {
+				if v.Checks[j].Status == analyzer.StatusFail {
+					v.Checks[j].Status = analyzer.StatusPass
+				}
+			}
+		}
+		es[i].Verdict = &v
+	}
+	ranking := rankSubjects(es, make([]*Stats, len(es)))
+	d := comparePlot(ranking, "t")
+	tl := d.p.(*tiled)
+	for i, kf := range keyFigures {
+		p, hb := tl.plots[0][i], tl.bars[i]
+		switch kf.id {
+		case FigureSuccess:
+			if p.X.Min != 0 || p.X.Max != 100 {
+				t.Errorf("success axis [%v, %v]; want [0, 100]", p.X.Min, p.X.Max)
+			}
+			for _, b := range hb.bars {
+				if sameColor(b.fill, colorWarn) || sameColor(b.fill, colorPass) || b.status == analyzer.StatusFail {
+					t.Errorf("success bar %v drawn as pass or fail (status %s): no check judges it", b.value, b.status)
+				}
+			}
+		case FigureHerd:
+			if note := strings.Join(hb.note, " "); !strings.Contains(note, "not measured") || !strings.Contains(note, "waves check was skipped") {
+				t.Errorf("herd panel note = %q; want it to say the waves check was skipped", note)
+			}
+		}
+	}
+	verdicts := map[string]string{}
+	for _, r := range ranking {
+		verdicts[r.Subject] = r.Verdict
+	}
+	if verdicts["retrylab"] != analyzer.VerdictFail || verdicts["ignore-retry-after"] != analyzer.VerdictInconclusive {
+		t.Fatalf("verdicts %v", verdicts)
+	}
+
+	// Drawn: the badge of the inconclusive subject adds amber to the image
+	// (the key has one amber swatch either way).
+	amber := func(rs []Ranked) int {
+		img := vgimg.NewWith(vgimg.UseWH(12*vg.Inch, 4*vg.Inch), vgimg.UseDPI(72))
+		comparePlot(rs, "t").p.Draw(draw.New(img))
+		n := 0
+		b := img.Image().Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				if sameColor(img.Image().At(x, y), colorInconclusive) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	with := amber(ranking)
+	judged := slices.Clone(ranking)
+	for i := range judged {
+		if judged[i].Verdict == analyzer.VerdictInconclusive {
+			judged[i].Verdict = analyzer.VerdictFail
+		}
+	}
+	without := amber(judged)
+	if without == 0 {
+		t.Errorf("no amber in the key of the comparison plot")
+	}
+	if with <= without+20 {
+		t.Errorf("amber pixels: %d with an inconclusive subject, %d without; want its badge drawn in amber", with, without)
+	}
+}
+
+func sameColor(a, b color.Color) bool {
+	r1, g1, b1, a1 := a.RGBA()
+	r2, g2, b2, a2 := b.RGBA()
+	return r1 == r2 && g1 == g2 && b1 == b2 && a1 == a2
+}
