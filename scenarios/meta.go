@@ -58,6 +58,10 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	if m.Recorder == "" {
 		m.Recorder = "run"
 	}
+	if m.Recorder == "run" {
+		// A serve recording judges what it holds: it schedules nothing.
+		m.Scheduled = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
+	}
 	if src, err := json.Marshal(sc); err == nil {
 		m.Source = src
 	}

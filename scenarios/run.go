@@ -59,6 +59,9 @@ type RunOptions struct {
 	// process's open-file limit is too low for that: then the cap is what
 	// the limit allows (see connCap).
 	MaxConns int
+	// ReadyTimeout bounds an exec fleet's start barrier (0:
+	// DefaultReadyTimeout); see programFleet.
+	ReadyTimeout time.Duration
 	// Tool is the retrylab version written into the meta record.
 	Tool string
 	// Start is the wall-clock time zero written into the meta record and
@@ -80,7 +83,29 @@ const (
 	StoppedDone     = ""         // every client finished its requests
 	StoppedDuration = "duration" // the run's duration cap
 	StoppedCanceled = "canceled" // the caller's context
+	// StoppedWriteError: writing the timeline failed, so the run stopped
+	// at once instead of going on unrecorded.
+	StoppedWriteError = "write-error"
 )
+
+// Interrupt is the cause a command cancels a run's context with when a
+// signal stops it (context.WithCancelCause); the run's end record then
+// names the signal.
+type Interrupt struct {
+	Signal string // "SIGINT", "SIGTERM"
+}
+
+func (i *Interrupt) Error() string { return "interrupted by " + i.Signal }
+
+// StopGrace is how long past its duration cap (or a signal, or a write
+// error) a run may take to stop: requests in flight are given up to
+// callGrace to return, outcomes are flushed, and the stub shuts down.
+// TestRunStopsAtCap holds the runner to it.
+const StopGrace = 2 * time.Second
+
+// callGrace is how long a call in flight when the run stops may take to
+// return on its own before its outcome is "canceled".
+const callGrace = 100 * time.Millisecond
 
 // Summary is what a run did.
 type Summary struct {
@@ -98,7 +123,11 @@ type Summary struct {
 	Throttled429   int64
 	Unavailable503 int64
 	Elapsed        time.Duration
-	Stopped        string // StoppedDone, StoppedDuration or StoppedCanceled
+	Stopped        string // StoppedDone, StoppedDuration, StoppedCanceled or StoppedWriteError
+	// End is the end record the run wrote last (or would have, when the
+	// timeline could not be written): why it stopped, what was in flight,
+	// what never started, harness errors.
+	End timeline.End
 	// StartLateness is how late logical requests started after their
 	// scheduled instant (the fleet's own timer and scheduling delay).
 	StartLateness Lateness
@@ -181,6 +210,20 @@ type runner struct {
 	tr      *http.Transport
 	total   int64
 	done    atomic.Int64
+	// inFlight counts outcomes made "canceled" because the run stopped;
+	// dialErrors the harness's own dial and accept failures.
+	inFlight   atomic.Int64
+	dialErrors atomic.Int64
+	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
+	// harnessErrs collects harness problems in words for the end record.
+	errMu       sync.Mutex
+	harnessErrs  []string
+	plumbingSeen map[string]bool
+	// sealMu guards sealed: once set, outcomes are no longer recorded (the
+	// recorder is about to close). finish holds it shared.
+	sealMu  sync.RWMutex
+	sealed  bool
+	dropped atomic.Int64 // outcomes that came after the seal
 	results [len(resultNames)]atomic.Int64
 	late    histogram
 }
@@ -214,10 +257,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	sc, opts := r.sc, r.opts
-	r.start = opts.Start
-	if r.start.IsZero() {
-		r.start = time.Now()
-	}
 	r.total = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
 
 	var cw *countingWriter
@@ -225,23 +264,6 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if opts.Timeline != nil {
 		cw = &countingWriter{w: opts.Timeline}
 		enc = timeline.NewEncoder(cw)
-		r.rec = timeline.NewRecorder(enc, 4096)
-	}
-	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
-	if err != nil {
-		r.closeRecorder()
-		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
-	}
-	r.srv = srv
-	if enc != nil {
-		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
-			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
-		// The Recorder has not been handed a record yet, so writing the
-		// meta record through the encoder first keeps it first.
-		if err := enc.EncodeMeta(meta); err != nil {
-			r.closeRecorder()
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
-		}
 	}
 
 	var l net.Listener
@@ -254,19 +276,14 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	} else {
 		l, err = net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			r.closeRecorder()
 			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
 		}
 	}
+	l = &countingListener{Listener: l, errs: &r.dialErrors}
 	r.base = "http://" + l.Addr().String()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
 	r.tr = &http.Transport{
 		Proxy:                 nil, // loopback only, whatever the environment says
-		DialContext:           dial,
+		DialContext:           r.countDials(dial),
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
 		MaxConnsPerHost:       connCap(opts.MaxConns, sc.Fleet.Clients, opts.Virtual, openFileLimit()),
@@ -275,20 +292,93 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		ResponseHeaderTimeout: 0,
 	}
 
-	runCtx, cancel := context.WithTimeout(ctx, sc.Duration)
-	defer cancel()
+	// An exec fleet starts every process first and opens the scenario
+	// only when all are ready (the start barrier): time zero is then.
+	var pf *programFleet
+	if prog, ok := r.subj.(subjects.Program); ok {
+		pf = r.startPrograms(ctx, prog, l)
+		l = pf.gate
+	}
+	r.start = opts.Start
+	if r.start.IsZero() || pf != nil {
+		r.start = time.Now()
+	}
+	if pf != nil {
+		pf.open(r)
+	}
+
+	if enc != nil {
+		r.rec = timeline.NewRecorder(enc, 4096)
+	}
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
+	if err != nil {
+		r.abortPrograms(pf)
+		l.Close()
+		r.closeRecorder()
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	r.srv = srv
+	if enc != nil {
+		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
+			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
+		// The Recorder has not been handed a record yet, so writing the
+		// meta record through the encoder first keeps it first.
+		if err := enc.EncodeMeta(meta); err != nil {
+			r.abortPrograms(pf)
+			l.Close()
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, err)
+		}
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+
+	// The run stops at its duration cap, on ctx (a signal), or at the
+	// first timeline write error, whichever comes first.
+	capCtx, capCancel := context.WithTimeoutCause(ctx, sc.Duration-time.Since(r.start), errDurationCap)
+	defer capCancel()
+	runCtx, stop := context.WithCancelCause(capCtx)
+	defer stop(nil)
+	if r.rec != nil {
+		go func() {
+			select {
+			case <-r.rec.Failed():
+				stop(errWriteFailed)
+			case <-runCtx.Done():
+			}
+		}()
+	}
 
 	stopProgress := r.progress()
-	r.fleet(runCtx)
+	if pf != nil {
+		pf.wait(runCtx, r)
+	} else {
+		r.fleet(runCtx)
+	}
+	stoppedAt := r.since()
 	elapsed := time.Since(r.start)
+	end := timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
 	stopped := StoppedDone
 	switch {
+	case r.rec != nil && r.rec.Err() != nil:
+		stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+		end.Errors = append(end.Errors, r.rec.Err().Error())
 	case ctx.Err() != nil:
-		stopped = StoppedCanceled
-	case runCtx.Err() != nil && r.done.Load() < r.total:
-		stopped = StoppedDuration
+		stopped, end.Reason = StoppedCanceled, timeline.EndInterrupted
+		var in *Interrupt
+		if errors.As(context.Cause(ctx), &in) {
+			end.Signal = in.Signal
+		}
+	case capCtx.Err() != nil && r.done.Load() < r.total:
+		stopped, end.Reason = StoppedDuration, timeline.EndDuration
 	}
-	cancel()
+	stop(nil)
+	// From here no outcome is recorded: a straggler (a call that ignored
+	// its canceled context past the grace) counts as in flight.
+	r.seal()
 
 	// Shut down: idle connections first, then the server, which releases
 	// hanging requests and waits for the active ones.
@@ -299,14 +389,39 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	<-served
 	r.tr.CloseIdleConnections()
 	stopProgress()
+
+	end.InFlight = r.inFlight.Load() + r.dropped.Load()
+	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
+	end.DialErrors = r.dialErrors.Load()
+	end.FleetReady = r.fleetReady.Load()
+	if pf != nil {
+		end.FleetReady = pf.readyAt
+	}
+	r.errMu.Lock()
+	end.Errors = append(end.Errors, r.harnessErrs...)
+	r.errMu.Unlock()
+	if shErr != nil {
+		end.Errors = append(end.Errors, shErr.Error())
+	}
 	recErr := r.closeRecorder()
+	if enc != nil && recErr == nil {
+		if err := enc.EncodeEnd(&end); err == nil {
+			recErr = enc.Flush()
+		} else {
+			recErr = err
+		}
+		if recErr != nil && end.Reason != timeline.EndWriteError {
+			stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+			end.Errors = append(end.Errors, recErr.Error())
+		}
+	}
 
 	st := srv.Stats()
 	sum = &Summary{
 		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Stopped: stopped, StartLateness: r.late.summary(),
+		Elapsed: elapsed, Stopped: stopped, End: end, StartLateness: r.late.summary(),
 		TimelinePath: opts.TimelinePath,
 	}
 	for i := range r.results {
@@ -318,12 +433,76 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		sum.TimelineBytes = cw.n
 	}
 	if recErr != nil {
-		return sum, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, recErr)
+		return sum, &TimelineError{Path: opts.TimelinePath, Err: recErr}
 	}
 	if shErr != nil {
 		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
 	}
 	return sum, nil
+}
+
+var (
+	errDurationCap = errors.New("the run's duration cap passed")
+	errWriteFailed = errors.New("writing the timeline failed")
+)
+
+// TimelineError is Run's error when the timeline could not be written:
+// the run stopped at the first write error.
+type TimelineError struct {
+	Path string // RunOptions.TimelinePath ("" when not given)
+	Err  error
+}
+
+func (e *TimelineError) Error() string {
+	if e.Path == "" {
+		return "timeline: " + e.Err.Error()
+	}
+	return e.Path + ": " + e.Err.Error()
+}
+
+func (e *TimelineError) Unwrap() error { return e.Err }
+
+// seal stops recording outcomes; see finish.
+func (r *runner) seal() {
+	r.sealMu.Lock()
+	r.sealed = true
+	r.sealMu.Unlock()
+}
+
+// harnessError records a harness problem for the end record.
+func (r *runner) harnessError(msg string) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if len(r.harnessErrs) < 20 {
+		r.harnessErrs = append(r.harnessErrs, msg)
+	}
+}
+
+// countDials wraps dial to count the harness's own dial failures (not
+// those of a canceled request).
+func (r *runner) countDials(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil && ctx.Err() == nil {
+			r.dialErrors.Add(1)
+		}
+		return c, err
+	}
+}
+
+// countingListener counts Accept errors (descriptor exhaustion, EMFILE,
+// above all) other than the listener being closed.
+type countingListener struct {
+	net.Listener
+	errs *atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		l.errs.Add(1)
+	}
+	return c, err
 }
 
 // connCap is the transport's MaxConnsPerHost: the requested cap, or in
@@ -393,7 +572,7 @@ func (r *runner) fleet(ctx context.Context) {
 	sc := r.sc
 	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
 	var wg sync.WaitGroup
-	prog, isProgram := r.subj.(subjects.Program)
+	defer r.waitFleet(ctx, &wg)
 	for i := range sc.Fleet.Clients {
 		at := arrivals.next() + time.Duration(i)*r.opts.Stagger
 		if d := at - time.Since(r.start); d > 0 {
@@ -401,25 +580,46 @@ func (r *runner) fleet(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				wg.Wait()
 				return
 			case <-t.C:
 			}
 		}
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if isProgram {
-				r.program(ctx, prog, i, at)
-			} else {
-				r.client(ctx, i, at)
-			}
+			r.client(ctx, i, at)
 		}()
 	}
-	wg.Wait()
+	// Every client has been launched (at least 1: 0 means unknown).
+	r.fleetReady.Store(max(1, r.since()))
+}
+
+// fleetGrace bounds how long the fleet may take to wind down once the run
+// has stopped; calls still out after it are left behind (see finish).
+const fleetGrace = StopGrace / 2
+
+// waitFleet waits for the fleet's goroutines, but once ctx has ended no
+// longer than fleetGrace.
+func (r *runner) waitFleet(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(fleetGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // result is what one call of a Caller came to.
@@ -572,7 +772,7 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 		w.cancel()
 		// Give the caller a moment to return on its own: a request that
 		// ends with the run is canceled unless it succeeded.
-		t := time.NewTimer(100 * time.Millisecond)
+		t := time.NewTimer(callGrace)
 		defer t.Stop()
 		select {
 		case res := <-w.results:
@@ -585,56 +785,23 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	}
 }
 
+// finish records o, unless the run has been sealed: a call that outlived
+// the stop grace then counts as in flight, unrecorded.
 func (r *runner) finish(o *timeline.Outcome) {
+	r.sealMu.RLock()
+	defer r.sealMu.RUnlock()
+	if r.sealed {
+		r.dropped.Add(1)
+		return
+	}
+	if o.Result == timeline.ResultCanceled {
+		r.inFlight.Add(1)
+	}
 	if r.rec != nil {
 		r.rec.Outcome(o)
 	}
 	r.results[resultIndex(o.Result)].Add(1)
 	r.done.Add(1)
-}
-
-// program runs an exec subject as one simulated client: one process for
-// all its requests; outcomes come from its output lines.
-func (r *runner) program(ctx context.Context, prog subjects.Program, id int, at time.Duration) {
-	sc := r.sc
-	clientID := strconv.Itoa(id)
-	start := r.since()
-	r.late.add(start - int64(at))
-	pctx, cancel := context.WithTimeout(ctx, sc.Fleet.Timeout*time.Duration(sc.Fleet.Requests))
-	defer cancel()
-	base := r.base + strings.TrimSuffix(stubserver.RequestPath(id, 0), "/r/0")
-	lines, err := prog.Run(pctx, base, id, sc.Fleet.Requests, nil)
-	end := r.since()
-	seen := make([]bool, sc.Fleet.Requests)
-	for _, l := range lines {
-		seq := l.Seq()
-		if seq < 0 || seq >= len(seen) || seen[seq] {
-			continue
-		}
-		seen[seq] = true
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
-			Scheduled: int64(at), Start: start, End: end, Result: l.Result()}
-		if !l.OK {
-			o.Error = l.Reason
-		}
-		r.finish(&o)
-	}
-	for seq, ok := range seen {
-		if ok {
-			continue
-		}
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
-			Scheduled: int64(at), Start: start, End: end, Result: timeline.ResultError, Error: "the program printed no line for it"}
-		switch {
-		case ctx.Err() != nil:
-			o.Result, o.Error = timeline.ResultCanceled, "the run stopped"
-		case pctx.Err() != nil:
-			o.Result, o.Error = timeline.ResultHung, "the program did not finish within requests × the fleet timeout"
-		case err != nil:
-			o.Error = err.Error()
-		}
-		r.finish(&o)
-	}
 }
 
 // arrivals yields the fleet's start instants in order.
