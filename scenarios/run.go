@@ -203,20 +203,20 @@ type runner struct {
 	opts RunOptions
 	subj subjects.Subject
 
-	start   time.Time
-	rec     *timeline.Recorder
-	srv     *stubserver.Server
-	base    string
-	tr      *http.Transport
-	total   int64
-	done    atomic.Int64
+	start time.Time
+	rec   *timeline.Recorder
+	srv   *stubserver.Server
+	base  string
+	tr    *http.Transport
+	total int64
+	done  atomic.Int64
 	// inFlight counts outcomes made "canceled" because the run stopped;
 	// dialErrors the harness's own dial and accept failures.
 	inFlight   atomic.Int64
 	dialErrors atomic.Int64
 	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
 	// harnessErrs collects harness problems in words for the end record.
-	errMu       sync.Mutex
+	errMu        sync.Mutex
 	harnessErrs  []string
 	plumbingSeen map[string]bool
 	// sealMu guards sealed: once set, outcomes are no longer recorded (the
