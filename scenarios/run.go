@@ -124,6 +124,9 @@ type Summary struct {
 	Unavailable503 int64
 	Elapsed        time.Duration
 	Stopped        string // StoppedDone, StoppedDuration, StoppedCanceled or StoppedWriteError
+	// Harness counts outcomes marked Harness: the subject's plumbing, not
+	// its retry logic, failed them.
+	Harness int64
 	// End is the end record the run wrote last (or would have, when the
 	// timeline could not be written): why it stopped, what was in flight,
 	// what never started, harness errors.
@@ -215,6 +218,7 @@ type runner struct {
 	inFlight   atomic.Int64
 	dialErrors atomic.Int64
 	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
+	harness    atomic.Int64 // outcomes marked Harness
 	// harnessErrs collects harness problems in words for the end record.
 	errMu        sync.Mutex
 	harnessErrs  []string
@@ -421,7 +425,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Stopped: stopped, End: end, StartLateness: r.late.summary(),
+		Elapsed: elapsed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: r.late.summary(),
 		TimelinePath: opts.TimelinePath,
 	}
 	for i := range r.results {
@@ -796,6 +800,9 @@ func (r *runner) finish(o *timeline.Outcome) {
 	}
 	if o.Result == timeline.ResultCanceled {
 		r.inFlight.Add(1)
+	}
+	if o.Harness {
+		r.harness.Add(1)
 	}
 	if r.rec != nil {
 		r.rec.Outcome(o)
