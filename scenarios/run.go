@@ -197,7 +197,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 		}
 	}
 
-	r := &runner{sc: &eff, opts: opts, subj: subj}
+	r := &runner{sc: &eff, opts: opts, subj: subj, graceOver: make(chan struct{})}
 	return r.run(ctx)
 }
 
@@ -218,16 +218,23 @@ type runner struct {
 	inFlight   atomic.Int64
 	dialErrors atomic.Int64
 	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
-	harness    atomic.Int64 // outcomes marked Harness
+	// capAt is the duration cap's instant; graceOver is closed callGrace
+	// after the run stops (see stopTimers).
+	capAt     time.Time
+	graceOver chan struct{}
+	graceOnce sync.Once
+	harness   atomic.Int64 // outcomes marked Harness
 	// harnessErrs collects harness problems in words for the end record.
 	errMu        sync.Mutex
 	harnessErrs  []string
 	plumbingSeen map[string]bool
-	// sealMu guards sealed: once set, outcomes are no longer recorded (the
-	// recorder is about to close). finish holds it shared.
-	sealMu  sync.RWMutex
-	sealed  bool
-	dropped atomic.Int64 // outcomes that came after the seal
+	// slots hold each goroutine client's request in flight (see seal);
+	// sealed is set when the run stops for good.
+	slots  []slot
+	sealed atomic.Bool
+	// dropped counts logical requests of exec processes still running
+	// past the grace: in flight, with no outcome.
+	dropped atomic.Int64
 	results [len(resultNames)]atomic.Int64
 	late    histogram
 }
@@ -285,6 +292,9 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	l = &countingListener{Listener: l, errs: &r.dialErrors}
 	r.base = "http://" + l.Addr().String()
+	if _, ok := r.subj.(subjects.Program); !ok {
+		r.slots = make([]slot, sc.Fleet.Clients)
+	}
 	r.tr = &http.Transport{
 		Proxy:                 nil, // loopback only, whatever the environment says
 		DialContext:           r.countDials(dial),
@@ -342,7 +352,8 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 
 	// The run stops at its duration cap, on ctx (a signal), or at the
 	// first timeline write error, whichever comes first.
-	capCtx, capCancel := context.WithTimeoutCause(ctx, sc.Duration-time.Since(r.start), errDurationCap)
+	r.capAt = r.start.Add(sc.Duration)
+	capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)
 	defer capCancel()
 	runCtx, stop := context.WithCancelCause(capCtx)
 	defer stop(nil)
@@ -356,12 +367,36 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		}()
 	}
 
+	defer r.stopTimers(runCtx)()
+	// The stub shuts down as soon as the run stops, while the fleet winds
+	// down (its calls in flight are canceled anyway): the two overlap
+	// instead of adding up. A timer armed now for the cap starts it on
+	// time however busy the scheduler is then.
+	shDone := make(chan error, 1)
+	var shOnce sync.Once
+	startShutdown := func() {
+		shOnce.Do(func() {
+			go func() {
+				// Idle connections first, then the server, which releases
+				// hanging requests and waits for the active ones.
+				r.tr.CloseIdleConnections()
+				shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer shCancel()
+				shDone <- srv.Shutdown(shCtx)
+			}()
+		})
+	}
+	capShutdown := time.AfterFunc(time.Until(r.capAt), startShutdown)
+	stopShutdown := context.AfterFunc(runCtx, startShutdown)
+
 	stopProgress := r.progress()
 	if pf != nil {
 		pf.wait(runCtx, r)
 	} else {
 		r.fleet(runCtx)
 	}
+	capShutdown.Stop()
+	stopShutdown()
 	stoppedAt := r.since()
 	elapsed := time.Since(r.start)
 	end := timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
@@ -380,16 +415,13 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		stopped, end.Reason = StoppedDuration, timeline.EndDuration
 	}
 	stop(nil)
-	// From here no outcome is recorded: a straggler (a call that ignored
-	// its canceled context past the grace) counts as in flight.
-	r.seal()
+	// From here no outcome is written by a client: requests still in
+	// flight (calls that have not returned within the grace, or whose
+	// goroutines the scheduler has not run yet) are recorded canceled.
+	pending := r.seal()
 
-	// Shut down: idle connections first, then the server, which releases
-	// hanging requests and waits for the active ones.
-	r.tr.CloseIdleConnections()
-	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	shErr := srv.Shutdown(shCtx)
-	shCancel()
+	startShutdown()
+	shErr := <-shDone
 	<-served
 	r.tr.CloseIdleConnections()
 	stopProgress()
@@ -409,10 +441,17 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	recErr := r.closeRecorder()
 	if enc != nil && recErr == nil {
-		if err := enc.EncodeEnd(&end); err == nil {
+		// The recorder is closed: the encoder is the runner's again.
+		for i := range pending {
+			if recErr = enc.EncodeOutcome(&pending[i]); recErr != nil {
+				break
+			}
+		}
+		if recErr == nil {
+			recErr = enc.EncodeEnd(&end)
+		}
+		if recErr == nil {
 			recErr = enc.Flush()
-		} else {
-			recErr = err
 		}
 		if recErr != nil && end.Reason != timeline.EndWriteError {
 			stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
@@ -466,11 +505,64 @@ func (e *TimelineError) Error() string {
 
 func (e *TimelineError) Unwrap() error { return e.Err }
 
-// seal stops recording outcomes; see finish.
-func (r *runner) seal() {
-	r.sealMu.Lock()
-	r.sealed = true
-	r.sealMu.Unlock()
+// slot is one goroutine client's logical request in flight. Every outcome
+// of a goroutine client is written under its slot's lock, so that seal can
+// write "canceled" for the requests still in flight itself, at once, without
+// waiting for (possibly 100,000) client goroutines to be scheduled, and no
+// outcome is written after seal has passed (the recorder then closes).
+type slot struct {
+	mu     sync.Mutex
+	active bool // a request is in flight
+	taken  bool // seal wrote its outcome: the client must not
+	out    timeline.Outcome
+}
+
+// begin marks o in flight; false when the run is sealed (start nothing).
+func (s *slot) begin(r *runner, o *timeline.Outcome) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.sealed.Load() {
+		return false
+	}
+	s.active, s.out = true, *o
+	return true
+}
+
+// end records o, the outcome of the request in flight; false when seal
+// already recorded it as canceled (the client must stop).
+func (s *slot) end(r *runner, o *timeline.Outcome) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken {
+		return false
+	}
+	s.active = false
+	r.finish(o)
+	return true
+}
+
+// seal stops the fleet for good: no request starts after it, and every
+// goroutine client's request still in flight gets a "canceled" outcome,
+// counted now and returned for the caller to write once the recorder is
+// closed (straight to the encoder: no goroutine but the caller's need be
+// scheduled). After seal returns no goroutine client writes an outcome.
+func (r *runner) seal() []timeline.Outcome {
+	r.sealed.Store(true)
+	now := r.since()
+	var pending []timeline.Outcome
+	for i := range r.slots {
+		s := &r.slots[i]
+		s.mu.Lock()
+		if s.active && !s.taken {
+			o := s.out
+			o.End, o.Result, o.Error = max(now, o.Start), timeline.ResultCanceled, "the run stopped"
+			r.count(&o)
+			pending = append(pending, o)
+			s.taken = true
+		}
+		s.mu.Unlock()
+	}
+	return pending
 }
 
 // harnessError records a harness problem for the end record.
@@ -572,11 +664,24 @@ func (r *runner) snapshot() Progress {
 func (r *runner) since() int64 { return int64(time.Since(r.start)) }
 
 // fleet starts every client at its arrival instant and waits for all.
+//
+// The launching runs on a goroutine of its own and the caller only waits:
+// a launcher busy starting 100,000 goroutines gets a small share of the
+// CPU, and the caller's wait must end at the cap whatever it is doing.
 func (r *runner) fleet(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.launch(ctx, &wg)
+	}()
+	r.waitFleet(ctx, &wg)
+}
+
+// launch starts every client at its arrival instant.
+func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 	sc := r.sc
 	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
-	var wg sync.WaitGroup
-	defer r.waitFleet(ctx, &wg)
 	for i := range sc.Fleet.Clients {
 		at := arrivals.next() + time.Duration(i)*r.opts.Stagger
 		if d := at - time.Since(r.start); d > 0 {
@@ -601,28 +706,54 @@ func (r *runner) fleet(ctx context.Context) {
 	r.fleetReady.Store(max(1, r.since()))
 }
 
-// fleetGrace bounds how long the fleet may take to wind down once the run
-// has stopped; calls still out after it are left behind (see finish).
+// stopTimers arms what ends the run's grace periods. With 100,000 client
+// goroutines woken at once when the run stops, a goroutine that waits for
+// ctx.Done to start its own grace timer may be scheduled seconds late; a
+// timer armed beforehand for the cap's instant fires on time (the runtime
+// runs a goroutine readied by a timer next). So graceOver closes callGrace
+// after the cap by a timer armed now, or callGrace after ctx ends for
+// another reason. The returned func disarms them.
+func (r *runner) stopTimers(ctx context.Context) (disarm func()) {
+	closeGrace := func() { r.graceOnce.Do(func() { close(r.graceOver) }) }
+	t := time.AfterFunc(time.Until(r.capAt)+callGrace, closeGrace)
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(callGrace, closeGrace)
+	})
+	return func() {
+		t.Stop()
+		stop()
+	}
+}
+
+// fleetGrace bounds how long an exec fleet may take to wind down once the
+// run has stopped (on top of exec's 1 s WaitDelay); processes still running
+// after it are left behind, their requests in flight.
 const fleetGrace = StopGrace / 2
 
-// waitFleet waits for the fleet's goroutines, but once ctx has ended no
-// longer than fleetGrace.
+// waitFleet waits for the fleet's goroutines, but once the run has stopped
+// only until callGrace has passed: seal then records what is still in
+// flight, whether or not its goroutine has been scheduled yet.
 func (r *runner) waitFleet(ctx context.Context, wg *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
+	// Armed now for the cap (see stopTimers): it fires on time however
+	// swamped the scheduler is when the cap passes.
+	hard := time.NewTimer(time.Until(r.capAt) + callGrace)
+	defer hard.Stop()
 	select {
 	case <-done:
 		return
+	case <-hard.C:
+		return
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(fleetGrace)
-	defer t.Stop()
 	select {
 	case <-done:
-	case <-t.C:
+	case <-r.graceOver:
+	case <-hard.C:
 	}
 }
 
@@ -682,6 +813,10 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			Start:     r.since(),
 		}
 		r.late.add(out.Start - out.Scheduled)
+		slot := &r.slots[id]
+		if !slot.begin(r, &out) {
+			return
+		}
 		if w == nil {
 			w = r.newWorker(ctx, caller)
 		}
@@ -691,7 +826,9 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			w = nil
 		}
 		out.End, out.Result, out.Status, out.Attempts, out.Error = res.end, res.result, res.status, res.attempts, res.err
-		r.finish(&out)
+		if !slot.end(r, &out) {
+			return // the run stopped: seal recorded it canceled
+		}
 		scheduled = out.End + int64(sc.Fleet.Think)
 	}
 }
@@ -776,36 +913,33 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 		w.cancel()
 		// Give the caller a moment to return on its own: a request that
 		// ends with the run is canceled unless it succeeded.
-		t := time.NewTimer(callGrace)
-		defer t.Stop()
 		select {
 		case res := <-w.results:
 			if res.result == timeline.ResultOK {
 				return res, true
 			}
-		case <-t.C:
+		case <-r.graceOver:
 		}
 		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}, false
 	}
 }
 
-// finish records o, unless the run has been sealed: a call that outlived
-// the stop grace then counts as in flight, unrecorded.
+// finish records o. Goroutine clients call it under their slot's lock
+// (see slot), exec fleets from the runner's goroutine before seal.
 func (r *runner) finish(o *timeline.Outcome) {
-	r.sealMu.RLock()
-	defer r.sealMu.RUnlock()
-	if r.sealed {
-		r.dropped.Add(1)
-		return
+	if r.rec != nil {
+		r.rec.Outcome(o)
 	}
+	r.count(o)
+}
+
+// count adds o to the run's totals.
+func (r *runner) count(o *timeline.Outcome) {
 	if o.Result == timeline.ResultCanceled {
 		r.inFlight.Add(1)
 	}
 	if o.Harness {
 		r.harness.Add(1)
-	}
-	if r.rec != nil {
-		r.rec.Outcome(o)
 	}
 	r.results[resultIndex(o.Result)].Add(1)
 	r.done.Add(1)
