@@ -198,8 +198,8 @@ fleet: {clients: 2000, requests: 3, timeout: 1m}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if el := time.Since(start); el > 2*time.Second+StopGrace {
-			t.Errorf("run took %v; want at most the cap + StopGrace", el)
+		if el := time.Since(start); el > 2*time.Second+StopGrace || sum.Flushed > 2*time.Second+StopGrace || sum.Flushed < 2*time.Second {
+			t.Errorf("run took %v, over at %v; want at most the cap + StopGrace", el, sum.Flushed)
 		}
 		if sum.End.Reason != timeline.EndDuration || sum.End.InFlight != 2000 || sum.End.Unstarted != 4000 {
 			t.Errorf("end = %+v; want duration, 2000 in flight, 4000 unstarted", sum.End)

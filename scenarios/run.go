@@ -98,14 +98,11 @@ type Interrupt struct {
 func (i *Interrupt) Error() string { return "interrupted by " + i.Signal }
 
 // StopGrace is how long past its duration cap (or a signal, or a write
-// error) a run may take to stop: requests in flight are given up to
-// callGrace to return, outcomes are flushed, and the stub shuts down.
-// TestRunStopsAtCap holds the runner to it.
+// error) a run may take to stop: at the stop instant every request in
+// flight is recorded "canceled" (seal), the stub shuts down, and the
+// timeline is flushed. TestRunStopsAtCap holds the runner to it in virtual
+// time; BENCHMARKS.md has the real-time figure for 100,000 clients.
 const StopGrace = 2 * time.Second
-
-// callGrace is how long a call in flight when the run stops may take to
-// return on its own before its outcome is "canceled".
-const callGrace = 100 * time.Millisecond
 
 // Summary is what a run did.
 type Summary struct {
@@ -123,7 +120,11 @@ type Summary struct {
 	Throttled429   int64
 	Unavailable503 int64
 	Elapsed        time.Duration
-	Stopped        string // StoppedDone, StoppedDuration, StoppedCanceled or StoppedWriteError
+	// Flushed is when the run was over: the stub shut down and the
+	// timeline flushed with its end record (from time zero, like Elapsed).
+	// Flushed - the duration cap is how far past its cap a run ended.
+	Flushed time.Duration
+	Stopped string // StoppedDone, StoppedDuration, StoppedCanceled or StoppedWriteError
 	// Harness counts outcomes marked Harness: the subject's plumbing, not
 	// its retry logic, failed them.
 	Harness int64
@@ -197,7 +198,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 		}
 	}
 
-	r := &runner{sc: &eff, opts: opts, subj: subj, graceOver: make(chan struct{})}
+	r := &runner{sc: &eff, opts: opts, subj: subj}
 	return r.run(ctx)
 }
 
@@ -218,20 +219,17 @@ type runner struct {
 	inFlight   atomic.Int64
 	dialErrors atomic.Int64
 	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
-	// capAt is the duration cap's instant; graceOver is closed callGrace
-	// after the run stops (see stopTimers).
-	capAt     time.Time
-	graceOver chan struct{}
-	graceOnce sync.Once
-	harness   atomic.Int64 // outcomes marked Harness
+	capAt      time.Time    // the duration cap's instant
+	harness    atomic.Int64 // outcomes marked Harness
 	// harnessErrs collects harness problems in words for the end record.
 	errMu        sync.Mutex
 	harnessErrs  []string
 	plumbingSeen map[string]bool
 	// slots hold each goroutine client's request in flight (see seal);
 	// sealed is set when the run stops for good.
-	slots  []slot
-	sealed atomic.Bool
+	slots   []slot
+	sealed  atomic.Bool
+	writing atomic.Int64 // outcome writes being claimed or made (see slot)
 	// dropped counts logical requests of exec processes still running
 	// past the grace: in flight, with no outcome.
 	dropped atomic.Int64
@@ -367,38 +365,27 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		}()
 	}
 
-	defer r.stopTimers(runCtx)()
-	// The stub shuts down as soon as the run stops, while the fleet winds
-	// down (its calls in flight are canceled anyway): the two overlap
-	// instead of adding up. A timer armed now for the cap starts it on
-	// time however busy the scheduler is then.
-	shDone := make(chan error, 1)
-	var shOnce sync.Once
-	startShutdown := func() {
-		shOnce.Do(func() {
-			go func() {
-				// Idle connections first, then the server, which releases
-				// hanging requests and waits for the active ones.
-				r.tr.CloseIdleConnections()
-				shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer shCancel()
-				shDone <- srv.Shutdown(shCtx)
-			}()
-		})
-	}
-	capShutdown := time.AfterFunc(time.Until(r.capAt), startShutdown)
-	stopShutdown := context.AfterFunc(runCtx, startShutdown)
-
 	stopProgress := r.progress()
 	if pf != nil {
 		pf.wait(runCtx, r)
 	} else {
 		r.fleet(runCtx)
 	}
-	capShutdown.Stop()
-	stopShutdown()
 	stoppedAt := r.since()
 	elapsed := time.Since(r.start)
+	// From here no client writes an outcome: requests still in flight are
+	// recorded canceled, whether or not their goroutines have run since
+	// the run stopped (with 100,000 clients they may not for seconds).
+	pending := r.seal()
+	// Then the fleet's calls are canceled (if the cap's timer has not done
+	// it already), the stub's listener is closed (a call that fails and
+	// retries is refused at once), and the server releases hanging requests
+	// and waits for the active ones.
+	stop(nil)
+	l.Close()
+	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	shErr := srv.Shutdown(shCtx)
+	shCancel()
 	end := timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
 	stopped := StoppedDone
 	switch {
@@ -411,17 +398,11 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		if errors.As(context.Cause(ctx), &in) {
 			end.Signal = in.Signal
 		}
-	case capCtx.Err() != nil && r.done.Load() < r.total:
+	case r.inFlight.Load() > 0 || r.done.Load() < r.total:
+		// The cap, whether or not its context has noticed yet.
 		stopped, end.Reason = StoppedDuration, timeline.EndDuration
 	}
-	stop(nil)
-	// From here no outcome is written by a client: requests still in
-	// flight (calls that have not returned within the grace, or whose
-	// goroutines the scheduler has not run yet) are recorded canceled.
-	pending := r.seal()
 
-	startShutdown()
-	shErr := <-shDone
 	<-served
 	r.tr.CloseIdleConnections()
 	stopProgress()
@@ -459,12 +440,14 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		}
 	}
 
+	flushed := time.Since(r.start)
+
 	st := srv.Stats()
 	sum = &Summary{
 		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: r.late.summary(),
+		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: r.late.summary(),
 		TimelinePath: opts.TimelinePath,
 	}
 	for i := range r.results {
@@ -505,38 +488,42 @@ func (e *TimelineError) Error() string {
 
 func (e *TimelineError) Unwrap() error { return e.Err }
 
-// slot is one goroutine client's logical request in flight. Every outcome
-// of a goroutine client is written under its slot's lock, so that seal can
-// write "canceled" for the requests still in flight itself, at once, without
-// waiting for (possibly 100,000) client goroutines to be scheduled, and no
-// outcome is written after seal has passed (the recorder then closes).
+// slot is one goroutine client's logical request in flight. A goroutine
+// client claims the right to write each outcome from its slot, and seal
+// takes the slots of requests still in flight and records them canceled
+// itself, at once, without waiting for (possibly 100,000) client
+// goroutines to be scheduled. The slot is lock-free: with 100,000
+// goroutines competing for the CPU, seal must never wait for a client
+// that was preempted holding a lock.
 type slot struct {
-	mu     sync.Mutex
-	active bool // a request is in flight
-	taken  bool // seal wrote its outcome: the client must not
-	out    timeline.Outcome
+	state atomic.Int32 // slotIdle, slotActive, slotTaken, slotClosed
+	out   timeline.Outcome
 }
 
+const (
+	slotIdle   = iota // no request in flight
+	slotActive        // a request in flight; out describes it
+	slotTaken         // seal recorded the request in flight canceled
+	slotClosed        // seal found the slot idle: start nothing more
+)
+
 // begin marks o in flight; false when the run is sealed (start nothing).
-func (s *slot) begin(r *runner, o *timeline.Outcome) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.sealed.Load() {
-		return false
-	}
-	s.active, s.out = true, *o
-	return true
+func (s *slot) begin(o *timeline.Outcome) bool {
+	s.out = *o // only the client touches out while the slot is idle
+	return s.state.CompareAndSwap(slotIdle, slotActive)
 }
 
 // end records o, the outcome of the request in flight; false when seal
-// already recorded it as canceled (the client must stop).
+// already recorded it canceled (the client must stop).
 func (s *slot) end(r *runner, o *timeline.Outcome) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.taken {
+	// Counted before the claim, so that seal, which waits for writing to
+	// drop to zero after its pass, never closes the recorder under a
+	// write it let through.
+	r.writing.Add(1)
+	defer r.writing.Add(-1)
+	if !s.state.CompareAndSwap(slotActive, slotIdle) {
 		return false
 	}
-	s.active = false
 	r.finish(o)
 	return true
 }
@@ -545,22 +532,30 @@ func (s *slot) end(r *runner, o *timeline.Outcome) bool {
 // goroutine client's request still in flight gets a "canceled" outcome,
 // counted now and returned for the caller to write once the recorder is
 // closed (straight to the encoder: no goroutine but the caller's need be
-// scheduled). After seal returns no goroutine client writes an outcome.
+// scheduled). It then waits for the outcome writes clients claimed before
+// it; after it returns no goroutine client writes an outcome.
 func (r *runner) seal() []timeline.Outcome {
 	r.sealed.Store(true)
 	now := r.since()
 	var pending []timeline.Outcome
 	for i := range r.slots {
 		s := &r.slots[i]
-		s.mu.Lock()
-		if s.active && !s.taken {
-			o := s.out
-			o.End, o.Result, o.Error = max(now, o.Start), timeline.ResultCanceled, "the run stopped"
-			r.count(&o)
-			pending = append(pending, o)
-			s.taken = true
+		for {
+			if s.state.CompareAndSwap(slotIdle, slotClosed) {
+				break
+			}
+			if s.state.CompareAndSwap(slotActive, slotTaken) {
+				o := s.out
+				o.End, o.Result, o.Error = max(now, o.Start), timeline.ResultCanceled, "the run stopped"
+				r.count(&o)
+				pending = append(pending, o)
+				break
+			}
+			// The client moved between idle and active: look again.
 		}
-		s.mu.Unlock()
+	}
+	for r.writing.Load() > 0 {
+		time.Sleep(time.Millisecond) // writers wait for the recorder, which drains
 	}
 	return pending
 }
@@ -579,10 +574,13 @@ func (r *runner) harnessError(msg string) {
 func (r *runner) countDials(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
-		if err != nil && ctx.Err() == nil {
-			r.dialErrors.Add(1)
+		if err != nil {
+			if ctx.Err() == nil && !r.sealed.Load() {
+				r.dialErrors.Add(1)
+			}
+			return nil, err
 		}
-		return c, err
+		return c, nil
 	}
 }
 
@@ -678,7 +676,7 @@ func (r *runner) fleet(ctx context.Context) {
 	r.waitFleet(ctx, &wg)
 }
 
-// launch starts every client at its arrival instant.
+// launch starts every client at its arrival instant, until ctx ends.
 func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 	sc := r.sc
 	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
@@ -693,7 +691,7 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 			case <-t.C:
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || r.sealed.Load() {
 			return
 		}
 		wg.Add(1)
@@ -706,54 +704,29 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 	r.fleetReady.Store(max(1, r.since()))
 }
 
-// stopTimers arms what ends the run's grace periods. With 100,000 client
-// goroutines woken at once when the run stops, a goroutine that waits for
-// ctx.Done to start its own grace timer may be scheduled seconds late; a
-// timer armed beforehand for the cap's instant fires on time (the runtime
-// runs a goroutine readied by a timer next). So graceOver closes callGrace
-// after the cap by a timer armed now, or callGrace after ctx ends for
-// another reason. The returned func disarms them.
-func (r *runner) stopTimers(ctx context.Context) (disarm func()) {
-	closeGrace := func() { r.graceOnce.Do(func() { close(r.graceOver) }) }
-	t := time.AfterFunc(time.Until(r.capAt)+callGrace, closeGrace)
-	stop := context.AfterFunc(ctx, func() {
-		time.AfterFunc(callGrace, closeGrace)
-	})
-	return func() {
-		t.Stop()
-		stop()
-	}
-}
-
 // fleetGrace bounds how long an exec fleet may take to wind down once the
 // run has stopped (on top of exec's 1 s WaitDelay); processes still running
 // after it are left behind, their requests in flight.
 const fleetGrace = StopGrace / 2
 
-// waitFleet waits for the fleet's goroutines, but once the run has stopped
-// only until callGrace has passed: seal then records what is still in
-// flight, whether or not its goroutine has been scheduled yet.
+// waitFleet waits for the fleet's goroutines until the run stops (ctx
+// ends, or the cap passes): seal then records what is still in flight,
+// whether or not its goroutine has been scheduled since.
 func (r *runner) waitFleet(ctx context.Context, wg *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
-	// Armed now for the cap (see stopTimers): it fires on time however
-	// swamped the scheduler is when the cap passes.
-	hard := time.NewTimer(time.Until(r.capAt) + callGrace)
+	// A timer of our own for the cap, not ctx's: the goroutine a timed
+	// context cancels from can be scheduled late when 100,000 clients
+	// compete for the CPU, while this one is readied by the timer itself.
+	hard := time.NewTimer(time.Until(r.capAt))
 	defer hard.Stop()
 	select {
 	case <-done:
-		return
 	case <-hard.C:
-		return
 	case <-ctx.Done():
-	}
-	select {
-	case <-done:
-	case <-r.graceOver:
-	case <-hard.C:
 	}
 }
 
@@ -814,7 +787,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 		}
 		r.late.add(out.Start - out.Scheduled)
 		slot := &r.slots[id]
-		if !slot.begin(r, &out) {
+		if !slot.begin(&out) {
 			return
 		}
 		if w == nil {
@@ -826,6 +799,12 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			w = nil
 		}
 		out.End, out.Result, out.Status, out.Attempts, out.Error = res.end, res.result, res.status, res.attempts, res.err
+		if out.Result == timeline.ResultCanceled && ctx.Err() != nil {
+			// The run stopped: the slot stays active and seal records it
+			// canceled. Writing it here would queue up to 100,000 outcomes
+			// on the recorder at once, and seal would wait for them.
+			return
+		}
 		if !slot.end(r, &out) {
 			return // the run stopped: seal recorded it canceled
 		}
@@ -904,6 +883,10 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	select {
 	case res := <-w.results:
 		w.watchdog.Stop()
+		if w.ctx.Err() != nil && res.result != timeline.ResultOK {
+			// The run's stop, not the library, ended this call.
+			return result{result: timeline.ResultCanceled, end: res.end, err: "the run stopped"}, true
+		}
 		return res, true
 	case <-w.watchdog.C:
 		return result{result: timeline.ResultHung, end: r.since(),
@@ -911,20 +894,12 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	case <-w.ctx.Done():
 		w.watchdog.Stop()
 		w.cancel()
-		// Give the caller a moment to return on its own: a request that
-		// ends with the run is canceled unless it succeeded.
-		select {
-		case res := <-w.results:
-			if res.result == timeline.ResultOK {
-				return res, true
-			}
-		case <-r.graceOver:
-		}
+		// The run stopped (seal has recorded this request canceled).
 		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}, false
 	}
 }
 
-// finish records o. Goroutine clients call it under their slot's lock
+// finish records o. Goroutine clients call it once their slot has let them
 // (see slot), exec fleets from the runner's goroutine before seal.
 func (r *runner) finish(o *timeline.Outcome) {
 	if r.rec != nil {

@@ -282,7 +282,8 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 	case scenarios.StoppedWriteError:
 		stopped = "stopped: the timeline could not be written"
 	}
-	fmt.Fprintf(w, "  run time: %v (%s); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped, s.StartLateness.P50, s.StartLateness.P99)
+	fmt.Fprintf(w, "  run time: %v (%s; over at %v); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped,
+		s.Flushed.Round(time.Millisecond), s.StartLateness.P50, s.StartLateness.P99)
 	for _, f := range harnessFacts(s) {
 		fmt.Fprintf(w, "  harness: %s\n", f)
 	}
