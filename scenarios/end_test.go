@@ -96,7 +96,7 @@ func TestRunEndDuration(t *testing.T) {
 		}
 		_, end := decodeEnd(t, buf.Bytes())
 		want := timeline.End{Reason: timeline.EndDuration, InFlight: 4, Unstarted: 16}
-		if end.Reason != want.Reason || end.InFlight != want.InFlight || end.Unstarted != want.Unstarted || end.Signal != "" {
+		if end.Reason != want.Reason || end.InFlight != want.InFlight || end.Unstarted != want.Unstarted || end.Signal != "" || len(end.Errors) != 0 {
 			t.Errorf("end = %+v; want reason duration, 4 in flight, 16 unstarted", end)
 		}
 		if end.At < int64(3*time.Second) || end.At > int64(3*time.Second+StopGrace) {
@@ -245,4 +245,27 @@ func (l *errListener) Accept() (net.Conn, error) {
 	err := l.errs[0]
 	l.errs = l.errs[1:]
 	return nil, err
+}
+
+// The same in real time over loopback, with a handful of clients: the
+// stub's listener is closed once by the runner and once by its shutdown,
+// which must not show up as a harness error.
+func TestRunEndDurationReal(t *testing.T) {
+	sc := mustParse(t, `
+duration: 300ms
+server: {phases: [{respond: {fault: hang}}]}
+fleet: {clients: 3, requests: 2, timeout: 1m}
+`)
+	var buf bytes.Buffer
+	sum, err := Run(t.Context(), sc, RunOptions{Subject: mustSubject(t, "no-retry"), Timeline: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end := decodeEnd(t, buf.Bytes())
+	if end.Reason != timeline.EndDuration || end.InFlight != 3 || end.Unstarted != 3 || len(end.Errors) != 0 || end.DialErrors != 0 {
+		t.Errorf("end = %+v; want duration, 3 in flight, 3 unstarted, no errors", end)
+	}
+	if sum.Flushed < 300*time.Millisecond || sum.Flushed > 300*time.Millisecond+StopGrace {
+		t.Errorf("over at %v; want within StopGrace of the 300ms cap", sum.Flushed)
+	}
 }

@@ -589,6 +589,15 @@ func (r *runner) countDials(dial func(context.Context, string, string) (net.Conn
 type countingListener struct {
 	net.Listener
 	errs *atomic.Int64
+	once sync.Once
+}
+
+// Close closes the listener once: the runner closes it when the run stops
+// and the stub's shutdown closes it again, which must not be an error.
+func (l *countingListener) Close() error {
+	var err error
+	l.once.Do(func() { err = l.Listener.Close() })
+	return err
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
