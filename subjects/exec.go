@@ -36,6 +36,8 @@ var ErrProgramOutput = errors.New("subjects: bad program output")
 // and it must request $RETRYLAB_BASE_URL/r/0 … /r/N-1 (retrying as its
 // library does) and print one line per logical request on stdout: "ok
 // PATH" or "fail PATH REASON". The server's timeline records its attempts.
+// It may first print ReadyLine ("ready") once it can send; the runner
+// opens the scenario when every process is ready (see RunReady).
 //
 // A Program runs in real time only: it talks to the stub over real TCP, so
 // a virtual-time run refuses it (see CheckVirtual). The zero Program has
