@@ -176,7 +176,7 @@ func (pf *programFleet) wait(runCtx context.Context, r *runner) {
 	for id, p := range pf.procs {
 		select {
 		case <-p.done:
-			r.programOutcomes(pf, id, p)
+			r.programOutcomes(pf, id, p, runCtx.Err() != nil)
 		default:
 			// Still running past the grace: its requests were in flight
 			// and get no outcome.
@@ -204,7 +204,11 @@ func (r *runner) abortPrograms(pf *programFleet) {
 // failure of the plumbing (the program could not start, broke the line
 // protocol, exited non-zero, printed nothing for a request) is marked
 // Harness: it says nothing about the library's retry logic.
-func (r *runner) programOutcomes(pf *programFleet, id int, p *process) {
+//
+// runStopped says the run stopped (cap, signal, write error) before every
+// process ended: a process killed then, not by the fleet watchdog, was cut
+// short by the run and its missing requests are canceled.
+func (r *runner) programOutcomes(pf *programFleet, id int, p *process, runStopped bool) {
 	sc := r.sc
 	clientID := strconv.Itoa(id)
 	start := max(0, p.started.Sub(r.start).Nanoseconds())
@@ -234,7 +238,7 @@ func (r *runner) programOutcomes(pf *programFleet, id int, p *process) {
 		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
 			Start: start, End: end, Result: timeline.ResultError}
 		switch {
-		case killed && !errors.Is(perr.Killed, errWatchdog):
+		case killed && runStopped && !errors.Is(perr.Killed, errWatchdog):
 			o.Result, o.Error = timeline.ResultCanceled, "the run stopped"
 		case perr != nil && perr.Start != nil:
 			o.Error, o.Harness = "exec "+pf.prog.Path+": could not start: "+perr.Start.Error(), true

@@ -224,3 +224,25 @@ fleet: {clients: 1, requests: 1, timeout: 500ms}
 		t.Errorf("end = %+v; want FleetReady unknown and the barrier timeout in Errors", end)
 	}
 }
+
+// An exec fleet cut short by the duration cap: the processes are killed,
+// their missing requests are canceled (in flight), not hung, not harness.
+func TestRunExecCapped(t *testing.T) {
+	sc := mustParse(t, `
+duration: 500ms
+server: {phases: [{respond: {fault: hang}}]}
+fleet: {clients: 2, requests: 2, timeout: 1m}
+`)
+	var buf bytes.Buffer
+	sum, err := Run(t.Context(), sc, RunOptions{Subject: fakeProgram(t, "send-hang"), Timeline: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Results[timeline.ResultCanceled] != 4 || sum.Harness != 0 {
+		t.Errorf("Summary = %+v; want 4 canceled, none harness", sum)
+	}
+	_, end := decodeEnd(t, buf.Bytes())
+	if end.Reason != timeline.EndDuration || end.InFlight != 4 || end.Unstarted != 0 {
+		t.Errorf("end = %+v; want duration, 4 in flight", end)
+	}
+}
