@@ -5,9 +5,9 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 
+	"github.com/retrylab/retrylab/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
@@ -107,17 +107,10 @@ func save(p interface{ Draw(draw.Canvas) }, w, h vg.Length, dpi int, dir, name s
 	return writeFile(filepath.Join(dir, name+".svg"), svg)
 }
 
-func writeFile(path string, w io.WriterTo) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("reports: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("reports: %w", cerr)
-		}
-	}()
-	if _, err := w.WriteTo(f); err != nil {
+// writeFile writes what w writes to path through a temporary file renamed
+// into place, so a failed write never leaves half a plot behind.
+func writeFile(path string, w io.WriterTo) error {
+	if err := atomicfile.WriteTo(path, w); err != nil {
 		return fmt.Errorf("reports: writing %s: %w", path, err)
 	}
 	return nil

@@ -45,7 +45,6 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Start:       o.Start,
 		Shard:       o.Shard,
 		Duration:    int64(sc.Duration),
-		Scheduled:   int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests),
 		Phases:      o.Phases,
 		Fleet: &timeline.Fleet{
 			Clients:  sc.Fleet.Clients,
@@ -58,6 +57,10 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	}
 	if m.Recorder == "" {
 		m.Recorder = "run"
+	}
+	if m.Recorder == "run" {
+		// A serve recording judges what it holds: it schedules nothing.
+		m.Scheduled = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
 	}
 	if src, err := json.Marshal(sc); err == nil {
 		m.Source = src

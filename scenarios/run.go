@@ -59,6 +59,9 @@ type RunOptions struct {
 	// process's open-file limit is too low for that: then the cap is what
 	// the limit allows (see connCap).
 	MaxConns int
+	// ReadyTimeout bounds an exec fleet's start barrier (0:
+	// DefaultReadyTimeout); see programFleet.
+	ReadyTimeout time.Duration
 	// Tool is the retrylab version written into the meta record.
 	Tool string
 	// Start is the wall-clock time zero written into the meta record and
@@ -80,7 +83,26 @@ const (
 	StoppedDone     = ""         // every client finished its requests
 	StoppedDuration = "duration" // the run's duration cap
 	StoppedCanceled = "canceled" // the caller's context
+	// StoppedWriteError: writing the timeline failed, so the run stopped
+	// at once instead of going on unrecorded.
+	StoppedWriteError = "write-error"
 )
+
+// Interrupt is the cause a command cancels a run's context with when a
+// signal stops it (context.WithCancelCause); the run's end record then
+// names the signal.
+type Interrupt struct {
+	Signal string // "SIGINT", "SIGTERM"
+}
+
+func (i *Interrupt) Error() string { return "interrupted by " + i.Signal }
+
+// StopGrace is how long past its duration cap (or a signal, or a write
+// error) a run may take to stop: at the stop instant every request in
+// flight is recorded "canceled" (seal), the stub shuts down, and the
+// timeline is flushed. TestRunStopsAtCap holds the runner to it in virtual
+// time; BENCHMARKS.md has the real-time figure for 100,000 clients.
+const StopGrace = 2 * time.Second
 
 // Summary is what a run did.
 type Summary struct {
@@ -98,7 +120,18 @@ type Summary struct {
 	Throttled429   int64
 	Unavailable503 int64
 	Elapsed        time.Duration
-	Stopped        string // StoppedDone, StoppedDuration or StoppedCanceled
+	// Flushed is when the run was over: the stub shut down and the
+	// timeline flushed with its end record (from time zero, like Elapsed).
+	// Flushed - the duration cap is how far past its cap a run ended.
+	Flushed time.Duration
+	Stopped string // StoppedDone, StoppedDuration, StoppedCanceled or StoppedWriteError
+	// Harness counts outcomes marked Harness: the subject's plumbing, not
+	// its retry logic, failed them.
+	Harness int64
+	// End is the end record the run wrote last (or would have, when the
+	// timeline could not be written): why it stopped, what was in flight,
+	// what never started, harness errors.
+	End timeline.End
 	// StartLateness is how late logical requests started after their
 	// scheduled instant (the fleet's own timer and scheduling delay).
 	StartLateness Lateness
@@ -174,13 +207,32 @@ type runner struct {
 	opts RunOptions
 	subj subjects.Subject
 
-	start   time.Time
-	rec     *timeline.Recorder
-	srv     *stubserver.Server
-	base    string
-	tr      *http.Transport
-	total   int64
-	done    atomic.Int64
+	start time.Time
+	rec   *timeline.Recorder
+	srv   *stubserver.Server
+	base  string
+	tr    *http.Transport
+	total int64
+	done  atomic.Int64
+	// inFlight counts outcomes made "canceled" because the run stopped;
+	// dialErrors the harness's own dial and accept failures.
+	inFlight   atomic.Int64
+	dialErrors atomic.Int64
+	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
+	capAt      time.Time    // the duration cap's instant
+	harness    atomic.Int64 // outcomes marked Harness
+	// harnessErrs collects harness problems in words for the end record.
+	errMu        sync.Mutex
+	harnessErrs  []string
+	plumbingSeen map[string]bool
+	// slots hold each goroutine client's request in flight (see seal);
+	// sealed is set when the run stops for good.
+	slots   []slot
+	sealed  atomic.Bool
+	writing atomic.Int64 // outcome writes being claimed or made (see slot)
+	// dropped counts logical requests of exec processes still running
+	// past the grace: in flight, with no outcome.
+	dropped atomic.Int64
 	results [len(resultNames)]atomic.Int64
 	late    histogram
 }
@@ -214,10 +266,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	sc, opts := r.sc, r.opts
-	r.start = opts.Start
-	if r.start.IsZero() {
-		r.start = time.Now()
-	}
 	r.total = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
 
 	var cw *countingWriter
@@ -225,23 +273,6 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if opts.Timeline != nil {
 		cw = &countingWriter{w: opts.Timeline}
 		enc = timeline.NewEncoder(cw)
-		r.rec = timeline.NewRecorder(enc, 4096)
-	}
-	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
-	if err != nil {
-		r.closeRecorder()
-		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
-	}
-	r.srv = srv
-	if enc != nil {
-		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
-			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
-		// The Recorder has not been handed a record yet, so writing the
-		// meta record through the encoder first keeps it first.
-		if err := enc.EncodeMeta(meta); err != nil {
-			r.closeRecorder()
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
-		}
 	}
 
 	var l net.Listener
@@ -254,19 +285,17 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	} else {
 		l, err = net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			r.closeRecorder()
 			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
 		}
 	}
+	l = &countingListener{Listener: l, errs: &r.dialErrors}
 	r.base = "http://" + l.Addr().String()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
+	if _, ok := r.subj.(subjects.Program); !ok {
+		r.slots = make([]slot, sc.Fleet.Clients)
+	}
 	r.tr = &http.Transport{
 		Proxy:                 nil, // loopback only, whatever the environment says
-		DialContext:           dial,
+		DialContext:           r.countDials(dial),
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
 		MaxConnsPerHost:       connCap(opts.MaxConns, sc.Fleet.Clients, opts.Virtual, openFileLimit()),
@@ -275,53 +304,150 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		ResponseHeaderTimeout: 0,
 	}
 
-	runCtx, cancel := context.WithTimeout(ctx, sc.Duration)
-	defer cancel()
+	// An exec fleet starts every process first and opens the scenario
+	// only when all are ready (the start barrier): time zero is then.
+	var pf *programFleet
+	if prog, ok := r.subj.(subjects.Program); ok {
+		pf = r.startPrograms(ctx, prog, l)
+		l = pf.gate
+	}
+	r.start = opts.Start
+	if r.start.IsZero() || pf != nil {
+		r.start = time.Now()
+	}
+	if pf != nil {
+		pf.open(r)
+	}
+
+	if enc != nil {
+		r.rec = timeline.NewRecorder(enc, 4096)
+	}
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
+	if err != nil {
+		r.abortPrograms(pf)
+		l.Close()
+		r.closeRecorder()
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	r.srv = srv
+	if enc != nil {
+		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
+			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
+		// The Recorder has not been handed a record yet, so writing the
+		// meta record through the encoder first keeps it first.
+		if err := enc.EncodeMeta(meta); err != nil {
+			r.abortPrograms(pf)
+			l.Close()
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, err)
+		}
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+
+	// The run stops at its duration cap, on ctx (a signal), or at the
+	// first timeline write error, whichever comes first.
+	r.capAt = r.start.Add(sc.Duration)
+	capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)
+	defer capCancel()
+	runCtx, stop := context.WithCancelCause(capCtx)
+	defer stop(nil)
+	if r.rec != nil {
+		go func() {
+			select {
+			case <-r.rec.Failed():
+				stop(errWriteFailed)
+			case <-runCtx.Done():
+			}
+		}()
+	}
 
 	stopProgress := r.progress()
-	r.fleet(runCtx)
-	elapsed := time.Since(r.start)
-	stopped := StoppedDone
-	switch {
-	case ctx.Err() != nil:
-		stopped = StoppedCanceled
-	case runCtx.Err() != nil && r.done.Load() < r.total:
-		stopped = StoppedDuration
+	if pf != nil {
+		pf.wait(runCtx, r)
+	} else {
+		r.fleet(runCtx)
 	}
-	cancel()
-
-	// Shut down: idle connections first, then the server, which releases
-	// hanging requests and waits for the active ones.
-	r.tr.CloseIdleConnections()
+	stoppedAt := r.since()
+	elapsed := time.Since(r.start)
+	// From here no client writes an outcome: requests still in flight are
+	// recorded canceled, whether or not their goroutines have run since
+	// the run stopped (with 100,000 clients they may not for seconds).
+	pending := r.seal()
+	// Then the fleet's calls are canceled (if the cap's timer has not done
+	// it already), the stub's listener is closed (a call that fails and
+	// retries is refused at once), and the server releases hanging requests
+	// and waits for the active ones.
+	stop(nil)
+	l.Close()
 	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	shErr := srv.Shutdown(shCtx)
 	shCancel()
+	end := timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
+	stopped := StoppedDone
+	switch {
+	case r.rec != nil && r.rec.Err() != nil:
+		stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+		end.Errors = append(end.Errors, r.rec.Err().Error())
+	case ctx.Err() != nil:
+		stopped, end.Reason = StoppedCanceled, timeline.EndInterrupted
+		var in *Interrupt
+		if errors.As(context.Cause(ctx), &in) {
+			end.Signal = in.Signal
+		}
+	case r.inFlight.Load() > 0 || r.done.Load() < r.total:
+		// The cap, whether or not its context has noticed yet.
+		stopped, end.Reason = StoppedDuration, timeline.EndDuration
+	}
+
 	<-served
 	r.tr.CloseIdleConnections()
 	stopProgress()
+
+	end.InFlight = r.inFlight.Load() + r.dropped.Load()
+	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
+	end.DialErrors = r.dialErrors.Load()
+	end.FleetReady = r.fleetReady.Load()
+	if pf != nil {
+		end.FleetReady = pf.readyAt
+	}
+	r.errMu.Lock()
+	end.Errors = append(end.Errors, r.harnessErrs...)
+	r.errMu.Unlock()
+	if shErr != nil {
+		end.Errors = append(end.Errors, shErr.Error())
+	}
 	recErr := r.closeRecorder()
 	if enc != nil && recErr == nil {
-		// The end record says how the run stopped; a timeline without one
-		// was killed or cut short.
-		end := &timeline.End{At: int64(elapsed), Reason: timeline.EndCompleted,
-			InFlight: r.results[resultIndex(timeline.ResultCanceled)].Load(), Unstarted: r.total - r.done.Load()}
-		switch stopped {
-		case StoppedCanceled:
-			end.Reason, end.Signal = timeline.EndInterrupted, "interrupt"
-		case StoppedDuration:
-			end.Reason = timeline.EndDuration
+		// The recorder is closed: the encoder is the runner's again.
+		for i := range pending {
+			if recErr = enc.EncodeOutcome(&pending[i]); recErr != nil {
+				break
+			}
 		}
-		if recErr = enc.EncodeEnd(end); recErr == nil {
+		if recErr == nil {
+			recErr = enc.EncodeEnd(&end)
+		}
+		if recErr == nil {
 			recErr = enc.Flush()
 		}
+		if recErr != nil && end.Reason != timeline.EndWriteError {
+			stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+			end.Errors = append(end.Errors, recErr.Error())
+		}
 	}
+
+	flushed := time.Since(r.start)
 
 	st := srv.Stats()
 	sum = &Summary{
 		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Stopped: stopped, StartLateness: r.late.summary(),
+		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: r.late.summary(),
 		TimelinePath: opts.TimelinePath,
 	}
 	for i := range r.results {
@@ -333,12 +459,153 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		sum.TimelineBytes = cw.n
 	}
 	if recErr != nil {
-		return sum, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, recErr)
+		return sum, &TimelineError{Path: opts.TimelinePath, Err: recErr}
 	}
 	if shErr != nil {
 		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
 	}
 	return sum, nil
+}
+
+var (
+	errDurationCap = errors.New("the run's duration cap passed")
+	errWriteFailed = errors.New("writing the timeline failed")
+)
+
+// TimelineError is Run's error when the timeline could not be written:
+// the run stopped at the first write error.
+type TimelineError struct {
+	Path string // RunOptions.TimelinePath ("" when not given)
+	Err  error
+}
+
+func (e *TimelineError) Error() string {
+	if e.Path == "" {
+		return "timeline: " + e.Err.Error()
+	}
+	return e.Path + ": " + e.Err.Error()
+}
+
+func (e *TimelineError) Unwrap() error { return e.Err }
+
+// slot is one goroutine client's logical request in flight. A goroutine
+// client claims the right to write each outcome from its slot, and seal
+// takes the slots of requests still in flight and records them canceled
+// itself, at once, without waiting for (possibly 100,000) client
+// goroutines to be scheduled. The slot is lock-free: with 100,000
+// goroutines competing for the CPU, seal must never wait for a client
+// that was preempted holding a lock.
+type slot struct {
+	state atomic.Int32 // slotIdle, slotActive, slotTaken, slotClosed
+	out   timeline.Outcome
+}
+
+const (
+	slotIdle   = iota // no request in flight
+	slotActive        // a request in flight; out describes it
+	slotTaken         // seal recorded the request in flight canceled
+	slotClosed        // seal found the slot idle: start nothing more
+)
+
+// begin marks o in flight; false when the run is sealed (start nothing).
+func (s *slot) begin(o *timeline.Outcome) bool {
+	s.out = *o // only the client touches out while the slot is idle
+	return s.state.CompareAndSwap(slotIdle, slotActive)
+}
+
+// end records o, the outcome of the request in flight; false when seal
+// already recorded it canceled (the client must stop).
+func (s *slot) end(r *runner, o *timeline.Outcome) bool {
+	// Counted before the claim, so that seal, which waits for writing to
+	// drop to zero after its pass, never closes the recorder under a
+	// write it let through.
+	r.writing.Add(1)
+	defer r.writing.Add(-1)
+	if !s.state.CompareAndSwap(slotActive, slotIdle) {
+		return false
+	}
+	r.finish(o)
+	return true
+}
+
+// seal stops the fleet for good: no request starts after it, and every
+// goroutine client's request still in flight gets a "canceled" outcome,
+// counted now and returned for the caller to write once the recorder is
+// closed (straight to the encoder: no goroutine but the caller's need be
+// scheduled). It then waits for the outcome writes clients claimed before
+// it; after it returns no goroutine client writes an outcome.
+func (r *runner) seal() []timeline.Outcome {
+	r.sealed.Store(true)
+	now := r.since()
+	var pending []timeline.Outcome
+	for i := range r.slots {
+		s := &r.slots[i]
+		for {
+			if s.state.CompareAndSwap(slotIdle, slotClosed) {
+				break
+			}
+			if s.state.CompareAndSwap(slotActive, slotTaken) {
+				o := s.out
+				o.End, o.Result, o.Error = max(now, o.Start), timeline.ResultCanceled, "the run stopped"
+				r.count(&o)
+				pending = append(pending, o)
+				break
+			}
+			// The client moved between idle and active: look again.
+		}
+	}
+	for r.writing.Load() > 0 {
+		time.Sleep(time.Millisecond) // writers wait for the recorder, which drains
+	}
+	return pending
+}
+
+// harnessError records a harness problem for the end record.
+func (r *runner) harnessError(msg string) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if len(r.harnessErrs) < 20 {
+		r.harnessErrs = append(r.harnessErrs, msg)
+	}
+}
+
+// countDials wraps dial to count the harness's own dial failures (not
+// those of a canceled request).
+func (r *runner) countDials(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			if ctx.Err() == nil && !r.sealed.Load() {
+				r.dialErrors.Add(1)
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// countingListener counts Accept errors (descriptor exhaustion, EMFILE,
+// above all) other than the listener being closed.
+type countingListener struct {
+	net.Listener
+	errs *atomic.Int64
+	once sync.Once
+}
+
+// Close closes the listener once: the runner closes it when the run stops
+// and the stub's shutdown closes it again, which must not be an error.
+func (l *countingListener) Close() error {
+	var err error
+	l.once.Do(func() { err = l.Listener.Close() })
+	return err
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		l.errs.Add(1)
+	}
+	return c, err
 }
 
 // connCap is the transport's MaxConnsPerHost: the requested cap, or in
@@ -404,11 +671,24 @@ func (r *runner) snapshot() Progress {
 func (r *runner) since() int64 { return int64(time.Since(r.start)) }
 
 // fleet starts every client at its arrival instant and waits for all.
+//
+// The launching runs on a goroutine of its own and the caller only waits:
+// a launcher busy starting 100,000 goroutines gets a small share of the
+// CPU, and the caller's wait must end at the cap whatever it is doing.
 func (r *runner) fleet(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.launch(ctx, &wg)
+	}()
+	r.waitFleet(ctx, &wg)
+}
+
+// launch starts every client at its arrival instant, until ctx ends.
+func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 	sc := r.sc
 	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
-	var wg sync.WaitGroup
-	prog, isProgram := r.subj.(subjects.Program)
 	for i := range sc.Fleet.Clients {
 		at := arrivals.next() + time.Duration(i)*r.opts.Stagger
 		if d := at - time.Since(r.start); d > 0 {
@@ -416,25 +696,47 @@ func (r *runner) fleet(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				wg.Wait()
 				return
 			case <-t.C:
 			}
 		}
-		if ctx.Err() != nil {
-			break
+		if ctx.Err() != nil || r.sealed.Load() {
+			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if isProgram {
-				r.program(ctx, prog, i, at)
-			} else {
-				r.client(ctx, i, at)
-			}
+			r.client(ctx, i, at)
 		}()
 	}
-	wg.Wait()
+	// Every client has been launched (at least 1: 0 means unknown).
+	r.fleetReady.Store(max(1, r.since()))
+}
+
+// fleetGrace bounds how long an exec fleet may take to wind down once the
+// run has stopped (on top of exec's 1 s WaitDelay); processes still running
+// after it are left behind, their requests in flight.
+const fleetGrace = StopGrace / 2
+
+// waitFleet waits for the fleet's goroutines until the run stops (ctx
+// ends, or the cap passes): seal then records what is still in flight,
+// whether or not its goroutine has been scheduled since.
+func (r *runner) waitFleet(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	// A timer of our own for the cap, not ctx's: the goroutine a timed
+	// context cancels from can be scheduled late when 100,000 clients
+	// compete for the CPU, while this one is readied by the timer itself.
+	hard := time.NewTimer(time.Until(r.capAt))
+	defer hard.Stop()
+	select {
+	case <-done:
+	case <-hard.C:
+	case <-ctx.Done():
+	}
 }
 
 // result is what one call of a Caller came to.
@@ -493,6 +795,10 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			Start:     r.since(),
 		}
 		r.late.add(out.Start - out.Scheduled)
+		slot := &r.slots[id]
+		if !slot.begin(&out) {
+			return
+		}
 		if w == nil {
 			w = r.newWorker(ctx, caller)
 		}
@@ -502,7 +808,15 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			w = nil
 		}
 		out.End, out.Result, out.Status, out.Attempts, out.Error = res.end, res.result, res.status, res.attempts, res.err
-		r.finish(&out)
+		if out.Result == timeline.ResultCanceled && ctx.Err() != nil {
+			// The run stopped: the slot stays active and seal records it
+			// canceled. Writing it here would queue up to 100,000 outcomes
+			// on the recorder at once, and seal would wait for them.
+			return
+		}
+		if !slot.end(r, &out) {
+			return // the run stopped: seal recorded it canceled
+		}
 		scheduled = out.End + int64(sc.Fleet.Think)
 	}
 }
@@ -578,6 +892,10 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	select {
 	case res := <-w.results:
 		w.watchdog.Stop()
+		if w.ctx.Err() != nil && res.result != timeline.ResultOK {
+			// The run's stop, not the library, ended this call.
+			return result{result: timeline.ResultCanceled, end: res.end, err: "the run stopped"}, true
+		}
 		return res, true
 	case <-w.watchdog.C:
 		return result{result: timeline.ResultHung, end: r.since(),
@@ -585,71 +903,30 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	case <-w.ctx.Done():
 		w.watchdog.Stop()
 		w.cancel()
-		// Give the caller a moment to return on its own: a request that
-		// ends with the run is canceled unless it succeeded.
-		t := time.NewTimer(100 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case res := <-w.results:
-			if res.result == timeline.ResultOK {
-				return res, true
-			}
-		case <-t.C:
-		}
+		// The run stopped (seal has recorded this request canceled).
 		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}, false
 	}
 }
 
+// finish records o. Goroutine clients call it once their slot has let them
+// (see slot), exec fleets from the runner's goroutine before seal.
 func (r *runner) finish(o *timeline.Outcome) {
 	if r.rec != nil {
 		r.rec.Outcome(o)
 	}
-	r.results[resultIndex(o.Result)].Add(1)
-	r.done.Add(1)
+	r.count(o)
 }
 
-// program runs an exec subject as one simulated client: one process for
-// all its requests; outcomes come from its output lines.
-func (r *runner) program(ctx context.Context, prog subjects.Program, id int, at time.Duration) {
-	sc := r.sc
-	clientID := strconv.Itoa(id)
-	start := r.since()
-	r.late.add(start - int64(at))
-	pctx, cancel := context.WithTimeout(ctx, sc.Fleet.Timeout*time.Duration(sc.Fleet.Requests))
-	defer cancel()
-	base := r.base + strings.TrimSuffix(stubserver.RequestPath(id, 0), "/r/0")
-	lines, err := prog.Run(pctx, base, id, sc.Fleet.Requests, nil)
-	end := r.since()
-	seen := make([]bool, sc.Fleet.Requests)
-	for _, l := range lines {
-		seq := l.Seq()
-		if seq < 0 || seq >= len(seen) || seen[seq] {
-			continue
-		}
-		seen[seq] = true
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
-			Scheduled: int64(at), Start: start, End: end, Result: l.Result()}
-		if !l.OK {
-			o.Error = l.Reason
-		}
-		r.finish(&o)
+// count adds o to the run's totals.
+func (r *runner) count(o *timeline.Outcome) {
+	if o.Result == timeline.ResultCanceled {
+		r.inFlight.Add(1)
 	}
-	for seq, ok := range seen {
-		if ok {
-			continue
-		}
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
-			Scheduled: int64(at), Start: start, End: end, Result: timeline.ResultError, Error: "the program printed no line for it"}
-		switch {
-		case ctx.Err() != nil:
-			o.Result, o.Error = timeline.ResultCanceled, "the run stopped"
-		case pctx.Err() != nil:
-			o.Result, o.Error = timeline.ResultHung, "the program did not finish within requests × the fleet timeout"
-		case err != nil:
-			o.Error = err.Error()
-		}
-		r.finish(&o)
+	if o.Harness {
+		r.harness.Add(1)
 	}
+	r.results[resultIndex(o.Result)].Add(1)
+	r.done.Add(1)
 }
 
 // arrivals yields the fleet's start instants in order.

@@ -366,7 +366,7 @@ done`}}
 	}
 	for _, o := range outs {
 		if !keys[o.Key] {
-			t.Errorf("outcome key %q has no attempt; attempt keys %v", o.Key, keys)
+			t.Errorf("outcome %+v has no attempt; attempt keys %v", o, keys)
 		}
 	}
 }

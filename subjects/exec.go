@@ -36,6 +36,8 @@ var ErrProgramOutput = errors.New("subjects: bad program output")
 // and it must request $RETRYLAB_BASE_URL/r/0 … /r/N-1 (retrying as its
 // library does) and print one line per logical request on stdout: "ok
 // PATH" or "fail PATH REASON". The server's timeline records its attempts.
+// It may first print ReadyLine ("ready") once it can send; the runner
+// opens the scenario when every process is ready (see RunReady).
 //
 // A Program runs in real time only: it talks to the stub over real TCP, so
 // a virtual-time run refuses it (see CheckVirtual). The zero Program has
@@ -166,17 +168,94 @@ func clip(s string) string {
 // maxLine bounds one output line; longer lines are a protocol error.
 const maxLine = 64 << 10
 
+// ReadyLine is the line a program may print on stdout, before its result
+// lines, once it is ready to send (its runtime loaded, its client built).
+// An exec fleet opens the scenario only when every program is ready: it
+// printed this line, sent its first request, exited, or a bounded wait
+// passed. Programs that never print it keep working.
+const ReadyLine = "ready"
+
+// ProgramError is the error of a Program run that did not go by the
+// protocol: each field that is set is one thing that went wrong. Run
+// returns it (as error) together with the lines it could parse.
+type ProgramError struct {
+	Path string // the program
+	// Start is why the program could not be started (nothing else is set).
+	Start error
+	// Output is the first line outside the protocol (it wraps
+	// ErrProgramOutput and names the line); BadLine is that line, clipped
+	// ("" when the fault was too many lines).
+	Output  error
+	BadLine string
+	// Read is a failure reading the program's stdout.
+	Read error
+	// ExitCode is the program's non-zero exit status (-1: killed by a
+	// signal), 0 when it exited cleanly.
+	ExitCode int
+	// Killed is non-nil when the program was killed at its deadline or
+	// because ctx ended: the cause.
+	Killed error
+	// Wait is the error exec.Cmd.Wait returned, Stderr the last 1 KiB of
+	// the program's stderr.
+	Wait   error
+	Stderr string
+}
+
+func (e *ProgramError) Error() string {
+	var parts []string
+	if e.Start != nil {
+		parts = append(parts, fmt.Sprintf("subjects: exec %s: could not start: %v", e.Path, e.Start))
+	}
+	if e.Output != nil {
+		parts = append(parts, e.Output.Error())
+	}
+	if e.Read != nil {
+		parts = append(parts, fmt.Sprintf("subjects: exec %s: reading stdout: %v", e.Path, e.Read))
+	}
+	if e.Wait != nil {
+		msg := fmt.Sprintf("subjects: exec %s: %v", e.Path, e.Wait)
+		if e.Killed != nil {
+			msg = fmt.Sprintf("subjects: exec %s: killed: %v", e.Path, e.Killed)
+		}
+		if tail := strings.TrimSpace(e.Stderr); tail != "" {
+			msg += "; stderr: " + tail
+		}
+		parts = append(parts, msg)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Unwrap returns the errors behind e (ErrProgramOutput among them when the
+// program broke the line protocol).
+func (e *ProgramError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Start, e.Output, e.Read, e.Wait} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 // Run runs the program as client number client of a run whose client base
 // URL is baseURL (ending in /c/{client}), for requests logical requests.
 // env is added to the environment after p.Env. It returns the lines parsed,
-// in order, even when it also returns an error: the process failed
-// (non-zero exit, killed at the deadline or when ctx ended) or printed a
-// line outside the protocol (the error wraps ErrProgramOutput and names
-// the line). At most requests lines are kept; more is an error. The last
-// 1 KiB of the program's stderr is quoted in a process error.
+// in order, even when it also returns an error, a *ProgramError: the
+// process could not start, failed (non-zero exit, killed at the deadline or
+// when ctx ended) or printed a line outside the protocol (the error wraps
+// ErrProgramOutput and names the line). At most requests lines are kept;
+// more is an error. The last 1 KiB of the program's stderr is quoted in a
+// process error.
 func (p Program) Run(ctx context.Context, baseURL string, client, requests int, env []string) ([]ProgramLine, error) {
+	return p.RunReady(ctx, baseURL, client, requests, env, nil)
+}
+
+// RunReady is Run that also calls ready (when not nil), at most once and
+// from Run's goroutine, when the program prints ReadyLine before any
+// result line. A ReadyLine after a result line is a protocol error.
+func (p Program) RunReady(ctx context.Context, baseURL string, client, requests int, env []string, ready func()) ([]ProgramLine, error) {
 	if p.Path == "" {
-		return nil, errors.New("subjects: exec: no program to run")
+		return nil, &ProgramError{Start: errors.New("no program to run")}
 	}
 	timeout := p.Timeout
 	if timeout <= 0 {
@@ -197,49 +276,64 @@ func (p Program) Run(ctx context.Context, baseURL string, client, requests int, 
 	cmd.WaitDelay = time.Second // children that escaped the kill may hold the pipes open
 	stderr := &tailBuffer{max: 1 << 10}
 	cmd.Stderr = stderr
+	perr := &ProgramError{Path: p.Path}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("subjects: exec %s: %w", p.Path, err)
+		perr.Start = err
+		return nil, perr
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("subjects: exec %s: %w", p.Path, err)
+		perr.Start = err
+		return nil, perr
 	}
 
 	var lines []ProgramLine
-	var errs []error
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 4096), maxLine)
 	for n := 1; sc.Scan(); n++ {
-		l, err := ParseProgramLine(sc.Text())
+		text := sc.Text()
+		if strings.TrimSpace(text) == ReadyLine && len(lines) == 0 && perr.Output == nil {
+			if ready != nil {
+				ready()
+				ready = nil
+			}
+			continue
+		}
+		l, err := ParseProgramLine(text)
 		switch {
 		case err != nil:
-			if len(errs) == 0 {
-				errs = append(errs, fmt.Errorf("subjects: exec %s: stdout line %d: %w", p.Path, n, err))
+			if perr.Output == nil {
+				perr.Output = fmt.Errorf("subjects: exec %s: stdout line %d: %w", p.Path, n, err)
+				perr.BadLine = clip(strings.TrimSuffix(text, "\r"))
 			}
 		case len(lines) >= requests:
-			if len(errs) == 0 {
-				errs = append(errs, fmt.Errorf("subjects: exec %s: stdout line %d: %w: more lines than the %d requests",
-					p.Path, n, ErrProgramOutput, requests))
+			if perr.Output == nil {
+				perr.Output = fmt.Errorf("subjects: exec %s: stdout line %d: %w: more lines than the %d requests",
+					p.Path, n, ErrProgramOutput, requests)
 			}
 		default:
 			lines = append(lines, l)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("subjects: exec %s: reading stdout: %w", p.Path, err))
+		perr.Read = err
 		cancel() // stop the program: its output can no longer be read
 	}
 	if err := cmd.Wait(); err != nil {
-		msg := fmt.Sprintf("subjects: exec %s: %v", p.Path, err)
+		perr.Wait = err
+		perr.Stderr = stderr.String()
 		if ctx.Err() != nil {
-			msg = fmt.Sprintf("subjects: exec %s: killed: %v", p.Path, context.Cause(ctx))
+			perr.Killed = context.Cause(ctx)
 		}
-		if tail := strings.TrimSpace(stderr.String()); tail != "" {
-			msg += "; stderr: " + tail
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			perr.ExitCode = ee.ExitCode()
 		}
-		errs = append(errs, errors.New(msg))
 	}
-	return lines, errors.Join(errs...)
+	if perr.Output == nil && perr.Read == nil && perr.Wait == nil {
+		return lines, nil
+	}
+	return lines, perr
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -236,3 +236,42 @@ func TestProgramKillsChildren(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// RunReady reports the ready line once, before the results, and keeps it
+// out of the lines; a ready line after a result is a protocol error.
+func TestProgramRunReady(t *testing.T) {
+	needSh(t)
+	p := Program{Path: "sh", Args: []string{"-c", `echo ready; echo ready; echo "ok /r/0"`}}
+	calls := 0
+	lines, err := p.RunReady(context.Background(), "http://127.0.0.1:9/c/1", 1, 1, nil, func() { calls++ })
+	if err != nil || calls != 1 || len(lines) != 1 || !lines[0].OK {
+		t.Errorf("RunReady = %+v, %v, %d ready calls; want one ok line, nil, 1 call", lines, err, calls)
+	}
+	p = Program{Path: "sh", Args: []string{"-c", `echo "ok /r/0"; echo ready`}}
+	_, err = p.RunReady(context.Background(), "http://127.0.0.1:9/c/1", 1, 2, nil, func() { t.Error("ready after a result line") })
+	var pe *ProgramError
+	if !errors.As(err, &pe) || pe.BadLine != "ready" || !errors.Is(err, ErrProgramOutput) {
+		t.Errorf("ready after a result: %v; want a ProgramError with BadLine ready", err)
+	}
+}
+
+// ProgramError says what went wrong in fields the runner can tell apart.
+func TestProgramErrorFields(t *testing.T) {
+	needSh(t)
+	_, err := Program{Path: "/nonexistent/prog"}.Run(context.Background(), "http://127.0.0.1:9/c/1", 1, 1, nil)
+	var pe *ProgramError
+	if !errors.As(err, &pe) || pe.Start == nil || !strings.Contains(err.Error(), "could not start") {
+		t.Errorf("nonexistent program: %v; want a ProgramError with Start set", err)
+	}
+	_, err = Program{Path: "sh", Args: []string{"-c", `echo hello; exit 3`}}.Run(context.Background(), "http://127.0.0.1:9/c/1", 1, 1, nil)
+	if !errors.As(err, &pe) || pe.BadLine != "hello" || pe.ExitCode != 3 || pe.Killed != nil {
+		t.Errorf("hello, exit 3: %+v; want BadLine hello, ExitCode 3, not killed", pe)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("the watchdog")
+	time.AfterFunc(100*time.Millisecond, func() { cancel(cause) })
+	_, err = Program{Path: "sh", Args: []string{"-c", `exec sleep 30`}}.Run(ctx, "http://127.0.0.1:9/c/1", 1, 1, nil)
+	if !errors.As(err, &pe) || !errors.Is(pe.Killed, cause) {
+		t.Errorf("killed: %+v; want Killed = the context's cause", pe)
+	}
+}

@@ -21,6 +21,9 @@ func cmdAnalyze(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWritable("", vf.files()); err != nil {
+		return err
+	}
 	v, err := analyzeFile(path, opts)
 	if err != nil {
 		return err

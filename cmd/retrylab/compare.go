@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/reports"
+	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -39,7 +40,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	if seeds < 1 || seeds > 100 {
 		return usagef("--seeds must be between 1 and 100, got %d", seeds)
 	}
-	if err := o.validate(); err != nil {
+	if err := o.validate(fs.Changed); err != nil {
 		return err
 	}
 	aopts, err := o.verdict.options()
@@ -57,7 +58,13 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	dir := filepath.Join(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
+	if err := checkWritable(o.out, nil); err != nil {
+		return err
+	}
+	dir, err := scenarios.NewRunDir(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
 	var entries []reports.CompareEntry
 	for i, subj := range subjs {
 		for k := 0; k < seeds; k++ {
@@ -66,8 +73,18 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			}
 			ro := o
 			ro.seed = o.seed + int64(k)
-			sub := fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed)
-			sum, err := runOnce(ctx, e, sc, subj, ro, filepath.Join(dir, sub))
+			runDir, err := scenarios.NewRunDir(dir, fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed))
+			if err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			sub := filepath.Base(runDir)
+			sum, err := runOnce(ctx, e, sc, subj, ro, runDir)
+			if sum != nil {
+				printHarness(e.stderr, sum)
+				for _, f := range harnessFacts(sum) {
+					fmt.Fprintf(e.stderr, "retrylab: %s seed %d: %s\n", names[i], ro.seed, f)
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -77,7 +94,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			}
 			entry := reports.CompareEntry{Subject: names[i], Seed: ro.seed, Verdict: v, Timeline: sum.TimelinePath}
 			if !o.noReport {
-				rep, err := reports.Write(filepath.Join(dir, sub), sum.TimelinePath, v, reports.Options{})
+				rep, err := reports.Write(runDir, sum.TimelinePath, v, reports.Options{})
 				if err != nil {
 					return fmt.Errorf("report: %w", err)
 				}
@@ -115,6 +132,11 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// passWord is the word compare prints for one run's verdict. The ranking
+// (reports.Compare: Ranked.Pass, compareRanked) and this word must agree:
+// a run whose verdict is not a pass is never shown as PASS. When the
+// analyzer's Verdict.Status (with INCONCLUSIVE) lands, this and
+// passWordBool's callers are where it is wired.
 func passWord(v *analyzer.Verdict) string { return passWordBool(v.Pass) }
 
 func passWordBool(ok bool) string {

@@ -14,8 +14,10 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
+	"github.com/retrylab/retrylab/scenarios"
 	"github.com/spf13/pflag"
 )
 
@@ -23,10 +25,49 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// notifySignals returns a context canceled at the first SIGINT or SIGTERM
+// with the cause *scenarios.Interrupt naming the signal, so that a run
+// records which one stopped it. A second signal takes its default action
+// (the process dies at once, without flushing). stop releases the
+// signals.
+func notifySignals(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			cancel(&scenarios.Interrupt{Signal: signalName(s)})
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			close(done)
+			signal.Stop(ch)
+			cancel(nil)
+		})
+	}
+}
+
+// signalName is the conventional name of s ("SIGINT", "SIGTERM").
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 // Exit statuses.

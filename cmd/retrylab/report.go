@@ -32,6 +32,9 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWritable(out, nil); err != nil {
+		return err
+	}
 	v, err := analyzeFile(path, opts)
 	if err != nil {
 		return err

@@ -42,28 +42,75 @@ func (o *runOptions) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&o.subject, "subject", "", "library under test: a name from 'retrylab subjects', or exec:COMMAND (default: the scenario's, else retrylab)")
-	fs.IntVar(&o.clients, "clients", 0, "simulated clients (default: the scenario's)")
-	fs.IntVar(&o.requests, "requests", 0, "logical requests per client (default: the scenario's)")
+	fs.IntVar(&o.clients, "clients", 0, "simulated clients, at least 1 (default: the scenario's)")
+	fs.IntVar(&o.requests, "requests", 0, "logical requests per client, at least 1 (default: the scenario's)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for arrivals, jitter sources and the stub's draws")
-	fs.DurationVar(&o.duration, "duration", 0, "hard cap on the run (default: the scenario's)")
+	fs.DurationVar(&o.duration, "duration", 0, "hard cap on the run, above 0 (default: the scenario's); requests in flight then become canceled")
 	fs.StringVar(&o.out, "out", "out", "write the run's directory under `DIR`")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bars")
 	fs.BoolVar(&o.noReport, "no-report", false, "skip the HTML report and plots")
 }
 
-// validate checks the flags that scenario loading does not.
-func (o *runOptions) validate() error {
+// validate checks the flags that scenario loading does not. set reports
+// whether a flag was given: an explicit 0 is refused rather than read as
+// "the scenario's value".
+func (o *runOptions) validate(set func(name string) bool) error {
 	switch {
-	case o.clients < 0 || o.clients > scenarios.MaxClients:
-		return usagef("--clients must be between 1 and %d, got %d", scenarios.MaxClients, o.clients)
-	case o.requests < 0 || o.requests > scenarios.MaxRequests:
-		return usagef("--requests must be between 1 and %d, got %d", scenarios.MaxRequests, o.requests)
-	case o.duration < 0 || o.duration > scenarios.MaxDuration:
-		return usagef("--duration must be between 0 and %v, got %v", scenarios.MaxDuration, o.duration)
+	case o.clients < 0 || o.clients > scenarios.MaxClients || (o.clients == 0 && set("clients")):
+		return usagef("--clients must be between 1 and %d, got %d (omit it for the scenario's)", scenarios.MaxClients, o.clients)
+	case o.requests < 0 || o.requests > scenarios.MaxRequests || (o.requests == 0 && set("requests")):
+		return usagef("--requests must be between 1 and %d, got %d (omit it for the scenario's)", scenarios.MaxRequests, o.requests)
+	case o.duration < 0 || o.duration > scenarios.MaxDuration || (o.duration == 0 && set("duration")):
+		return usagef("--duration must be above 0 and at most %v, got %v (omit it for the scenario's)", scenarios.MaxDuration, o.duration)
 	case o.out == "":
 		return usagef("--out must name a directory")
 	}
 	return nil
+}
+
+// checkWritable finds out, before a run starts, whether the output files
+// and directories the flags name can be written: a run must not be spent
+// and then lost to a typo. Missing parent directories are created, as the
+// writes would. Errors are bad input naming the flag.
+func checkWritable(outDir string, files map[string]string) error {
+	if outDir != "" {
+		if err := probeDir(outDir); err != nil {
+			return usagef("--out %s: %v", outDir, err)
+		}
+	}
+	flags := make([]string, 0, len(files))
+	for f := range files {
+		flags = append(flags, f)
+	}
+	sort.Strings(flags)
+	for _, flag := range flags {
+		path := files[flag]
+		if path == "" {
+			continue
+		}
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return usagef("%s %s: is a directory", flag, path)
+		}
+		if err := probeDir(filepath.Dir(path)); err != nil {
+			return usagef("%s %s: %v", flag, path, err)
+		}
+	}
+	return nil
+}
+
+// probeDir creates dir if needed and checks that a file can be created in
+// it.
+func probeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".retrylab-probe*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // resolveRun loads the scenario and the subject the flags name.
@@ -97,7 +144,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("run takes one scenario (a built-in name or a file), got %d arguments", fs.NArg())
 	}
-	if err := o.validate(); err != nil {
+	if err := o.validate(fs.Changed); err != nil {
 		return err
 	}
 	aopts, err := o.verdict.options()
@@ -108,13 +155,22 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWritable(o.out, o.verdict.files()); err != nil {
+		return err
+	}
 
-	dir := filepath.Join(o.out, fmt.Sprintf("%s-%s-%s", sc.Name, safeName(subj.Name()), time.Now().Format("20060102-150405")))
+	dir, err := scenarios.NewRunDir(o.out, fmt.Sprintf("%s-%s-%s", sc.Name, safeName(subj.Name()), time.Now().Format("20060102-150405")))
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
 	sum, err := runOnce(ctx, e, sc, subj, o, dir)
+	if sum != nil {
+		printSummary(e.stdout, sum)
+		printHarness(e.stderr, sum)
+	}
 	if err != nil {
 		return err
 	}
-	printSummary(e.stdout, sum)
 
 	v, err := analyzeFile(sum.TimelinePath, aopts)
 	if err != nil {
@@ -136,15 +192,15 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	return verdictErr(v)
 }
 
-// runOnce plays one scenario into dir/timeline.ndjson with progress bars
-// when stderr is a terminal. A run stopped by ctx (SIGINT) still flushes
-// its timeline and returns its summary.
+// runOnce plays one scenario into dir/timeline.ndjson (dir was made for
+// this run by scenarios.NewRunDir) with progress bars when stderr is a
+// terminal. A run stopped by ctx (SIGINT) still flushes its timeline and
+// returns its summary. When the timeline could not be written the run
+// stopped at the first write error: runOnce returns the summary and an
+// error naming the file (exit 3).
 func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*scenarios.Summary, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
-	}
 	path := filepath.Join(dir, "timeline.ndjson")
-	f, err := os.Create(path)
+	f, err := createTimeline(path)
 	if err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
@@ -162,20 +218,33 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 	})
 	bars.finish()
 	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("timeline: %w", cerr)
+		err = &scenarios.TimelineError{Path: path, Err: cerr}
 	}
-	if err != nil {
-		if sum == nil {
-			return nil, err
-		}
+	var te *scenarios.TimelineError
+	switch {
+	case err == nil:
+	case sum == nil:
+		return nil, err
+	case errors.As(err, &te):
+		return sum, fmt.Errorf("the run stopped because its timeline could not be written: %w", err)
+	default:
 		fmt.Fprintf(e.stderr, "retrylab: %v\n", err)
 	}
 	return sum, nil
 }
 
-// analyzeFile judges the timeline at path; a missing or malformed file is
-// bad input naming it.
+// createTimeline creates a run's timeline file; it never opens one that
+// exists (another run's). Tests replace it to simulate a full disk.
+var createTimeline = func(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+}
+
+// analyzeFile judges the timeline at path; a missing or malformed file,
+// or a directory, is bad input naming it.
 func analyzeFile(path string, opts analyzer.Options) (*analyzer.Verdict, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, usagef("%s is a directory, not a timeline file (a run's is %s)", path, filepath.Join(path, "timeline.ndjson"))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, badInput(err)
@@ -207,9 +276,57 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 		stopped = "stopped at the duration cap"
 	case scenarios.StoppedCanceled:
 		stopped = "interrupted"
+		if s.End.Signal != "" {
+			stopped += " by " + s.End.Signal
+		}
+	case scenarios.StoppedWriteError:
+		stopped = "stopped: the timeline could not be written"
 	}
-	fmt.Fprintf(w, "  run time: %v (%s); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped, s.StartLateness.P50, s.StartLateness.P99)
+	fmt.Fprintf(w, "  run time: %v (%s; over at %v); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped,
+		s.Flushed.Round(time.Millisecond), s.StartLateness.P50, s.StartLateness.P99)
+	for _, f := range harnessFacts(s) {
+		fmt.Fprintf(w, "  harness: %s\n", f)
+	}
 	fmt.Fprintf(w, "  timeline: %s (%d bytes)\n\n", s.TimelinePath, s.TimelineBytes)
+}
+
+// harnessFacts are what a user must know about how the run was carried
+// out before reading its verdict: what was cut short, what the harness
+// itself failed at.
+func harnessFacts(s *scenarios.Summary) []string {
+	var facts []string
+	e := s.End
+	if e.InFlight > 0 || e.Unstarted > 0 {
+		facts = append(facts, fmt.Sprintf("%d logical requests in flight when the run stopped (canceled), %d never started", e.InFlight, e.Unstarted))
+	}
+	if e.DialErrors > 0 {
+		facts = append(facts, fmt.Sprintf("%d dial/accept errors on the harness's side of loopback (descriptor exhaustion?)", e.DialErrors))
+	}
+	if s.Harness > 0 {
+		facts = append(facts, fmt.Sprintf("%d logical requests failed in the subject's plumbing, not its retry logic", s.Harness))
+	}
+	for _, m := range e.Errors {
+		facts = append(facts, m)
+	}
+	return facts
+}
+
+// printHarness says on stderr, in one line, when the subject's plumbing
+// failed (an exec program that could not start, broke the line protocol,
+// exited non-zero or printed nothing), so it is not mistaken for the
+// library's behaviour.
+func printHarness(w io.Writer, s *scenarios.Summary) {
+	if s.Harness == 0 {
+		return
+	}
+	first := ""
+	for _, m := range s.End.Errors {
+		if msg, ok := strings.CutPrefix(m, "subject plumbing: "); ok {
+			first = ": " + msg
+			break
+		}
+	}
+	fmt.Fprintf(w, "retrylab: the subject's plumbing failed for %d of %d logical requests%s\n", s.Harness, s.Planned, first)
 }
 
 // safeName makes a subject name usable in a directory name.
@@ -281,4 +398,9 @@ func (b *progressBars) finish() {
 		b.bar.Abort(false)
 	}
 	b.p.Wait()
+}
+
+// files are the verdict files the flags name, by flag.
+func (v *verdictFlags) files() map[string]string {
+	return map[string]string{"--json": v.json, "--junit": v.junit, "--markdown": v.markdown}
 }

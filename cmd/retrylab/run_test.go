@@ -2,33 +2,33 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrylab/retrylab/scenarios"
 )
 
 // TestRunInterruptedKeepsEverything interrupts a run as SIGINT would: the
-// summary, the verdict and the report of what ran are still written, and a
-// verdict file that cannot be written does not cost the report.
+// summary (saying which signal, what was in flight), the verdict, the
+// --json file and the report of what ran are still written, and the
+// timeline ends with an end record naming the signal. (A --json path that
+// cannot be written is now refused before the run: see
+// TestUnwritableOutputsFoundBeforeRun.)
 func TestRunInterruptedKeepsEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real time")
 	}
 	out := t.TempDir()
-	blocker := filepath.Join(out, "file")
-	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"run", "testdata/tiny-outage.yaml", "--out", out, "--quiet",
-			"--json", filepath.Join(blocker, "v.json")}, &stdout, &stderr)
+			"--json", filepath.Join(out, "v.json")}, &stdout, &stderr)
 	}()
 
 	// Interrupt once the stub has recorded the first attempts.
@@ -49,18 +49,17 @@ func TestRunInterruptedKeepsEverything(t *testing.T) {
 			t.Fatal("no attempts recorded within 30 s")
 		}
 	}
-	cancel()
+	cancel(&scenarios.Interrupt{Signal: "SIGINT"})
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop after the interrupt")
 	}
-	var ue *usageError
-	if code := exitCode(err, &stderr); code != exitError || errors.As(err, &ue) {
-		t.Errorf("exit status %d (%v); want %d: the --json file could not be written", code, err, exitError)
+	if code := exitCode(err, &stderr); code == exitUsage || code == exitError {
+		t.Errorf("exit status %d (%v); want the verdict's", code, err)
 	}
-	for _, want := range []string{"interrupted", "retrylab verdict:", "report: "} {
+	for _, want := range []string{"interrupted by SIGINT", "harness: 5 logical requests in flight when the run stopped (canceled), 0 never started", "retrylab verdict:", "report: "} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
@@ -68,7 +67,16 @@ func TestRunInterruptedKeepsEverything(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(out, "tiny-outage-retrylab-*", "report.html")); len(m) != 1 {
 		t.Errorf("report.html of the interrupted run: %v; want one", m)
 	}
-	if !strings.Contains(stderr.String(), "--json") {
-		t.Errorf("stderr %q; want the --json error named", stderr.String())
+	if _, err := os.Stat(filepath.Join(out, "v.json")); err != nil {
+		t.Errorf("--json file of the interrupted run: %v", err)
+	}
+	m, _ := filepath.Glob(filepath.Join(out, "tiny-outage-retrylab-*", "timeline.ndjson"))
+	if len(m) == 1 {
+		b, _ := os.ReadFile(m[0])
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		last := lines[len(lines)-1]
+		if !strings.Contains(last, `"type":"end"`) || !strings.Contains(last, `"reason":"interrupted"`) || !strings.Contains(last, `"signal":"SIGINT"`) || !strings.Contains(last, `"in_flight":5`) {
+			t.Errorf("last timeline line %s; want the end record: interrupted by SIGINT, 5 in flight", last)
+		}
 	}
 }

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package scenarios
+
+import "net"
+
+// peekRequestLine cannot peek here: readiness then comes from the ready
+// line, the process's exit, or the barrier's timeout.
+func peekRequestLine(net.Conn) string { return "" }
