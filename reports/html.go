@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/internal/atomicfile"
 )
 
 //go:embed templates/*.tmpl
@@ -32,7 +33,7 @@ func writeHTML(path, name string, data any) error {
 	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
 		return fmt.Errorf("reports: rendering %s: %w", filepath.Base(path), err)
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteBytes(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("reports: %w", err)
 	}
 	return nil

@@ -102,7 +102,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 				entry.Report = filepath.Join(sub, reports.ReportFile)
 			}
 			entries = append(entries, entry)
-			line := fmt.Sprintf("%-20s seed %-3d %s", names[i], ro.seed, passWord(v))
+			line := fmt.Sprintf("%-20s seed %-3d %s", names[i], ro.seed, v.Word())
 			if failed := v.Failed(); len(failed) > 0 {
 				line += " (" + strings.Join(failed, ", ") + ")"
 			}
@@ -120,28 +120,22 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tSUBJECT\tVERDICT\tFAILED CHECKS")
 	for i, r := range cmp.Ranking {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", i+1, r.Subject, passWordBool(r.Pass), strings.Join(r.Failed, ", "))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", i+1, r.Subject, strings.ToUpper(r.Verdict), strings.Join(r.Failed, ", "))
 	}
 	tw.Flush()
 	fmt.Fprintf(e.stdout, "\ncomparison: %s\n", cmp.HTML)
+	// The exit status is the first-named subject's verdict over its runs:
+	// 1 if any run failed a check, else 3 if any was inconclusive.
 	for _, s := range cmp.Subjects {
-		if s.Subject == names[0] && !s.Pass {
+		if s.Subject != names[0] {
+			continue
+		}
+		switch s.Verdict {
+		case analyzer.VerdictFail:
 			return errVerdictFailed
+		case analyzer.VerdictInconclusive:
+			return errVerdictInconclusive
 		}
 	}
 	return nil
-}
-
-// passWord is the word compare prints for one run's verdict. The ranking
-// (reports.Compare: Ranked.Pass, compareRanked) and this word must agree:
-// a run whose verdict is not a pass is never shown as PASS. When the
-// analyzer's Verdict.Status (with INCONCLUSIVE) lands, this and
-// passWordBool's callers are where it is wired.
-func passWord(v *analyzer.Verdict) string { return passWordBool(v.Pass) }
-
-func passWordBool(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
 }

@@ -88,6 +88,24 @@ func TestRunExecPlumbingSaid(t *testing.T) {
 	if !strings.Contains(stdout, "harness: 3 logical requests failed in the subject's plumbing") {
 		t.Errorf("summary lacks the harness fact:\n%s", stdout)
 	}
+	// The verdict: never PASS on a run that never happened.
+	if code != exitError || !strings.Contains(stdout, "retrylab verdict: INCONCLUSIVE") ||
+		!strings.Contains(stdout, "3 logical requests failed in the harness or the subject's plumbing") {
+		t.Errorf("exit %d; want 3 with an INCONCLUSIVE verdict naming the plumbing:\n%s", code, stdout)
+	}
+}
+
+// compare never ranks a subject whose runs never happened as PASS, and
+// exits 3 when the first-named subject is INCONCLUSIVE.
+func TestCompareExecPlumbingInconclusive(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "compare", "outage-delta", "--subjects", "exec:/nonexistent/retrylab-client",
+		"--clients", "2", "--requests", "1", "--quiet", "--no-report", "--out", t.TempDir())
+	if code != exitError || !strings.Contains(stderr, "verdict INCONCLUSIVE") {
+		t.Errorf("exit %d, stderr %q; want 3 for an INCONCLUSIVE first subject", code, stderr)
+	}
+	if strings.Contains(stdout, "PASS") || !strings.Contains(stdout, "INCONCLUSIVE") {
+		t.Errorf("compare output:\n%s\nwant INCONCLUSIVE and no PASS", stdout)
+	}
 }
 
 // A timeline that cannot be written (here /dev/full: every write fails
@@ -141,16 +159,22 @@ func TestNotifySignalsNamesTheSignal(t *testing.T) {
 func TestRunDirsUnique(t *testing.T) {
 	out := t.TempDir()
 	const n = 3
-	codes := make(chan int, n)
+	type result struct {
+		code   int
+		stderr string
+	}
+	results := make(chan result, n)
 	for range n {
 		go func() {
-			code, _, _ := runCmd(t, "run", "testdata/tiny-outage.yaml", "--quiet", "--no-report", "--out", out, "--clients", "1", "--duration", "200ms")
-			codes <- code
+			code, _, errOut := runCmd(t, "run", "testdata/tiny-outage.yaml", "--quiet", "--no-report", "--out", out, "--clients", "1", "--duration", "200ms")
+			results <- result{code, errOut}
 		}()
 	}
 	for range n {
-		if c := <-codes; c == exitUsage || c == exitError {
-			t.Errorf("a run exited %d", c)
+		// Capped at 200 ms with requests in flight, each run is
+		// INCONCLUSIVE (exit 3); any other exit 2 or 3 is the harness's.
+		if r := <-results; r.code == exitUsage || (r.code == exitError && !strings.Contains(r.stderr, "verdict INCONCLUSIVE")) {
+			t.Errorf("a run exited %d: %s", r.code, r.stderr)
 		}
 	}
 	m, _ := filepath.Glob(filepath.Join(out, "tiny-outage-*", "timeline.ndjson"))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,10 +57,14 @@ func TestRunInterruptedKeepsEverything(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop after the interrupt")
 	}
-	if code := exitCode(err, &stderr); code == exitUsage || code == exitError {
-		t.Errorf("exit status %d (%v); want the verdict's", code, err)
+	// An interrupted run is INCONCLUSIVE (exit 3), never a PASS.
+	if code := exitCode(err, &stderr); code != exitError || !errors.Is(err, errVerdictInconclusive) {
+		t.Errorf("exit status %d (%v); want 3 for an INCONCLUSIVE verdict", code, err)
 	}
-	for _, want := range []string{"interrupted by SIGINT", "harness: 5 logical requests in flight when the run stopped (canceled), 0 never started", "retrylab verdict:", "report: "} {
+	if b, err := os.ReadFile(filepath.Join(out, "v.json")); err != nil || !strings.Contains(string(b), `"verdict": "inconclusive"`) || strings.Contains(string(b), `"pass": true`) {
+		t.Errorf("v.json of the interrupted run says:\n%s (%v); want inconclusive, never pass", b, err)
+	}
+	for _, want := range []string{"interrupted by SIGINT", "retrylab verdict: INCONCLUSIVE", "the run was interrupted by SIGINT", "harness: 5 logical requests in flight when the run stopped (canceled), 0 never started", "retrylab verdict:", "report: "} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}

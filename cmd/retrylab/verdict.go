@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/internal/atomicfile"
 	"github.com/retrylab/retrylab/timeline"
 	"github.com/spf13/pflag"
 )
@@ -110,33 +111,12 @@ func verdictErr(v *analyzer.Verdict) error {
 	return errVerdictFailed
 }
 
-// writeFileAtomic writes path through a temporary file in the same
-// directory and renames it into place, so a failure leaves nothing
-// half-written behind.
+// writeFileAtomic writes path whole or not at all, creating its directory.
 func writeFileAtomic(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(path, write)
 }
 
 // timelineInputErr turns a timeline decoding error into bad input naming
