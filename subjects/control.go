@@ -54,7 +54,9 @@ type control struct {
 	singleShot bool                               // never retry
 	// raExtra, when set, is the wait added to a usable Retry-After instead
 	// of the backoff draw.
-	raExtra func(l *loop) time.Duration
+	raExtra  func(l *loop) time.Duration
+	noKey    bool // retry POST/PATCH without adding an Idempotency-Key
+	noPacing bool // ignore Policy.Rate: no token bucket
 }
 
 func registerControl(c *control) {
@@ -105,7 +107,7 @@ func (c *control) New(next http.RoundTripper, p Params) Caller {
 	if l.rnd == nil {
 		l.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	if p.Policy.Rate > 0 {
+	if p.Policy.Rate > 0 && !c.noPacing {
 		l.limiter = rate.NewLimiter(rate.Limit(p.Policy.Rate), max(1, p.Policy.Burst))
 	}
 	return l.do
@@ -190,7 +192,7 @@ func (l *loop) run(ctx context.Context, req *http.Request) (*http.Response, erro
 	if header == nil {
 		header = http.Header{}
 	}
-	if !idempotent(req.Method) && header.Get("Idempotency-Key") == "" {
+	if !c.noKey && !idempotent(req.Method) && header.Get("Idempotency-Key") == "" {
 		l.mu.Lock()
 		l.keys++
 		key := fmt.Sprintf("retrylab-%d-%d-%016x", l.client, l.keys, l.rnd.Uint64())

@@ -102,6 +102,7 @@ func reachRunPolicy(t *testing.T, name string, method string, script func(int) (
 
 var goSubjects = []string{
 	"retrylab", "fixed-delay", "exp-no-jitter", "ignore-retry-after", "retry-4xx", "unbounded", "no-retry",
+	"no-backoff", "no-idempotency-key", "no-pacing",
 	"retryablehttp", "backoff", "failsafe", "resty", "retry-go", "go-retry",
 	"discrete-delays", "clock-aligned", "capped-lockstep", "retry-after-plus-constant", // issue 11
 }
@@ -169,6 +170,9 @@ func TestReachAlways503(t *testing.T) {
 		"retry-4xx":          {5, ResultGaveUp},
 		"unbounded":          {0, ResultError},
 		"no-retry":           {1, ResultGaveUp},
+		"no-backoff":         {5, ResultGaveUp},
+		"no-idempotency-key": {5, ResultGaveUp},
+		"no-pacing":          {5, ResultGaveUp},
 		"retryablehttp":      {5, ResultGaveUp},
 		"backoff":            {0, ResultBudget},
 		"failsafe":           {3, ResultGaveUp},
