@@ -56,8 +56,8 @@ var facts = []fact{
 	{subject: "retryablehttp", scenario: "outage-date", allResult: "ok"},
 	{subject: "retryablehttp", scenario: "budget-trip", failed: []string{analyzer.CheckBudget}, allResult: "hung"},
 	{subject: "backoff", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter}, allResult: "ok"},
-	{subject: "failsafe", scenario: "outage-date", failed: []string{analyzer.CheckRetryAfter}, allResult: "gave-up", everyRetryEarly: true},
-	{subject: "resty", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter}, allResult: "gave-up", everyRetryEarly: true},
+	{subject: "failsafe", scenario: "outage-date", failed: []string{analyzer.CheckRetryAfter, analyzer.CheckGiveUp}, allResult: "gave-up", everyRetryEarly: true},
+	{subject: "resty", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter, analyzer.CheckGiveUp}, allResult: "gave-up", everyRetryEarly: true},
 	{subject: "retry-go", scenario: "outage-delta", failed: []string{analyzer.CheckRetryAfter}, allResult: "ok"},
 	{subject: "go-retry", scenario: "outage-bare", failed: []string{analyzer.CheckWaves}, allResult: "ok"},
 }
@@ -91,6 +91,10 @@ var causes = map[string]string{
 		"follow the 503 at once, the whole fleet together.",
 	"failsafe/budget": "`DelayFunc` uses a delay-seconds value as is, and the retry policy has no max delay or max duration by default " +
 		"(retrypolicy/retryexecutor.go): the client sleeps the one-year Retry-After until the harness's watchdog cancels it.",
+	"failsafe/give-up": "the default retry policy allows 2 retries (`defaultMaxRetries`, retrypolicy/retry.go), 3 attempts in all, with no delay " +
+		"of its own: sent at once, or paced by a delay-seconds Retry-After of 2-3 s, they are spent before the outage ends.",
+	"resty/give-up": "`SetRetryCount(3)` gives 4 attempts whose waits (`jitterBackoff`, see `retry-after`) end within 0.7 s, inside every outage " +
+		"of these scenarios: requests a client that waited out the outage would have saved.",
 	"resty/retry-after": "resty v2 reads Retry-After only through a user-set `RetryAfter` callback (`SetRetryAfter`); with none, " +
 		"`sleepDuration` (retry.go) uses `jitterBackoff`: for retry n = 0, 1, 2 a draw in [w/2, w) with w = min(2 s, 100 ms·2ⁿ), " +
 		"raised to at least 100 ms — 100 ms, 100-200 ms, 200-400 ms. Its 4 attempts end within 0.7 s.",
