@@ -182,10 +182,10 @@ func TestReachAlways503(t *testing.T) {
 		"retry-go":           {10, ResultGaveUp},
 		"go-retry":           {5, ResultGaveUp},
 		// issue 11
-		"discrete-delays":           {5, ResultGaveUp},
-		"clock-aligned":             {5, ResultGaveUp},
-		"capped-lockstep":           {5, ResultGaveUp},
-		"retry-after-plus-constant": {5, ResultGaveUp},
+		"discrete-delays":           {12, ResultGaveUp},
+		"clock-aligned":             {12, ResultGaveUp},
+		"capped-lockstep":           {9, ResultBudget},
+		"retry-after-plus-constant": {11, ResultBudget},
 	}
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {

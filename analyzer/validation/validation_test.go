@@ -107,19 +107,51 @@ var expected = map[string]map[string][]string{
 		"slow-server":           {checkGiveUp},
 	},
 	// Retries at once where the server sets no usable pace: instant
-	// retries in step (waves), attempts spent within milliseconds of an
-	// outage (give-up). Where Retry-After paces it, it passes.
+	// retries, and attempts spent within milliseconds of an outage
+	// (give-up). Where Retry-After paces it, it passes. Its zero waits are
+	// not waves: they arrive with the failures that triggered them.
 	"no-backoff": {
-		"outage-bare":           {analyzer.CheckInstantRetry, analyzer.CheckWaves, checkGiveUp},
-		"flapping":              {analyzer.CheckInstantRetry, analyzer.CheckWaves, checkGiveUp},
+		"outage-bare":           {analyzer.CheckInstantRetry, checkGiveUp},
+		"flapping":              {analyzer.CheckInstantRetry, checkGiveUp},
 		"malformed-retry-after": {analyzer.CheckInstantRetry, checkGiveUp},
 	},
+	// The waves controls (issue 11).
+	"capped-lockstep": {
+		"outage-bare": {analyzer.CheckWaves},
+	},
+	"clock-aligned": {
+		"outage-bare": {analyzer.CheckWaves},
+		"flapping":    {analyzer.CheckWaves},
+	},
+	"discrete-delays": {
+		"outage-bare": {analyzer.CheckWaves},
+		"flapping":    {analyzer.CheckWaves},
+	},
+	// Its mistake is server-induced synchronization, a warning by design
+	// (see warned), never a failed check; see mayFail for malformed.
+	"retry-after-plus-constant": nil,
 	"no-idempotency-key": {
 		"post-idempotency": {analyzer.CheckIdempotency},
 	},
 	"no-pacing": {
 		"quota-steady": {analyzer.CheckPacing},
 	},
+}
+
+// mayFail are checks a cell may fail on some seeds and not others, beyond
+// expected: subject → scenario → checks.
+var mayFail = map[string]map[string][]string{
+	// A past-date Retry-After is usable ("now"), so in the 3 s past-date
+	// phase it retries every Base (100 ms) instead of backing off: a
+	// request that reaches that phase late in its attempts can spend the
+	// last of its 45 there (1 of 90 requests on seed 3).
+	"retry-after-plus-constant": {"malformed-retry-after": {checkGiveUp}},
+}
+
+// warned are controls whose mistake shows as a warning, not a failed
+// check: subject → scenario → the warning every seed must raise.
+var warned = map[string]map[string]string{
+	"retry-after-plus-constant": {"outage-delta": analyzer.WarnServerSync, "outage-date": analyzer.WarnServerSync},
 }
 
 // mustFail are the cells the issue names: they must fail the check, and
@@ -231,7 +263,7 @@ func TestValidationMatrix(t *testing.T) {
 	for _, s := range controls {
 		exposed := false
 		for _, c := range cells {
-			if c.subject == s && len(c.verdict.Failed()) > 0 {
+			if c.subject == s && (len(want(s, c.scenario, c.verdict)) > 0 || warned[s][c.scenario] != "") {
 				exposed = true
 			}
 		}
@@ -272,13 +304,16 @@ func judgeCell(t *testing.T, subj, scenario string, v *analyzer.Verdict) {
 	if v.Status == analyzer.VerdictInconclusive {
 		t.Errorf("%s: verdict INCONCLUSIVE (%s); want a run the analyzer can vouch for", subj, strings.Join(v.Inconclusive, "; "))
 	}
+	if id := warned[subj][scenario]; id != "" && !slices.ContainsFunc(v.Warnings, func(w analyzer.Warning) bool { return w.ID == id }) {
+		t.Errorf("%s: no %s warning; want it: this scenario shows its mistake", subj, id)
+	}
 	w := want(subj, scenario, v)
 	got := v.Failed()
 	if slices.Equal(got, w) {
 		return
 	}
 	for _, id := range got {
-		if !slices.Contains(w, id) {
+		if !slices.Contains(w, id) && !slices.Contains(mayFail[subj][scenario], id) {
 			c := v.Check(id)
 			t.Errorf("%s fails %s (%s vs %s: %s), a check not expected of it in this scenario", subj, id,
 				fmtFig(c.Figure), fmtFig(c.Threshold), c.Reason)
@@ -379,6 +414,14 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 				where = append(where, "`"+strings.Join(checks, "`, `")+"` in "+sc)
 			}
 		}
+		for _, sc := range scenarios.BuiltinNames() {
+			if id := warned[s][sc]; id != "" {
+				where = append(where, "warning "+id+" in "+sc)
+			}
+			if checks := mayFail[s][sc]; len(checks) > 0 {
+				where = append(where, "may fail `"+strings.Join(checks, "`, `")+"` in "+sc)
+			}
+		}
 		cellText := "none, anywhere"
 		if len(where) > 0 {
 			cellText = strings.Join(where, "; ")
@@ -436,7 +479,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 				for _, id := range failed {
 					r := c.verdict.Check(id)
 					mark := ""
-					if !slices.Contains(expected[s][sc], id) {
+					if !slices.Contains(expected[s][sc], id) && !slices.Contains(mayFail[s][sc], id) {
 						mark = " ⚠ unexpected"
 						unexpected++
 					}
@@ -483,7 +526,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 			fmt.Fprintf(&b, " %s |\n", strings.Join(warns, ", "))
 		}
 	}
-	fmt.Fprintf(&b, "\n%d runs; %d verdicts failed; %d failures outside the expected checks.\n", total, fails, unexpected)
+	fmt.Fprintf(&b, "\n%d runs; %d verdicts failed; %d failures outside the expected (or allowed) checks.\n", total, fails, unexpected)
 	return b.Bytes()
 }
 

@@ -87,8 +87,6 @@ var causes = map[string]string{
 		"parse, it returns -1, and the retry policy falls back to its default delay, 0 — the retries go out at once.",
 	"failsafe/instant-retry": "the default retry policy has no delay (`Delay` 0) and no jitter: without a delay-seconds Retry-After both retries " +
 		"follow the 503 at once.",
-	"failsafe/waves": "the default retry policy has no delay (`Delay` 0) and no jitter: without a delay-seconds Retry-After both retries " +
-		"follow the 503 at once, the whole fleet together.",
 	"failsafe/budget": "`DelayFunc` uses a delay-seconds value as is, and the retry policy has no max delay or max duration by default " +
 		"(retrypolicy/retryexecutor.go): the client sleeps the one-year Retry-After until the harness's watchdog cancels it.",
 	"failsafe/give-up": "the default retry policy allows 2 retries (`defaultMaxRetries`, retrypolicy/retry.go), 3 attempts in all, with no delay " +
