@@ -12,12 +12,15 @@ import (
 
 // Defaults for the zero fields of Config. They follow the practice the
 // project's seeds ask for: a 200 ms base within the usual 100-500 ms, a 30 s
-// cap, 5 attempts, and a 30 s budget for the whole call.
+// cap, and a 30 s budget for the whole call. The attempt cap is derived
+// from the budget (see AttemptsFor), so the budget, not a count, ends a call
+// against a server that stays down.
 const (
-	DefaultBase        = 200 * time.Millisecond
-	DefaultCap         = 30 * time.Second
-	DefaultMaxAttempts = 5
-	DefaultBudget      = 30 * time.Second
+	DefaultBase   = 200 * time.Millisecond
+	DefaultCap    = 30 * time.Second
+	DefaultBudget = 30 * time.Second
+	// MaxDerivedAttempts bounds the attempt cap AttemptsFor derives.
+	MaxDerivedAttempts = 100
 	// DefaultBurst is the bucket's burst when Config.Rate (or Quota) is set
 	// and Config.Burst is not.
 	DefaultBurst = 1
@@ -91,7 +94,7 @@ func ParseJitter(s string) (Jitter, error) {
 // Config is a Transport's policy. Every zero field means the documented
 // default, so the zero Config is safe and useful: retries of 429/5xx and
 // transient network errors with full jitter (base DefaultBase, cap
-// DefaultCap), at most DefaultMaxAttempts attempts within DefaultBudget,
+// DefaultCap) within DefaultBudget (the attempt cap derived from it),
 // Retry-After honoured, non-idempotent requests never retried without an
 // Idempotency-Key, no self-pacing bucket (no quota is known) but proactive
 // slow-down when rate-limit headers say the quota is nearly spent.
@@ -106,14 +109,20 @@ type Config struct {
 	Cap time.Duration
 	// Jitter is the backoff's randomization (zero: JitterFull).
 	Jitter Jitter
-	// MaxAttempts caps the attempts of one call, the first included (zero:
-	// DefaultMaxAttempts; 1 disables retries).
+	// MaxAttempts caps the attempts of one call, the first included (1
+	// disables retries). Zero derives the cap from the Budget and the
+	// backoff (AttemptsFor): enough attempts that they do not run out
+	// before the budget does. An explicit cap whose backoff waits fall
+	// short of the budget makes the attempts, not the budget, end a call
+	// against a server that stays down; Summary says so.
 	MaxAttempts int
 	// Budget bounds the elapsed time of one RoundTrip call, every attempt,
 	// pacing wait and backoff wait included (zero: DefaultBudget). A wait
 	// that would end at or past the budget is not started: the call fails at
-	// once with ErrBudgetExhausted. An attempt still in flight when the
-	// budget ends is canceled.
+	// once with ErrBudgetExhausted; but the first backoff draw of a call
+	// that would is redrawn within what remains (less AttemptTimeout), so
+	// the last attempt goes out while the budget lasts. An attempt still in
+	// flight when the budget ends is canceled.
 	Budget time.Duration
 	// AttemptTimeout bounds each attempt until its response headers arrive
 	// (zero: only the Budget bounds it). An attempt that times out with
@@ -197,11 +206,11 @@ func (c Config) Effective() Config {
 	default:
 		c.Jitter = JitterFull
 	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
 	if c.Budget <= 0 {
 		c.Budget = DefaultBudget
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = AttemptsFor(c.Base, c.Cap, c.Budget, c.Jitter)
 	}
 	if c.RetryAfterJitter < 0 {
 		c.RetryAfterJitter = 0
@@ -269,12 +278,12 @@ func (c Config) Summary() string {
 	fmt.Fprintf(&b, "backoff: %s jitter, base %v, cap %v; wait before retry n in %s\n",
 		e.Jitter, e.Base, e.Cap, jitterRange(e.Jitter))
 	fmt.Fprintf(&b, "retry-after: honoured first (both forms, clamped at 0; a zero wait falls back to backoff), over rate-limit headers and backoff\n")
-	fmt.Fprintf(&b, "attempts: at most %d per call (first included)\n", e.MaxAttempts)
+	fmt.Fprintf(&b, "attempts: %s\n", attemptsLine(c.MaxAttempts <= 0, e))
 	at := "none"
 	if e.AttemptTimeout > 0 {
 		at = e.AttemptTimeout.String()
 	}
-	fmt.Fprintf(&b, "budget: %v per call, waits included; a wait that would cross it fails at once (ErrBudgetExhausted); per-attempt timeout %s\n", e.Budget, at)
+	fmt.Fprintf(&b, "budget: %v per call, waits included; a Retry-After wait that would cross it fails at once (ErrBudgetExhausted), a backoff draw that would is redrawn once within what remains (less the per-attempt timeout); per-attempt timeout %s\n", e.Budget, at)
 	add := "not added"
 	if e.AddIdempotencyKey {
 		add = "added when missing"
@@ -325,3 +334,105 @@ func jitterRange(j Jitter) string {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) }
+
+// AttemptsFor is the attempt cap of a Config whose MaxAttempts is zero:
+// one attempt, plus the fewest retries whose mean backoff waits (under
+// jitter j, base and cap as Config has them) add up to twice the budget,
+// between 2 and MaxDerivedAttempts. A call against a server that stays
+// down is then ended by its budget, not by running out of attempts: the
+// waits of that many retries fall short of the budget itself only if
+// their draws are far below their means, which almost never happens
+// (with full jitter the sum of the draws is within a few standard
+// deviations of its mean, and the mean is twice the budget). The cap still
+// bounds a call whose attempts fail fast with Retry-After "now".
+func AttemptsFor(base, cap, budget time.Duration, j Jitter) int {
+	if base <= 0 {
+		base = DefaultBase
+	}
+	if cap < base {
+		cap = base
+	}
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	target := 2 * budget.Seconds()
+	var sum float64
+	prev := 0.0
+	for retry := 1; retry < MaxDerivedAttempts; retry++ {
+		m := meanWait(j, base, cap, retry, prev)
+		prev = m
+		sum += m
+		if sum >= target {
+			return max(retry+1, 2)
+		}
+	}
+	return MaxDerivedAttempts
+}
+
+// meanWait is the mean backoff wait before retry n in seconds; prev is the
+// previous retry's mean (decorrelated jitter).
+func meanWait(j Jitter, base, cap time.Duration, retry int, prev float64) float64 {
+	c := Ceiling(base, cap, retry).Seconds()
+	switch j {
+	case JitterEqual:
+		return 0.75 * c
+	case JitterDecorrelated:
+		b, hi := base.Seconds(), cap.Seconds()
+		if prev < b {
+			prev = b
+		}
+		return (b + min(hi, 3*prev)) / 2
+	}
+	return c / 2
+}
+
+// waitReach is how long the backoff waits of a call with the given attempts
+// add up to: at most (every draw at its ceiling) and on average.
+func waitReach(e Config, attempts int) (most, mean time.Duration) {
+	var m, prevMean float64
+	prevMax := e.Base
+	for retry := 1; retry < attempts; retry++ {
+		switch e.Jitter {
+		case JitterDecorrelated:
+			hi := min(e.Cap, 3*max(prevMax, e.Base))
+			if prevMax > e.Cap/3 {
+				hi = e.Cap
+			}
+			most = satAdd(most, hi)
+			prevMax = hi
+		default:
+			most = satAdd(most, Ceiling(e.Base, e.Cap, retry))
+		}
+		prevMean = meanWait(e.Jitter, e.Base, e.Cap, retry, prevMean)
+		m += prevMean
+	}
+	return most, time.Duration(m * float64(time.Second))
+}
+
+// attemptsLine is Summary's attempts line: the cap, where it comes from,
+// and how far its backoff waits reach against the budget, saying so when
+// the attempts run out well before the budget does.
+func attemptsLine(derived bool, e Config) string {
+	most, mean := waitReach(e, e.MaxAttempts)
+	s := fmt.Sprintf("at most %d per call (first included)", e.MaxAttempts)
+	if derived {
+		s += ", derived from the budget"
+	}
+	s += fmt.Sprintf("; their backoff waits reach at most %v, about %v on average, of the %v budget",
+		roundDur(most), roundDur(mean), e.Budget)
+	if mean < e.Budget {
+		s += "; MISMATCH: against a server that stays down the attempts, not the budget, end the call" +
+			" (an outage longer than the waits is lost); leave MaxAttempts zero to derive it from the budget"
+	}
+	return s
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Hour*24*365:
+		return d.Round(time.Hour)
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}

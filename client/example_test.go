@@ -123,8 +123,8 @@ func ExampleConfig_Summary() {
 	// retryable: 429, 500, 502, 503, 504, and transient network errors; every other status fails at once
 	// backoff: full jitter, base 100ms, cap 5s; wait before retry n in [0, min(cap, base·2^(n-1))]
 	// retry-after: honoured first (both forms, clamped at 0; a zero wait falls back to backoff), over rate-limit headers and backoff
-	// attempts: at most 5 per call (first included)
-	// budget: 20s per call, waits included; a wait that would cross it fails at once (ErrBudgetExhausted); per-attempt timeout none
+	// attempts: at most 22 per call (first included), derived from the budget; their backoff waits reach at most 1m21.3s, about 40.7s on average, of the 20s budget
+	// budget: 20s per call, waits included; a Retry-After wait that would cross it fails at once (ErrBudgetExhausted), a backoff draw that would is redrawn once within what remains (less the per-attempt timeout); per-attempt timeout none
 	// idempotency: POST, PATCH and other non-idempotent methods retried only with an Idempotency-Key (not added); bodies replayed via GetBody, else not retried
 	// pacing: token bucket 8 req/s, burst 5, per quota key (80% of the published 10 req/s)
 	// buckets: per-process (not shared across a fleet), keyed by request host
@@ -137,5 +137,5 @@ func ExampleConfig_Summary() {
 func ExampleConfig_Effective() {
 	e := client.Config{}.Effective()
 	fmt.Println(e.Base, e.Cap, e.Jitter, e.MaxAttempts, e.Budget, e.Retryable)
-	// Output: 200ms 30s full 5 30s [429 500 502 503 504]
+	// Output: 200ms 30s full 12 30s [429 500 502 503 504]
 }

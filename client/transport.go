@@ -259,6 +259,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	budgetEnd := start.Add(cfg.Budget)
 	var prev time.Duration // previous backoff, for decorrelated jitter
 	serverPaced := false   // the last wait was the server's Retry-After
+	lastChance := false    // a backoff draw was redrawn to fit the budget
 	fail := func(attempts, status int, reason, err error, wait time.Duration) (*http.Response, error) {
 		re := &RetryError{Method: method(req), URL: req.URL.Redacted(), Attempts: attempts, Status: status,
 			Elapsed: time.Since(start), Wait: wait, Reason: reason, Err: err}
@@ -347,6 +348,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			wait, src = t.delay(attempt, prev), SourceBackoff
 			prev = wait
+			// A backoff draw that would cross the budget is redrawn, once
+			// per call, within what remains of the budget less the
+			// per-attempt timeout, so the call's last attempt still goes
+			// out while the budget lasts: a server that recovers within
+			// the budget is not given up on because of one long draw. The
+			// redraw is shorter than the draw, so within its jitter bounds.
+			if !lastChance && !now.Add(wait).Before(budgetEnd) {
+				if room := budgetEnd.Sub(now) - cfg.AttemptTimeout; room > 1 {
+					wait, lastChance = t.uniform(room-1), true
+				}
+			}
 		}
 		discard(resp, a)
 		if !now.Add(wait).Before(budgetEnd) || wait >= cfg.Budget {

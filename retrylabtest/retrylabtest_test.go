@@ -26,20 +26,24 @@ import (
 func TestBuiltinsJudge(t *testing.T) {
 	tests := []struct {
 		scenario          string
-		bad               string // subject with the mistake
-		fails             string // the check it must fail
-		clients, requests int    // 0: the scenario's
+		bad               string           // subject with the mistake
+		fails             string           // the check it must fail
+		clients, requests int              // 0: the scenario's
+		badPolicy         *subjects.Policy // the bad subject's policy (nil: the scenario's)
 	}{
-		{"outage-delta", "ignore-retry-after", "retry-after", 50, 0},
-		{"outage-date", "ignore-retry-after", "retry-after", 50, 0},
-		{"outage-bare", "exp-no-jitter", "waves", 100, 0},
-		{"quota-steady", "retryablehttp", "pacing", 0, 20},
-		{"non-retryable", "retry-4xx", "non-retryable", 30, 10},
-		{"budget-trip", "unbounded", "budget", 30, 0},
-		{"malformed-retry-after", "unbounded", "attempts", 30, 0},
-		{"post-idempotency", "retryablehttp", "idempotency", 30, 0},
-		{"flapping", "exp-no-jitter", "waves", 0, 4},
-		{"slow-server", "retryablehttp", "budget", 20, 0},
+		{"outage-delta", "ignore-retry-after", "retry-after", 50, 0, nil},
+		{"outage-date", "ignore-retry-after", "retry-after", 50, 0, nil},
+		{"outage-bare", "exp-no-jitter", "waves", 100, 0, nil},
+		{"quota-steady", "retryablehttp", "pacing", 0, 20, nil},
+		{"non-retryable", "retry-4xx", "non-retryable", 30, 10, nil},
+		{"budget-trip", "unbounded", "budget", 30, 0, nil},
+		// The scenario derives the attempt cap from its budget (45); a
+		// stated cap of 12 is what unbounded's ~23 attempts break.
+		{"malformed-retry-after", "unbounded", "attempts", 30, 0, &subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second,
+			MaxAttempts: 12, Budget: 20 * time.Second, Jitter: "full"}},
+		{"post-idempotency", "retryablehttp", "idempotency", 30, 0, nil},
+		{"flapping", "exp-no-jitter", "waves", 0, 4, nil},
+		{"slow-server", "retryablehttp", "budget", 20, 0, nil},
 	}
 	if got := len(tests); got != len(scenarios.BuiltinNames()) {
 		t.Errorf("%d scenarios judged; want every built-in (%d)", got, len(scenarios.BuiltinNames()))
@@ -57,6 +61,9 @@ func TestBuiltinsJudge(t *testing.T) {
 			good.AssertPass(t)
 			if good.Summary.Requests != good.Summary.Planned {
 				t.Errorf("retrylab: %d of %d logical requests recorded", good.Summary.Requests, good.Summary.Planned)
+			}
+			if tt.badPolicy != nil {
+				opts = append(opts, retrylabtest.WithPolicy(*tt.badPolicy))
 			}
 			bad := retrylabtest.Run(t, tt.scenario, tt.bad, opts...)
 			bad.AssertFails(t, tt.fails)

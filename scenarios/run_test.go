@@ -321,8 +321,8 @@ func TestMeta(t *testing.T) {
 	if len(m.Phases) != 1 || m.Phases[0].Name != "steady" || m.Duration != int64(25*time.Second) {
 		t.Errorf("meta phases %+v, duration %d", m.Phases, m.Duration)
 	}
-	if m.Policy == nil || m.Policy.Base != int64(100*time.Millisecond) || m.Policy.MaxAttempts != 5 || m.Policy.Budget != int64(10*time.Second) {
-		t.Errorf("meta.Policy = %+v; want the scenario's policy as the subject states it", m.Policy)
+	if m.Policy == nil || m.Policy.Base != int64(100*time.Millisecond) || m.Policy.MaxAttempts != 25 || m.Policy.Budget != int64(10*time.Second) {
+		t.Errorf("meta.Policy = %+v; want the scenario's policy as the subject states it (25 attempts derived from the 10s budget)", m.Policy)
 	}
 	if m.Expect == nil || !strings.Contains(strings.Join(m.Expect.Checks, ","), "pacing") {
 		t.Errorf("meta.Expect = %+v; want the scenario's checks", m.Expect)

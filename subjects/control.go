@@ -11,17 +11,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrylab/retrylab/client"
 	"golang.org/x/time/rate"
 )
 
-// Defaults of the negative controls for zero Policy fields; the same as
-// the client package's, so a control differs from the reference only by
-// its mistake.
+// Defaults of the negative controls for zero Policy fields: the client
+// package's, so a control differs from the reference only by its mistake.
+// A zero MaxAttempts is derived from the budget as the client derives it
+// (client.AttemptsFor).
 const (
-	DefaultBase        = 200 * time.Millisecond
-	DefaultCap         = 30 * time.Second
-	DefaultMaxAttempts = 5
-	DefaultBudget      = 30 * time.Second
+	DefaultBase   = client.DefaultBase
+	DefaultCap    = client.DefaultCap
+	DefaultBudget = client.DefaultBudget
 )
 
 // controlNames lists the negative controls, in registration order.
@@ -38,8 +39,11 @@ var controlNames []string
 //     or min(Cap, uniform[Base, 3·previous]) (decorrelated); after a usable
 //     Retry-After (delay-seconds ≥ 0 or an HTTP-date) it waits that long
 //     plus the backoff draw, so a herd told the same instant still spreads;
-//   - stops after MaxAttempts attempts (result gave-up) or before a wait
-//     that would end past the Budget (result budget);
+//   - stops after MaxAttempts attempts (result gave-up; zero: derived from
+//     the budget as the client derives it) or before a wait that would end
+//     past the Budget (result budget), except that, as in the client, the
+//     first backoff of a call that would is redrawn within what remains of
+//     the budget less the attempt timeout;
 //   - bounds each attempt by Policy.Timeout and paces attempts with a token
 //     bucket when Policy.Rate is set.
 type control struct {
@@ -54,7 +58,9 @@ type control struct {
 	singleShot bool                               // never retry
 	// raExtra, when set, is the wait added to a usable Retry-After instead
 	// of the backoff draw.
-	raExtra func(l *loop) time.Duration
+	raExtra  func(l *loop) time.Duration
+	noKey    bool // retry POST/PATCH without adding an Idempotency-Key
+	noPacing bool // ignore Policy.Rate: no token bucket
 }
 
 func registerControl(c *control) {
@@ -86,9 +92,6 @@ func effective(p Policy) Policy {
 	if p.Cap < p.Base {
 		p.Cap = p.Base
 	}
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
 	if p.Budget <= 0 {
 		p.Budget = DefaultBudget
 	}
@@ -96,6 +99,10 @@ func effective(p Policy) Policy {
 	case "equal", "decorrelated":
 	default:
 		p.Jitter = "full"
+	}
+	if p.MaxAttempts <= 0 {
+		j, _ := client.ParseJitter(p.Jitter)
+		p.MaxAttempts = client.AttemptsFor(p.Base, p.Cap, p.Budget, j)
 	}
 	return p
 }
@@ -105,7 +112,7 @@ func (c *control) New(next http.RoundTripper, p Params) Caller {
 	if l.rnd == nil {
 		l.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	if p.Policy.Rate > 0 {
+	if p.Policy.Rate > 0 && !c.noPacing {
 		l.limiter = rate.NewLimiter(rate.Limit(p.Policy.Rate), max(1, p.Policy.Burst))
 	}
 	return l.do
@@ -190,7 +197,7 @@ func (l *loop) run(ctx context.Context, req *http.Request) (*http.Response, erro
 	if header == nil {
 		header = http.Header{}
 	}
-	if !idempotent(req.Method) && header.Get("Idempotency-Key") == "" {
+	if !c.noKey && !idempotent(req.Method) && header.Get("Idempotency-Key") == "" {
 		l.mu.Lock()
 		l.keys++
 		key := fmt.Sprintf("retrylab-%d-%d-%016x", l.client, l.keys, l.rnd.Uint64())
@@ -199,6 +206,7 @@ func (l *loop) run(ctx context.Context, req *http.Request) (*http.Response, erro
 	}
 
 	var prev time.Duration
+	lastChance := false // a backoff was redrawn to fit the budget
 	status := 0
 	for n := 1; ; n++ {
 		if l.limiter != nil {
@@ -248,6 +256,12 @@ func (l *loop) run(ctx context.Context, req *http.Request) (*http.Response, erro
 				wait = c.raExtra(l)
 			}
 			wait = satAdd(wait, ra)
+		} else if !lastChance && !c.unbounded && satAdd(time.Since(start), wait) >= l.pol.Budget {
+			// As the client: a backoff that would cross the budget is
+			// redrawn once within what remains less the attempt timeout.
+			if room := l.pol.Budget - time.Since(start) - l.pol.Timeout; room > 1 {
+				wait, lastChance = time.Duration(l.float()*float64(room-1)), true
+			}
 		}
 		if !c.unbounded && satAdd(time.Since(start), wait) >= l.pol.Budget {
 			return nil, &Error{Result: ResultBudget, Status: status, Attempts: n,

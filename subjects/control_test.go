@@ -206,6 +206,32 @@ var properties = []struct {
 		}
 		return true
 	}},
+	{"waits before retrying without Retry-After", func(t *testing.T, c *control) bool {
+		// Equal jitter: the first wait lies in [Base/2, Base].
+		s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return answer(503), nil
+			}
+			return answer(200), nil
+		})
+		pol := Policy{Base: 100 * time.Millisecond, Jitter: "equal"}
+		res, _, _ := call(t, c.New(s, Params{Policy: pol, Rand: rand.New(rand.NewPCG(5, 6))}), "GET")
+		g := s.gaps()
+		return res == ResultOK && len(g) == 1 && g[0] >= 50*time.Millisecond
+	}},
+	{"paces with the policy's rate", func(t *testing.T, c *control) bool {
+		// Rate 1/s, burst 1: three calls that succeed at once go out a
+		// second apart.
+		s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(200), nil })
+		caller := c.New(s, Params{Policy: Policy{Rate: 1, Burst: 1}})
+		for range 3 {
+			if res, _, _ := call(t, caller, "GET"); res != ResultOK {
+				return false
+			}
+		}
+		g := s.gaps()
+		return len(g) == 2 && g[0] >= 999*time.Millisecond && g[1] >= 999*time.Millisecond
+	}},
 	{"sends POST retries with one Idempotency-Key", func(t *testing.T, c *control) bool {
 		s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
 			if n < 3 {
@@ -232,12 +258,15 @@ func TestControlsHaveOneMistake(t *testing.T) {
 		"ignore-retry-after": {"honours Retry-After"},
 		"retry-4xx":          {"does not retry 4xx"},
 		"unbounded":          {"caps attempts", "keeps its budget"},
-		"no-retry":           {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "jitters on top of Retry-After", "sends POST retries with one Idempotency-Key"},
 		// issue 11: waves controls
 		"discrete-delays":           {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
 		"clock-aligned":             {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
 		"capped-lockstep":           {"backs off exponentially"},
 		"retry-after-plus-constant": {"jitters on top of Retry-After"},
+		"no-retry":                  {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "jitters on top of Retry-After", "waits before retrying without Retry-After", "sends POST retries with one Idempotency-Key"},
+		"no-backoff":                {"backs off exponentially", "jitters", "jitters on top of Retry-After", "waits before retrying without Retry-After"},
+		"no-idempotency-key":        {"sends POST retries with one Idempotency-Key"},
+		"no-pacing":                 {"paces with the policy's rate"},
 	}
 	cs := controlsUnderTest(t)
 	if len(cs) != len(breaks) {

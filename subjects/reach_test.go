@@ -102,6 +102,7 @@ func reachRunPolicy(t *testing.T, name string, method string, script func(int) (
 
 var goSubjects = []string{
 	"retrylab", "fixed-delay", "exp-no-jitter", "ignore-retry-after", "retry-4xx", "unbounded", "no-retry",
+	"no-backoff", "no-idempotency-key", "no-pacing",
 	"retryablehttp", "backoff", "failsafe", "resty", "retry-go", "go-retry",
 	"discrete-delays", "clock-aligned", "capped-lockstep", "retry-after-plus-constant", // issue 11
 }
@@ -155,20 +156,25 @@ func TestReachTransient(t *testing.T) {
 
 // TestReachAlways503: every attempt fails. Each subject stops where its
 // library's defaults say (the harness's hour ends unbounded), and the
-// server's count equals the subject's.
+// server's count equals the subject's. retrylab and the controls derive
+// their attempt cap (12) from the 30 s default budget, so the budget ends
+// the jittered ones first; the fixed and instant ones run out of attempts.
 func TestReachAlways503(t *testing.T) {
 	script := func(int) (int, string) { return 503, "" }
 	want := map[string]struct {
 		attempts int // 0: many (checked separately)
 		result   string
 	}{
-		"retrylab":           {5, ResultGaveUp},
-		"fixed-delay":        {5, ResultGaveUp},
-		"exp-no-jitter":      {5, ResultGaveUp},
-		"ignore-retry-after": {5, ResultGaveUp},
-		"retry-4xx":          {5, ResultGaveUp},
+		"retrylab":           {10, ResultBudget},
+		"fixed-delay":        {12, ResultGaveUp},
+		"exp-no-jitter":      {9, ResultBudget},
+		"ignore-retry-after": {11, ResultBudget},
+		"retry-4xx":          {11, ResultBudget},
 		"unbounded":          {0, ResultError},
 		"no-retry":           {1, ResultGaveUp},
+		"no-backoff":         {12, ResultGaveUp},
+		"no-idempotency-key": {11, ResultBudget},
+		"no-pacing":          {11, ResultBudget},
 		"retryablehttp":      {5, ResultGaveUp},
 		"backoff":            {0, ResultBudget},
 		"failsafe":           {3, ResultGaveUp},
@@ -176,10 +182,10 @@ func TestReachAlways503(t *testing.T) {
 		"retry-go":           {10, ResultGaveUp},
 		"go-retry":           {5, ResultGaveUp},
 		// issue 11
-		"discrete-delays":           {5, ResultGaveUp},
-		"clock-aligned":             {5, ResultGaveUp},
-		"capped-lockstep":           {5, ResultGaveUp},
-		"retry-after-plus-constant": {5, ResultGaveUp},
+		"discrete-delays":           {12, ResultGaveUp},
+		"clock-aligned":             {12, ResultGaveUp},
+		"capped-lockstep":           {9, ResultBudget},
+		"retry-after-plus-constant": {11, ResultBudget},
 	}
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {
@@ -210,7 +216,7 @@ func TestReachNotFound(t *testing.T) {
 			r := reachRun(t, name, "GET", script, time.Hour)
 			want, wantRes := 1, ResultNonRetryable
 			if name == "retry-4xx" {
-				want, wantRes = 5, ResultGaveUp
+				want, wantRes = 11, ResultBudget // the default 30s budget ends it
 			}
 			if len(r.arrivals) != want || r.attempts != want || r.status != 404 {
 				t.Errorf("%s: server saw %d attempts, subject %d, status %d; want %d, %d, 404",
@@ -429,12 +435,13 @@ func TestReachPolicy(t *testing.T) {
 			}
 		})
 	}
-	// A budget shorter than the first wait: one attempt, result budget.
-	pol = Policy{Base: 10 * time.Second, Cap: 10 * time.Second, Jitter: "equal", Budget: 2 * time.Second}
+	// A budget shorter than the first wait: the wait is redrawn once within
+	// the budget, so two attempts, then result budget.
+	pol = Policy{Base: 10 * time.Second, Cap: 10 * time.Second, Jitter: "equal", Budget: 2 * time.Second, MaxAttempts: 5}
 	for _, name := range []string{"retrylab", "exp-no-jitter"} {
 		r := reachRunPolicy(t, name, "GET", script, time.Hour, pol)
-		if len(r.arrivals) != 1 || r.result != ResultBudget {
-			t.Errorf("%s with a 2s budget and 10s waits: %d attempts, result %q; want 1, budget", name, len(r.arrivals), r.result)
+		if len(r.arrivals) != 2 || r.arrivals[1] >= 2*time.Second || r.result != ResultBudget {
+			t.Errorf("%s with a 2s budget and 10s waits: attempts at %v, result %q; want 2, the second before 2s, budget", name, r.arrivals, r.result)
 		}
 	}
 }

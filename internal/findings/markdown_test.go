@@ -69,3 +69,30 @@ func TestCauseKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestExplanationsCheckedAgainstRuns: a cause whose failure no run shows,
+// and an outcome note about a run in which requests ended ok, are errors.
+func TestExplanationsCheckedAgainstRuns(t *testing.T) {
+	has := func(errs []string, sub string) bool {
+		return slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, sub) })
+	}
+	fixed := []run{
+		{subject: "go-retry", scenario: "outage-bare", seed: 1, verdict: verdict(), results: map[string]int64{"ok": 10}, requests: 10},
+		{subject: "failsafe", scenario: "outage-bare", seed: 1, verdict: verdict(), results: map[string]int64{"ok": 10}, requests: 10},
+	}
+	errs := checkExplanations(fixed)
+	if !has(errs, `causes["go-retry/waves"]`) {
+		t.Errorf("no error for the go-retry waves cause when no run fails waves: %v", errs)
+	}
+	if !has(errs, `outcomeNotes["failsafe/outage-bare"]`) {
+		t.Errorf("no error for the failsafe/outage-bare note when its run ended ok: %v", errs)
+	}
+	seen := []run{
+		{subject: "go-retry", scenario: "outage-bare", seed: 1, verdict: verdict("waves"), results: map[string]int64{"ok": 10}, requests: 10},
+		{subject: "failsafe", scenario: "outage-bare", seed: 1, verdict: verdict(), results: map[string]int64{"gave-up": 10}, requests: 10},
+	}
+	errs = checkExplanations(seen)
+	if has(errs, `causes["go-retry/waves"]`) || has(errs, `outcomeNotes["failsafe/outage-bare"]`) {
+		t.Errorf("errors for explanations the runs bear out: %v", errs)
+	}
+}
