@@ -18,6 +18,7 @@ import (
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // TestBuiltinsJudge is the project's end-to-end test: for each built-in
@@ -224,3 +225,43 @@ expect: {checks: [instant-retry, attempts]}
 
 // TestExampleGate runs the example's gate.
 func TestExampleGate(t *testing.T) { gateMyClient(t) }
+
+// TestAbandonedAttemptsCount: in slow-server the client gives up on
+// attempts during the added latency; the stub records them as abandoned,
+// never as the 200 it would have sent. Before, the analyzer read such a
+// "200" as a success, took the next attempt for a new logical request, and
+// counted 5 attempts where the client made 9, and attempts passed against
+// a stated cap of 8. Now the analyzer's most attempts equals the client's,
+// and a cap the client breaks fails (unbounded states 5, makes up to 8).
+func TestAbandonedAttemptsCount(t *testing.T) {
+	policy := subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second, MaxAttempts: 5, Budget: 20 * time.Second, Jitter: "full", Timeout: time.Second}
+	res := retrylabtest.Run(t, "slow-server", "unbounded", retrylabtest.WithClients(20), retrylabtest.WithPolicy(policy))
+	dec := timeline.NewDecoder(bytes.NewReader(res.Timeline))
+	var rec timeline.Record
+	abandoned, most := 0, 0
+	for dec.Decode(&rec) == nil {
+		switch rec.Type {
+		case timeline.TypeAttempt:
+			if rec.Attempt.Fault == timeline.FaultAbandoned {
+				abandoned++
+				if rec.Attempt.Status == 0 {
+					t.Errorf("abandoned attempt without the status it would have had: %+v", rec.Attempt)
+				}
+			}
+		case timeline.TypeOutcome:
+			most = max(most, rec.Outcome.Attempts)
+		}
+	}
+	if abandoned == 0 {
+		t.Fatal("no attempt recorded abandoned: the scenario no longer makes clients give up during latency")
+	}
+	t.Logf("%d attempts abandoned; the most attempts one logical request made: %d", abandoned, most)
+	c := res.Verdict.Check(analyzer.CheckAttempts)
+	if c == nil || int(c.Figure) != most {
+		t.Errorf("attempts figure %v; want %d, the most attempts any client made", c, most)
+	}
+	if most <= 5 {
+		t.Fatalf("the most attempts was %d: unbounded no longer breaks the stated cap of 5 here", most)
+	}
+	res.AssertFails(t, analyzer.CheckAttempts)
+}
