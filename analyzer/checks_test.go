@@ -247,3 +247,35 @@ func TestReusedKey(t *testing.T) {
 		t.Errorf("attempts = %s %v; want fail 3 (the last request used 3 of 2)", c.Status, c.Figure)
 	}
 }
+
+// TestKeysAreNotReusedInARun: a fleet run gives every logical request its
+// own key, so an attempt after a success — or after a response the client
+// never received (abandoned) — is a retry of the same request, judged
+// against the cap.
+func TestKeysAreNotReusedInARun(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		fault string
+	}{{"after a 200", ""}, {"after an abandoned 200", timeline.FaultAbandoned}} {
+		t.Run(tt.name, func(t *testing.T) {
+			meta := &timeline.Meta{Recorder: "run", Policy: policy(100*ms, s1, 2, 0, "full")}
+			an := New(meta, Options{})
+			at := int64(0)
+			for i, st := range []int{503, 200, 503, 200} {
+				a := timeline.Attempt{Client: "1", Key: "1/0", Attempt: i + 1, Method: "GET", Path: "/c/1/r/0", At: at, Done: at + int64(ms), Status: st}
+				if st == 200 && i < 3 {
+					a.Fault = tt.fault
+				}
+				an.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: a})
+				at += int64(200 * ms)
+			}
+			v := an.Result()
+			if v.Figures.Requests != 1 || v.Figures.Retries != 3 {
+				t.Errorf("requests, retries = %d, %d; want 1, 3", v.Figures.Requests, v.Figures.Retries)
+			}
+			if c := v.Check(CheckAttempts); c.Figure != 4 || c.Status != StatusFail {
+				t.Errorf("attempts = %s %v; want fail 4 of 2", c.Status, c.Figure)
+			}
+		})
+	}
+}
