@@ -81,10 +81,10 @@ func capID(parts ...string) string {
 // tooLong names the first identity of r longer than MaxIDBytes ("" when
 // none), looking only at lengths: nothing is built or copied.
 func tooLong(r *http.Request, endpointKey bool) string {
-	if len(r.Header.Get("X-Client-Id")) > MaxIDBytes {
+	if len(header(r.Header, "X-Client-Id")) > MaxIDBytes {
 		return "X-Client-Id"
 	}
-	idem := r.Header.Get("Idempotency-Key")
+	idem := header(r.Header, "Idempotency-Key")
 	if len(idem) > MaxIDBytes {
 		return "Idempotency-Key"
 	}
@@ -123,11 +123,11 @@ func identifyCapped(r *http.Request) (client, key string) {
 	if c, seq, _, ok := splitPath(r.URL.Path); ok {
 		return capID(c), capID(c, "/", seq)
 	}
-	client = r.Header.Get("X-Client-Id")
+	client = header(r.Header, "X-Client-Id")
 	if client == "" {
 		client = remoteIP(r.RemoteAddr)
 	}
-	if idem := r.Header.Get("Idempotency-Key"); idem != "" {
+	if idem := header(r.Header, "Idempotency-Key"); idem != "" {
 		return capID(client), capID("idem:", idem)
 	}
 	return capID(client), capID(r.Method, " ", r.URL.Path)
@@ -144,11 +144,11 @@ func Identify(r *http.Request) (client, key string) {
 		// The key is the path's "{client}/r/{seq}" without "r/": build it.
 		return c, c + "/" + seq
 	}
-	client = r.Header.Get("X-Client-Id")
+	client = header(r.Header, "X-Client-Id")
 	if client == "" {
 		client = remoteIP(r.RemoteAddr)
 	}
-	if idem := r.Header.Get("Idempotency-Key"); idem != "" {
+	if idem := header(r.Header, "Idempotency-Key"); idem != "" {
 		return client, "idem:" + idem
 	}
 	return client, r.Method + " " + r.URL.Path
@@ -174,8 +174,19 @@ func endpoint(r *http.Request) string {
 // apiKey is the caller's API key: the Authorization Bearer token, else the
 // X-Api-Key header; "" when neither (all anonymous callers share a quota).
 func apiKey(r *http.Request) string {
-	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+	if a := header(r.Header, "Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		return strings.TrimSpace(a[7:])
 	}
-	return r.Header.Get("X-Api-Key")
+	return header(r.Header, "X-Api-Key")
+}
+
+// header returns the first value of a header whose canonical name is key.
+// net/http canonicalizes the names of a request it parses, so a direct
+// map lookup finds them without Header.Get's per-call canonicalization,
+// which cost more than the rest of the stub's bookkeeping on the hot path.
+func header(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

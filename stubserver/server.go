@@ -396,7 +396,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		At:         int64(arrive.Sub(s.start)),
-		Idempotent: r.Header.Get("Idempotency-Key") != "",
+		Idempotent: header(r.Header, "Idempotency-Key") != "",
 	}
 	s.stats.attempts.Add(1)
 	pi, ph := s.phaseAt(a.At)
@@ -546,7 +546,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time
 		Method:     capID(r.Method),
 		Path:       capID(r.URL.Path),
 		At:         int64(arrive.Sub(s.start)),
-		Idempotent: r.Header.Get("Idempotency-Key") != "",
+		Idempotent: header(r.Header, "Idempotency-Key") != "",
 		Status:     http.StatusBadRequest,
 	}
 	s.stats.attempts.Add(1)
