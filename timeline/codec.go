@@ -27,30 +27,24 @@ func NewEncoder(w io.Writer) *Encoder {
 }
 
 // EncodeMeta writes the meta record. It belongs first in a stream.
-func (e *Encoder) EncodeMeta(m *Meta) error {
-	if e.err != nil {
-		return e.err
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("timeline: encoding meta: %w", err)
-	}
-	e.buf = append(e.buf[:0], `{"type":"meta",`...)
-	e.buf = append(e.buf, b[1:]...)
-	e.buf = append(e.buf, '\n')
-	return e.write()
-}
+func (e *Encoder) EncodeMeta(m *Meta) error { return e.encodeJSON(TypeMeta, m) }
 
 // EncodeEnd writes the end record. It belongs last in a stream.
-func (e *Encoder) EncodeEnd(end *End) error {
+func (e *Encoder) EncodeEnd(end *End) error { return e.encodeJSON(TypeEnd, end) }
+
+// encodeJSON writes a rare record (meta, end) through encoding/json, its
+// type first.
+func (e *Encoder) encodeJSON(typ string, v any) error {
 	if e.err != nil {
 		return e.err
 	}
-	b, err := json.Marshal(end)
+	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("timeline: encoding end: %w", err)
+		return fmt.Errorf("timeline: encoding %s: %w", typ, err)
 	}
-	e.buf = append(e.buf[:0], `{"type":"end",`...)
+	e.buf = append(e.buf[:0], `{"type":"`...)
+	e.buf = append(e.buf, typ...)
+	e.buf = append(e.buf, `",`...)
 	e.buf = append(e.buf, b[1:]...)
 	e.buf = append(e.buf, '\n')
 	return e.write()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/internal/doccheck"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -360,26 +361,7 @@ func compareDoc(t *testing.T, path string, doc []byte, regenerate string) {
 	if bytes.Equal(old, doc) {
 		return
 	}
-	t.Errorf("%s is stale: %s\nregenerate it with\n\t%s", path, firstDiff(old, doc), regenerate)
-}
-
-// firstDiff describes the first line where have and want differ.
-func firstDiff(have, want []byte) string {
-	a := strings.Split(string(have), "\n")
-	b := strings.Split(string(want), "\n")
-	for i := 0; i < max(len(a), len(b)); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y || i >= len(a) || i >= len(b) {
-			return fmt.Sprintf("line %d is\n\t%q\nwant\n\t%q", i+1, x, y)
-		}
-	}
-	return "the files differ"
+	t.Errorf("%s is stale: %s\nregenerate it with\n\t%s", path, doccheck.FirstDiff(string(old), string(doc)), regenerate)
 }
 
 func fmtFig(f float64) string {

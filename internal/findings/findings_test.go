@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/internal/doccheck"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -198,7 +199,7 @@ func TestLibraries(t *testing.T) {
 		t.Fatalf("%v; regenerate it with\n\t%s", err, regenerate)
 	}
 	if a, b := stableView(string(old)), stableView(string(doc)); a != b {
-		t.Errorf("%s is stale: %s\nregenerate it with\n\t%s", docPath, firstDiff(a, b), regenerate)
+		t.Errorf("%s is stale: %s\nregenerate it with\n\t%s", docPath, doccheck.FirstDiff(a, b), regenerate)
 	}
 }
 
@@ -238,24 +239,6 @@ func stableView(doc string) string {
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
-}
-
-// firstDiff describes the first line where have and want differ.
-func firstDiff(have, want string) string {
-	a, b := strings.Split(have, "\n"), strings.Split(want, "\n")
-	for i := 0; i < max(len(a), len(b)); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y || i >= len(a) || i >= len(b) {
-			return fmt.Sprintf("line %d (of the compared view) is\n\t%q\nthe runs give\n\t%q", i+1, x, y)
-		}
-	}
-	return "the files differ"
 }
 
 // checkExplanations returns an error for every explanation the runs do

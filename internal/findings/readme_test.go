@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrylab/retrylab/internal/doccheck"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -45,7 +46,7 @@ func TestReadmeLibraryTable(t *testing.T) {
 	}
 	if got := table(string(readme), head); got != want {
 		t.Errorf("README.md's library table differs from %s's verdicts: %s\ncopy the table under \"## Verdicts\" of %s into the README",
-			docPath, firstDiff(got, want), docPath)
+			docPath, doccheck.FirstDiff(got, want), docPath)
 	}
 }
 
