@@ -51,11 +51,15 @@ type control struct {
 	mistake string // one line, for Info.Summary
 
 	// The knobs a control gets wrong, one each.
-	delay      func(l *loop, n int) time.Duration // nil: the policy's jittered backoff
-	noRA       bool                               // never read Retry-After
-	retry4xx   bool                               // retry 400, 401, 403, 404, 422 too
-	unbounded  bool                               // no attempt cap, no budget
-	singleShot bool                               // never retry
+	delay func(l *loop, n int) time.Duration // nil: the policy's jittered backoff
+	// attempts derives a zero MaxAttempts for a control whose delay is not
+	// the policy's backoff, so its cap is as coherent with its budget as
+	// the client's (nil: client.AttemptsFor); the mistake stays its delay.
+	attempts   func(p Policy) int
+	noRA       bool // never read Retry-After
+	retry4xx   bool // retry 400, 401, 403, 404, 422 too
+	unbounded  bool // no attempt cap, no budget
+	singleShot bool // never retry
 	// raExtra, when set, is the wait added to a usable Retry-After instead
 	// of the backoff draw.
 	raExtra  func(l *loop) time.Duration
@@ -73,7 +77,7 @@ func (c *control) Name() string { return c.name }
 // Describe states the effective policy the control claims (which its
 // mistake then breaks, e.g. a fixed delay claims the policy's jitter).
 func (c *control) Describe(p Params) Info {
-	pol := effective(p.Policy)
+	pol := c.effective(p.Policy)
 	st := &Stated{
 		Base: pol.Base, Cap: pol.Cap, MaxAttempts: pol.MaxAttempts, Budget: pol.Budget,
 		Jitter: pol.Jitter, Retryable: []int{429, 500, 502, 503, 504},
@@ -82,7 +86,7 @@ func (c *control) Describe(p Params) Info {
 }
 
 // effective fills the zero fields of p with the controls' defaults.
-func effective(p Policy) Policy {
+func (c *control) effective(p Policy) Policy {
 	if p.Base <= 0 {
 		p.Base = DefaultBase
 	}
@@ -101,14 +105,18 @@ func effective(p Policy) Policy {
 		p.Jitter = "full"
 	}
 	if p.MaxAttempts <= 0 {
-		j, _ := client.ParseJitter(p.Jitter)
-		p.MaxAttempts = client.AttemptsFor(p.Base, p.Cap, p.Budget, j)
+		if c.attempts != nil {
+			p.MaxAttempts = c.attempts(p)
+		} else {
+			j, _ := client.ParseJitter(p.Jitter)
+			p.MaxAttempts = client.AttemptsFor(p.Base, p.Cap, p.Budget, j)
+		}
 	}
 	return p
 }
 
 func (c *control) New(next http.RoundTripper, p Params) Caller {
-	l := &loop{c: c, next: counting{next}, pol: effective(p.Policy), client: p.Client, rnd: p.Rand}
+	l := &loop{c: c, next: counting{next}, pol: c.effective(p.Policy), client: p.Client, rnd: p.Rand}
 	if l.rnd == nil {
 		l.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
