@@ -54,6 +54,7 @@ type decoder struct {
 	// places maps every key path read ("server.phases[0].for") to the
 	// node's position, to place errors reported later by a path alone.
 	places map[string]*token.Position
+	merges int // merge keys expanded, to stop self-merging anchors
 }
 
 func newDecoder(file string) *decoder {
@@ -211,9 +212,10 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 		return m
 	}
 	seen := map[string]bool{}
+	var merged []*field
 	for _, mv := range values {
 		if _, ok := mv.Key.(*ast.MergeKeyNode); ok {
-			d.fail(mv.Key, path, "merge keys (<<) are not supported")
+			merged = append(merged, d.merge(mv.Value, path)...)
 			continue
 		}
 		k := d.resolve(mv.Key, path)
@@ -229,7 +231,36 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 		seen[text] = true
 		m.fields = append(m.fields, &field{key: text, keyNode: mv.Key, value: mv.Value})
 	}
+	// A merge key (<<: *base or <<: [*a, *b]) adds the keys the mapping
+	// does not set itself; earlier sources win over later ones.
+	for _, f := range merged {
+		if !seen[f.key] {
+			seen[f.key] = true
+			m.fields = append(m.fields, f)
+		}
+	}
 	return m
+}
+
+// merge returns the fields a merge key's value brings: a mapping's, or
+// those of a sequence of mappings in order.
+func (d *decoder) merge(n ast.Node, path string) []*field {
+	if d.merges++; d.merges > 1000 {
+		d.fail(n, path, "merge keys nested too deep")
+		return nil
+	}
+	n = d.resolve(n, path)
+	if s, ok := n.(*ast.SequenceNode); ok {
+		var out []*field
+		for _, item := range s.Values {
+			out = append(out, d.merge(item, path)...)
+		}
+		return out
+	}
+	if n == nil {
+		return nil
+	}
+	return d.mapping(n, path).fields
 }
 
 // take returns key's value node (nil when absent or null) and its path.
