@@ -170,7 +170,7 @@ func parseRoot(file string, data []byte) (d *decoder, root ast.Node, err error) 
 		return nil, nil, e
 	}
 	root = docs[0].Body
-	d.collectAnchors(root, 0)
+	d.collectAnchors(root)
 	return d, root, nil
 }
 

@@ -113,29 +113,10 @@ func position(n ast.Node) *token.Position {
 }
 
 // collectAnchors records every anchor's node so aliases can be resolved.
-func (d *decoder) collectAnchors(n ast.Node, depth int) {
-	if n == nil || depth > 100 {
-		return
-	}
-	switch v := n.(type) {
-	case *ast.AnchorNode:
-		if v.Name != nil {
-			d.anchors[v.Name.GetToken().Value] = v.Value
-		}
-		d.collectAnchors(v.Value, depth+1)
-	case *ast.TagNode:
-		d.collectAnchors(v.Value, depth+1)
-	case *ast.MappingNode:
-		for _, mv := range v.Values {
-			d.collectAnchors(mv.Key, depth+1)
-			d.collectAnchors(mv.Value, depth+1)
-		}
-	case *ast.MappingValueNode:
-		d.collectAnchors(v.Key, depth+1)
-		d.collectAnchors(v.Value, depth+1)
-	case *ast.SequenceNode:
-		for _, x := range v.Values {
-			d.collectAnchors(x, depth+1)
+func (d *decoder) collectAnchors(root ast.Node) {
+	for _, n := range ast.Filter(ast.AnchorType, root) {
+		if a := n.(*ast.AnchorNode); a.Name != nil {
+			d.anchors[a.Name.GetToken().Value] = a.Value
 		}
 	}
 }
