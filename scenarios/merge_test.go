@@ -57,6 +57,9 @@ func TestParseMergeKeyErrors(t *testing.T) {
 			`t.yaml:3:20: server.phases[0].bogus: unknown key "bogus"`},
 		{"fleet:\n  <<: {clients: 0}\n", `t.yaml:2:17: fleet.clients: 0 is out of range [1, 1000000]`},
 		{"fleet:\n  <<: 5\n", `t.yaml:2:7: fleet: want a mapping, got an integer`},
+		{"fleet:\n  <<: [{clients: 2}, 5]\n", `t.yaml:2:22: fleet: want a mapping, got an integer`},
+		// an anchor that merges itself ends, with an error
+		{"fleet: &f\n  <<: *f\n", `t.yaml:2:7: fleet: merge keys nested too deep`},
 	}
 	for _, tt := range tests {
 		_, err := Parse("t.yaml", []byte(tt.yaml))
