@@ -270,16 +270,6 @@ func (m *mapping) take(key string) (ast.Node, string) {
 	return nil, path
 }
 
-// has reports whether key is present with a non-null value.
-func (m *mapping) has(key string) bool {
-	for _, f := range m.fields {
-		if f.key == key {
-			return m.d.resolve(f.value, "") != nil
-		}
-	}
-	return false
-}
-
 // done reports every key that was never taken.
 func (m *mapping) done() {
 	for _, f := range m.fields {
@@ -402,17 +392,6 @@ func (d *decoder) intValue(n ast.Node, path string, lo, hi int) (int, bool) {
 		return 0, false
 	}
 	return int(v), true
-}
-
-// number reads a finite number in [lo, hi].
-func (m *mapping) number(key string, dst *float64, lo, hi float64) {
-	n, path := m.take(key)
-	if n == nil {
-		return
-	}
-	if v, ok := m.d.numberValue(n, path, lo, hi); ok {
-		*dst = v
-	}
 }
 
 func (d *decoder) numberValue(n ast.Node, path string, lo, hi float64) (float64, bool) {
