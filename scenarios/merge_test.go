@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,4 +68,37 @@ func TestParseMergeKeyErrors(t *testing.T) {
 			t.Errorf("Parse(%q) = %v; want prefix %q", tt.yaml, err, tt.want)
 		}
 	}
+}
+
+// FuzzParseMerge is FuzzParse's round trip seeded with merge keys: what
+// Parse accepts, ParseServer accepts too, and its JSON parses back equal.
+func FuzzParseMerge(f *testing.F) {
+	f.Add([]byte("server:\n  phases:\n    - &a {for: 1s, respond: {status: 503}}\n    - <<: *a\n      for: 2s\n    - {}\n"))
+	f.Add([]byte("subject:\n  policy:\n    <<: [{base: 1s}, {base: 2s, cap: 5s}]\n"))
+	f.Add([]byte("server: {quota: &q {rate: 5/s}, phases: [{respond: {mix: {<<: {200: 1}, 500: 2}}}]}\n"))
+	f.Add([]byte("<<: {name: merged}\nfleet: {<<: {clients: 3}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := Parse("f.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.yaml") {
+				t.Fatalf("error %q does not start with the file name", err)
+			}
+			return
+		}
+		if _, err := ParseServer("f.yaml", data); err != nil {
+			t.Fatalf("Parse accepts but ParseServer rejects: %v", err)
+		}
+		j, err := json.Marshal(sc)
+		if err != nil {
+			t.Fatalf("Marshal: %v", err)
+		}
+		back, err := Parse("f.yaml", j)
+		if err != nil {
+			t.Fatalf("Parse(Marshal(sc)) = %v\njson: %s", err, j)
+		}
+		back.Source, sc.Source = nil, nil
+		if !reflect.DeepEqual(back, sc) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v\njson: %s", back, sc, j)
+		}
+	})
 }
