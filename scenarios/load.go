@@ -64,6 +64,9 @@ func Load(path string) (*Scenario, error) {
 // Durations are Go durations (250ms, 1m30s; a bare 0 is allowed); rates are
 // N/interval (100/s, 100/1m, 5/100ms; a bare number is per second); a
 // Retry-After value is seconds (2, 1.5), a duration, limiter or phase-end.
+// Anchors, aliases and merge keys (<<: *base, <<: [*a, *b]) work as in
+// YAML: a mapping's own keys win over merged ones, earlier sources over
+// later ones.
 func Parse(file string, data []byte) (sc *Scenario, err error) {
 	d, root, err := parseRoot(file, data)
 	if err != nil {
@@ -170,7 +173,7 @@ func parseRoot(file string, data []byte) (d *decoder, root ast.Node, err error) 
 		return nil, nil, e
 	}
 	root = docs[0].Body
-	d.collectAnchors(root, 0)
+	d.collectAnchors(root)
 	return d, root, nil
 }
 
