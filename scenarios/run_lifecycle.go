@@ -1,0 +1,385 @@
+// A run's lifecycle: the runner, its harness transport and listener,
+// the stub, the meta and end records, progress.
+
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrylab/retrylab/internal/memnet"
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+type runner struct {
+	sc   *Scenario
+	opts RunOptions
+	subj subjects.Subject
+
+	start time.Time
+	rec   *timeline.Recorder
+	srv   *stubserver.Server
+	base  string
+	tr    *http.Transport
+	total int64
+	done  atomic.Int64
+	// inFlight counts outcomes made "canceled" because the run stopped;
+	// dialErrors the harness's own dial and accept failures.
+	inFlight   atomic.Int64
+	dialErrors atomic.Int64
+	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
+	capAt      time.Time    // the duration cap's instant
+	harness    atomic.Int64 // outcomes marked Harness
+	// harnessErrs collects harness problems in words for the end record.
+	errMu        sync.Mutex
+	harnessErrs  []string
+	plumbingSeen map[string]bool
+	// slots hold each goroutine client's request in flight (see seal);
+	// sealed is set when the run stops for good.
+	slots   []slot
+	sealed  atomic.Bool
+	writing atomic.Int64 // outcome writes being claimed or made (see slot)
+	// dropped counts logical requests of exec processes still running
+	// past the grace: in flight, with no outcome.
+	dropped atomic.Int64
+	results [len(resultNames)]atomic.Int64
+	late    histogram
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
+	sc, opts := r.sc, r.opts
+	r.total = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
+
+	var cw *countingWriter
+	var enc *timeline.Encoder
+	if opts.Timeline != nil {
+		cw = &countingWriter{w: opts.Timeline}
+		enc = timeline.NewEncoder(cw)
+	}
+
+	var l net.Listener
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	if opts.Virtual {
+		nw := memnet.New()
+		defer nw.Close()
+		l = nw.Listen()
+		dial = nw.DialContext
+	} else {
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+	}
+	l = &countingListener{Listener: l, errs: &r.dialErrors}
+	r.base = "http://" + l.Addr().String()
+	if _, ok := r.subj.(subjects.Program); !ok {
+		r.slots = make([]slot, sc.Fleet.Clients)
+	}
+	r.tr = &http.Transport{
+		Proxy:                 nil, // loopback only, whatever the environment says
+		DialContext:           r.countDials(dial),
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
+		MaxConnsPerHost:       connCap(opts.MaxConns, sc.Fleet.Clients, opts.Virtual, openFileLimit()),
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0,
+	}
+
+	// An exec fleet starts every process first and opens the scenario
+	// only when all are ready (the start barrier): time zero is then.
+	var pf *programFleet
+	if prog, ok := r.subj.(subjects.Program); ok {
+		pf = r.startPrograms(ctx, prog, l)
+		l = pf.gate
+	}
+	r.start = opts.Start
+	if r.start.IsZero() || pf != nil {
+		r.start = time.Now()
+	}
+	if pf != nil {
+		pf.open(r)
+	}
+
+	if enc != nil {
+		r.rec = timeline.NewRecorder(enc, 4096)
+	}
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
+	if err != nil {
+		r.abortPrograms(pf)
+		l.Close()
+		r.closeRecorder()
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	r.srv = srv
+	if enc != nil {
+		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
+			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
+		// The Recorder has not been handed a record yet, so writing the
+		// meta record through the encoder first keeps it first.
+		if err := enc.EncodeMeta(meta); err != nil {
+			r.abortPrograms(pf)
+			l.Close()
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, err)
+		}
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+
+	// The run stops at its duration cap, on ctx (a signal), or at the
+	// first timeline write error, whichever comes first.
+	r.capAt = r.start.Add(sc.Duration)
+	capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)
+	defer capCancel()
+	runCtx, stop := context.WithCancelCause(capCtx)
+	defer stop(nil)
+	if r.rec != nil {
+		go func() {
+			select {
+			case <-r.rec.Failed():
+				stop(errWriteFailed)
+			case <-runCtx.Done():
+			}
+		}()
+	}
+
+	stopProgress := r.progress()
+	if pf != nil {
+		pf.wait(runCtx, r)
+	} else {
+		r.fleet(runCtx)
+	}
+	stoppedAt := r.since()
+	elapsed := time.Since(r.start)
+	// From here no client writes an outcome: requests still in flight are
+	// recorded canceled, whether or not their goroutines have run since
+	// the run stopped (with 100,000 clients they may not for seconds).
+	pending := r.seal()
+	// Then the fleet's calls are canceled (if the cap's timer has not done
+	// it already), the stub's listener is closed (a call that fails and
+	// retries is refused at once), and the server releases hanging requests
+	// and waits for the active ones.
+	stop(nil)
+	l.Close()
+	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	shErr := srv.Shutdown(shCtx)
+	shCancel()
+	end := timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
+	stopped := StoppedDone
+	switch {
+	case r.rec != nil && r.rec.Err() != nil:
+		stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+		end.Errors = append(end.Errors, r.rec.Err().Error())
+	case ctx.Err() != nil:
+		stopped, end.Reason = StoppedCanceled, timeline.EndInterrupted
+		var in *Interrupt
+		if errors.As(context.Cause(ctx), &in) {
+			end.Signal = in.Signal
+		}
+	case r.inFlight.Load() > 0 || r.done.Load() < r.total:
+		// The cap, whether or not its context has noticed yet.
+		stopped, end.Reason = StoppedDuration, timeline.EndDuration
+	}
+
+	<-served
+	r.tr.CloseIdleConnections()
+	stopProgress()
+
+	end.InFlight = r.inFlight.Load() + r.dropped.Load()
+	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
+	end.DialErrors = r.dialErrors.Load()
+	end.FleetReady = r.fleetReady.Load()
+	if pf != nil {
+		end.FleetReady = pf.readyAt
+	}
+	r.errMu.Lock()
+	end.Errors = append(end.Errors, r.harnessErrs...)
+	r.errMu.Unlock()
+	if shErr != nil {
+		end.Errors = append(end.Errors, shErr.Error())
+	}
+	recErr := r.closeRecorder()
+	if enc != nil && recErr == nil {
+		// The recorder is closed: the encoder is the runner's again.
+		for i := range pending {
+			if recErr = enc.EncodeOutcome(&pending[i]); recErr != nil {
+				break
+			}
+		}
+		if recErr == nil {
+			recErr = enc.EncodeEnd(&end)
+		}
+		if recErr == nil {
+			recErr = enc.Flush()
+		}
+		if recErr != nil && end.Reason != timeline.EndWriteError {
+			stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+			end.Errors = append(end.Errors, recErr.Error())
+		}
+	}
+
+	flushed := time.Since(r.start)
+
+	st := srv.Stats()
+	sum = &Summary{
+		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
+		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
+		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
+		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: r.late.summary(),
+		TimelinePath: opts.TimelinePath,
+	}
+	for i := range r.results {
+		if n := r.results[i].Load(); n > 0 {
+			sum.Results[resultNames[i]] = n
+		}
+	}
+	if cw != nil {
+		sum.TimelineBytes = cw.n
+	}
+	if recErr != nil {
+		return sum, &TimelineError{Path: opts.TimelinePath, Err: recErr}
+	}
+	if shErr != nil {
+		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
+	}
+	return sum, nil
+}
+
+var (
+	errDurationCap = errors.New("the run's duration cap passed")
+	errWriteFailed = errors.New("writing the timeline failed")
+)
+
+// harnessError records a harness problem for the end record.
+func (r *runner) harnessError(msg string) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if len(r.harnessErrs) < 20 {
+		r.harnessErrs = append(r.harnessErrs, msg)
+	}
+}
+
+// countDials wraps dial to count the harness's own dial failures (not
+// those of a canceled request).
+func (r *runner) countDials(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			if ctx.Err() == nil && !r.sealed.Load() {
+				r.dialErrors.Add(1)
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// countingListener counts Accept errors (descriptor exhaustion, EMFILE,
+// above all) other than the listener being closed.
+type countingListener struct {
+	net.Listener
+	errs *atomic.Int64
+	once sync.Once
+}
+
+// Close closes the listener once: the runner closes it when the run stops
+// and the stub's shutdown closes it again, which must not be an error.
+func (l *countingListener) Close() error {
+	var err error
+	l.once.Do(func() { err = l.Listener.Close() })
+	return err
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		l.errs.Add(1)
+	}
+	return c, err
+}
+
+// connCap is the transport's MaxConnsPerHost: the requested cap, or in
+// real mode, when every client holding its own connection (a descriptor on
+// each end of loopback) would not fit under the open-file limit, what fits
+// with room for 256 other files.
+func connCap(requested, clients int, virtual bool, limit int) int {
+	if requested > 0 {
+		return requested
+	}
+	if virtual || limit <= 0 || 2*clients+256 <= limit {
+		return 0
+	}
+	return max(1, (limit-256)/2)
+}
+
+func (r *runner) closeRecorder() error {
+	if r.rec == nil {
+		return nil
+	}
+	return r.rec.Close()
+}
+
+// progress starts the progress reporter; the returned func stops it after
+// a last report.
+func (r *runner) progress() (stop func()) {
+	if r.opts.Progress == nil {
+		return func() {}
+	}
+	every := r.opts.ProgressEvery
+	if every <= 0 {
+		every = 200 * time.Millisecond
+	}
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				r.opts.Progress(r.snapshot())
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+		r.opts.Progress(r.snapshot())
+	}
+}
+
+func (r *runner) snapshot() Progress {
+	st := r.srv.Stats()
+	return Progress{Done: r.done.Load(), Total: r.total, Attempts: st.Attempts,
+		Throttled429: st.Throttled429, Unavailable503: st.Unavailable503, Elapsed: time.Since(r.start)}
+}
+
+// since is the run instant of now, ns.
+func (r *runner) since() int64 { return int64(time.Since(r.start)) }
