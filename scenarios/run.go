@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -128,8 +129,19 @@ type Summary struct {
 	TimelineBytes int64
 }
 
-// Lateness summarizes delays; values are bucketed to within 1/16.
+// Lateness summarizes delays; the quantiles are read from buckets 1/16
+// (or 1 µs) wide: at most that above the exact value, never below it.
 type Lateness struct{ P50, P99, Max time.Duration }
+
+// latenessLayout buckets start lateness: 16 buckets per power of two of
+// microseconds.
+var latenessLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 4}
+
+// summarizeLateness reads a run's start lateness.
+func summarizeLateness(h *loghist.Atomic) Lateness {
+	s := h.Snapshot()
+	return Lateness{P50: time.Duration(s.Quantile(0.5)), P99: time.Duration(s.Quantile(0.99)), Max: time.Duration(s.Max())}
+}
 
 // ErrNoSubject is wrapped by Run's error when the scenario's subject
 // cannot be found.
@@ -187,7 +199,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 		}
 	}
 
-	r := &runner{sc: &eff, opts: opts, subj: subj}
+	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout)}
 	return r.run(ctx)
 }
 

@@ -73,7 +73,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			Scheduled: scheduled,
 			Start:     r.since(),
 		}
-		r.late.add(out.Start - out.Scheduled)
+		r.late.Add(out.Start - out.Scheduled)
 		slot := &r.slots[id]
 		if !slot.begin(&out) {
 			return

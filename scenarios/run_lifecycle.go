@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/internal/memnet"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
@@ -52,7 +53,7 @@ type runner struct {
 	// past the grace: in flight, with no outcome.
 	dropped atomic.Int64
 	results [len(resultNames)]atomic.Int64
-	late    histogram
+	late    *loghist.Atomic // start lateness
 }
 
 type countingWriter struct {
@@ -249,7 +250,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: r.late.summary(),
+		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: summarizeLateness(r.late),
 		TimelinePath: opts.TimelinePath,
 	}
 	for i := range r.results {
