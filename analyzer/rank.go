@@ -39,6 +39,7 @@ func KeyFigures() []KeyFigure {
 // and its key figures.
 type RankRun struct {
 	Subject string
+	Seed    int64
 	Verdict *Verdict
 	// Figures holds the run's key figures by Figure* id; a missing or NaN
 	// figure is unknown.

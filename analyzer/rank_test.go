@@ -39,15 +39,15 @@ func TestRankOrder(t *testing.T) {
 	incon := func() *Verdict { return rankVerdict(VerdictInconclusive) }
 	nan := math.NaN()
 	runs := []RankRun{
-		{"inconclusive-but-perfect", incon(), figs(100, 1, 0.1)},
-		{"fails-twice", fail2(), figs(100, 1, 0.1)},
-		{"fails-once", fail1(), figs(10, 9, 9)},
-		{"pass-low-success", pass(), figs(50, 1, 1)},
-		{"pass-b", pass(), figs(90, 2, 1)},
-		{"pass-a", pass(), figs(90, 2, 1)},
-		{"pass-less-amplified", pass(), figs(90, 1.5, 5)},
-		{"pass-p99-unknown", pass(), figs(90, 2, nan)},
-		{"pass-faster", pass(), figs(90, 2, 0.5)},
+		{"inconclusive-but-perfect", 1, incon(), figs(100, 1, 0.1)},
+		{"fails-twice", 1, fail2(), figs(100, 1, 0.1)},
+		{"fails-once", 1, fail1(), figs(10, 9, 9)},
+		{"pass-low-success", 1, pass(), figs(50, 1, 1)},
+		{"pass-b", 1, pass(), figs(90, 2, 1)},
+		{"pass-a", 1, pass(), figs(90, 2, 1)},
+		{"pass-less-amplified", 1, pass(), figs(90, 1.5, 5)},
+		{"pass-p99-unknown", 1, pass(), figs(90, 2, nan)},
+		{"pass-faster", 1, pass(), figs(90, 2, 0.5)},
 	}
 	ranking, subjects := Rank(runs)
 	want := []string{"pass-less-amplified", "pass-faster", "pass-a", "pass-b", "pass-p99-unknown", "pass-low-success",
@@ -73,11 +73,11 @@ func TestRankOrder(t *testing.T) {
 func TestRankFolds(t *testing.T) {
 	nan := math.NaN()
 	runs := []RankRun{
-		{"a", rankVerdict(VerdictPass, [2]string{CheckWaves, StatusPass}, [2]string{CheckBudget, StatusSkip}), figs(100, 1, 2)},
-		{"a", rankVerdict(VerdictInconclusive, [2]string{CheckWaves, StatusSkip}), figs(80, 3, nan)},
-		{"b", rankVerdict(VerdictInconclusive), figs(100, 1, 1)},
-		{"b", rankVerdict(VerdictFail, [2]string{CheckBudget, StatusFail}, [2]string{CheckRetryAfter, StatusFail}), figs(100, 1, 1)},
-		{"b", rankVerdict(VerdictPass, [2]string{CheckBudget, StatusPass}), map[string]float64{}},
+		{"a", 1, rankVerdict(VerdictPass, [2]string{CheckWaves, StatusPass}, [2]string{CheckBudget, StatusSkip}), figs(100, 1, 2)},
+		{"a", 2, rankVerdict(VerdictInconclusive, [2]string{CheckWaves, StatusSkip}), figs(80, 3, nan)},
+		{"b", 1, rankVerdict(VerdictInconclusive), figs(100, 1, 1)},
+		{"b", 2, rankVerdict(VerdictFail, [2]string{CheckBudget, StatusFail}, [2]string{CheckRetryAfter, StatusFail}), figs(100, 1, 1)},
+		{"b", 3, rankVerdict(VerdictPass, [2]string{CheckBudget, StatusPass}), map[string]float64{}},
 	}
 	_, subjects := Rank(runs)
 	a, b := subjects[0], subjects[1]

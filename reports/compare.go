@@ -94,12 +94,25 @@ type Ranked struct {
 
 // Comparison describes what Compare wrote.
 type Comparison struct {
-	HTML    string   // path of compare.html
-	Plot    Plot     // the comparison plot (compare.png, compare.svg)
-	Ranking []Ranked // best first
+	HTML     string   // path of compare.html
+	Plot     Plot     // the comparison plot (compare.png, compare.svg)
+	Scenario string   // the compared scenario
+	Ranking  []Ranked // best first
 	// Subjects holds the same lines as Ranking, in the order the subjects
 	// first appear in the entries (the CLI judges the first-named one).
 	Subjects []Ranked
+	// Runs are the entries as ranked (analyzer.Rank), in entry order: what
+	// analyzer.WriteRankingJSON and its kin write with the ranking.
+	Runs []analyzer.RankRun
+}
+
+// AnalyzerRanking is the ranking as the analyzer's encoders take it.
+func (c *Comparison) AnalyzerRanking() []analyzer.Ranked {
+	out := make([]analyzer.Ranked, len(c.Ranking))
+	for i, r := range c.Ranking {
+		out[i] = r.Ranked
+	}
+	return out
 }
 
 // Compare writes, in dir (created if needed), compare.html and the
@@ -142,13 +155,13 @@ func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparis
 			stats[i] = &s
 		}
 	}
-	ranking, subjects := rankBoth(entries, stats)
-	cmpr := &Comparison{HTML: filepath.Join(dir, CompareFile), Ranking: ranking, Subjects: subjects}
-
+	ranking, subjects, runs := rankBoth(entries, stats)
 	scenario := opts.Scenario
 	if scenario == "" {
 		scenario = entries[0].Verdict.Figures.Scenario
 	}
+	cmpr := &Comparison{HTML: filepath.Join(dir, CompareFile), Scenario: scenario, Ranking: ranking, Subjects: subjects, Runs: runs}
+
 	title := opts.Title
 	if title == "" {
 		title = "comparison on " + orDash(scenario)
@@ -172,17 +185,17 @@ func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparis
 // rankSubjects ranks the entries' subjects (analyzer.Rank) on their
 // verdicts and key figures, with the links to their reports: best first.
 func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
-	ranking, _ := rankBoth(entries, stats)
+	ranking, _, _ := rankBoth(entries, stats)
 	return ranking
 }
 
 // rankBoth is rankSubjects, and the same lines in the order the subjects
-// first appear in the entries.
-func rankBoth(entries []CompareEntry, stats []*Stats) (ranking, subjects []Ranked) {
-	runs := make([]analyzer.RankRun, len(entries))
+// first appear in the entries, and the runs ranked.
+func rankBoth(entries []CompareEntry, stats []*Stats) (ranking, subjects []Ranked, runs []analyzer.RankRun) {
+	runs = make([]analyzer.RankRun, len(entries))
 	reports := map[string][]string{}
 	for i, e := range entries {
-		runs[i] = analyzer.RankRun{Subject: e.Subject, Verdict: e.Verdict, Figures: map[string]float64{}}
+		runs[i] = analyzer.RankRun{Subject: e.Subject, Seed: e.Seed, Verdict: e.Verdict, Figures: map[string]float64{}}
 		for _, kf := range keyFigures {
 			runs[i].Figures[kf.id] = entryFigure(kf.id, e.Verdict, stats[i])
 		}
@@ -198,7 +211,7 @@ func rankBoth(entries []CompareEntry, stats []*Stats) (ranking, subjects []Ranke
 		}
 		return out
 	}
-	return wrap(r), wrap(s)
+	return wrap(r), wrap(s), runs
 }
 
 // entryFigure is one key figure of one run, NaN when unknown.
