@@ -1,5 +1,6 @@
-// A run's lifecycle: the runner, its harness transport and listener,
-// the stub, the meta and end records, progress.
+// A run's lifecycle: the runner's state, and run: the harness transport
+// and listener, the stub, the meta record, the fleet, the stop and the
+// end record (see run_end.go), the summary.
 
 package scenarios
 
@@ -7,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -54,17 +54,6 @@ type runner struct {
 	dropped atomic.Int64
 	results [len(resultNames)]atomic.Int64
 	late    *loghist.Atomic // start lateness
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
@@ -189,55 +178,16 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	shErr := srv.Shutdown(shCtx)
 	shCancel()
-	end := timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
-	stopped := StoppedDone
-	switch {
-	case r.rec != nil && r.rec.Err() != nil:
-		stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
-		end.Errors = append(end.Errors, r.rec.Err().Error())
-	case ctx.Err() != nil:
-		stopped, end.Reason = StoppedCanceled, timeline.EndInterrupted
-		var in *Interrupt
-		if errors.As(context.Cause(ctx), &in) {
-			end.Signal = in.Signal
-		}
-	case r.inFlight.Load() > 0 || r.done.Load() < r.total:
-		// The cap, whether or not its context has noticed yet.
-		stopped, end.Reason = StoppedDuration, timeline.EndDuration
-	}
+	stopped, end := r.stopReason(ctx, stoppedAt)
 
 	<-served
 	r.tr.CloseIdleConnections()
 	stopProgress()
 
-	end.InFlight = r.inFlight.Load() + r.dropped.Load()
-	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
-	end.DialErrors = r.dialErrors.Load()
-	end.FleetReady = r.fleetReady.Load()
-	if pf != nil {
-		end.FleetReady = pf.readyAt
-	}
-	r.errMu.Lock()
-	end.Errors = append(end.Errors, r.harnessErrs...)
-	r.errMu.Unlock()
-	if shErr != nil {
-		end.Errors = append(end.Errors, shErr.Error())
-	}
+	r.fillEnd(&end, pf, shErr)
 	recErr := r.closeRecorder()
 	if enc != nil && recErr == nil {
-		// The recorder is closed: the encoder is the runner's again.
-		for i := range pending {
-			if recErr = enc.EncodeOutcome(&pending[i]); recErr != nil {
-				break
-			}
-		}
-		if recErr == nil {
-			recErr = enc.EncodeEnd(&end)
-		}
-		if recErr == nil {
-			recErr = enc.Flush()
-		}
-		if recErr != nil && end.Reason != timeline.EndWriteError {
+		if recErr = writeEnd(enc, pending, &end); recErr != nil && end.Reason != timeline.EndWriteError {
 			stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
 			end.Errors = append(end.Errors, recErr.Error())
 		}
@@ -284,102 +234,11 @@ func (r *runner) harnessError(msg string) {
 	}
 }
 
-// countDials wraps dial to count the harness's own dial failures (not
-// those of a canceled request).
-func (r *runner) countDials(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			if ctx.Err() == nil && !r.sealed.Load() {
-				r.dialErrors.Add(1)
-			}
-			return nil, err
-		}
-		return c, nil
-	}
-}
-
-// countingListener counts Accept errors (descriptor exhaustion, EMFILE,
-// above all) other than the listener being closed.
-type countingListener struct {
-	net.Listener
-	errs *atomic.Int64
-	once sync.Once
-}
-
-// Close closes the listener once: the runner closes it when the run stops
-// and the stub's shutdown closes it again, which must not be an error.
-func (l *countingListener) Close() error {
-	var err error
-	l.once.Do(func() { err = l.Listener.Close() })
-	return err
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil && !errors.Is(err, net.ErrClosed) {
-		l.errs.Add(1)
-	}
-	return c, err
-}
-
-// connCap is the transport's MaxConnsPerHost: the requested cap, or in
-// real mode, when every client holding its own connection (a descriptor on
-// each end of loopback) would not fit under the open-file limit, what fits
-// with room for 256 other files.
-func connCap(requested, clients int, virtual bool, limit int) int {
-	if requested > 0 {
-		return requested
-	}
-	if virtual || limit <= 0 || 2*clients+256 <= limit {
-		return 0
-	}
-	return max(1, (limit-256)/2)
-}
-
 func (r *runner) closeRecorder() error {
 	if r.rec == nil {
 		return nil
 	}
 	return r.rec.Close()
-}
-
-// progress starts the progress reporter; the returned func stops it after
-// a last report.
-func (r *runner) progress() (stop func()) {
-	if r.opts.Progress == nil {
-		return func() {}
-	}
-	every := r.opts.ProgressEvery
-	if every <= 0 {
-		every = 200 * time.Millisecond
-	}
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-				r.opts.Progress(r.snapshot())
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-finished
-		r.opts.Progress(r.snapshot())
-	}
-}
-
-func (r *runner) snapshot() Progress {
-	st := r.srv.Stats()
-	return Progress{Done: r.done.Load(), Total: r.total, Attempts: st.Attempts,
-		Throttled429: st.Throttled429, Unavailable503: st.Unavailable503, Elapsed: time.Since(r.start)}
 }
 
 // since is the run instant of now, ns.

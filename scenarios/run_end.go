@@ -1,9 +1,12 @@
 // How a run ends: each goroutine client's slot, seal (what is in flight
-// when the run stops becomes "canceled"), and the outcome counts.
+// when the run stops becomes "canceled"), the outcome counts, and the end
+// record.
 
 package scenarios
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -117,4 +120,61 @@ func (r *runner) count(o *timeline.Outcome) {
 	}
 	r.results[resultIndex(o.Result)].Add(1)
 	r.done.Add(1)
+}
+
+// stopReason is why the run stopped, judged once the stub has shut down:
+// a timeline write error, then the caller's context (a signal), then the
+// cap when requests were left; and the end record it starts.
+func (r *runner) stopReason(ctx context.Context, stoppedAt int64) (stopped string, end timeline.End) {
+	end = timeline.End{At: stoppedAt, Reason: timeline.EndCompleted}
+	stopped = StoppedDone
+	switch {
+	case r.rec != nil && r.rec.Err() != nil:
+		stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+		end.Errors = append(end.Errors, r.rec.Err().Error())
+	case ctx.Err() != nil:
+		stopped, end.Reason = StoppedCanceled, timeline.EndInterrupted
+		var in *Interrupt
+		if errors.As(context.Cause(ctx), &in) {
+			end.Signal = in.Signal
+		}
+	case r.inFlight.Load() > 0 || r.done.Load() < r.total:
+		// The cap, whether or not its context has noticed yet.
+		stopped, end.Reason = StoppedDuration, timeline.EndDuration
+	}
+	return stopped, end
+}
+
+// fillEnd completes the end record once the fleet and the stub are done:
+// what was in flight or never started, the harness's dial errors and
+// problems, when the fleet was ready, the stub's shutdown error.
+func (r *runner) fillEnd(end *timeline.End, pf *programFleet, shErr error) {
+	end.InFlight = r.inFlight.Load() + r.dropped.Load()
+	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
+	end.DialErrors = r.dialErrors.Load()
+	end.FleetReady = r.fleetReady.Load()
+	if pf != nil {
+		end.FleetReady = pf.readyAt
+	}
+	r.errMu.Lock()
+	end.Errors = append(end.Errors, r.harnessErrs...)
+	r.errMu.Unlock()
+	if shErr != nil {
+		end.Errors = append(end.Errors, shErr.Error())
+	}
+}
+
+// writeEnd writes, once the recorder is closed (the encoder is the
+// runner's again), the outcomes seal recorded canceled, then the end
+// record, and flushes.
+func writeEnd(enc *timeline.Encoder, pending []timeline.Outcome, end *timeline.End) error {
+	for i := range pending {
+		if err := enc.EncodeOutcome(&pending[i]); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeEnd(end); err != nil {
+		return err
+	}
+	return enc.Flush()
 }
