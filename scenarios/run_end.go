@@ -178,3 +178,21 @@ func writeEnd(enc *timeline.Encoder, pending []timeline.Outcome, end *timeline.E
 	}
 	return enc.Flush()
 }
+
+// summary is what the run did, once it is over.
+func (r *runner) summary(elapsed, flushed time.Duration, stopped string, end timeline.End) *Summary {
+	st := r.srv.Stats()
+	sum := &Summary{
+		Scenario: r.sc.Name, Subject: r.subj.Name(), Seed: r.opts.Seed, Clients: r.sc.Fleet.Clients,
+		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
+		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
+		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: summarizeLateness(r.late),
+		TimelinePath: r.opts.TimelinePath,
+	}
+	for i := range r.results {
+		if n := r.results[i].Load(); n > 0 {
+			sum.Results[resultNames[i]] = n
+		}
+	}
+	return sum
+}

@@ -8,8 +8,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/retrylab/retrylab/internal/memnet"
 )
 
 // countingWriter counts the bytes written through it (Summary.TimelineBytes).
@@ -75,4 +79,35 @@ func connCap(requested, clients int, virtual bool, limit int) int {
 		return 0
 	}
 	return max(1, (limit-256)/2)
+}
+
+// listen opens the stub's listener and the dial the harness reaches it
+// by: an in-memory network when virtual (closeNet closes it), else
+// loopback TCP on a free port.
+func listen(virtual bool) (l net.Listener, dial func(context.Context, string, string) (net.Conn, error), closeNet func(), err error) {
+	if virtual {
+		nw := memnet.New()
+		return nw.Listen(), nw.DialContext, func() { nw.Close() }, nil
+	}
+	l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return l, (&net.Dialer{Timeout: 5 * time.Second}).DialContext, func() {}, nil
+}
+
+// transport is the harness's one http.Transport to the stub, shared by
+// every client's Caller, dialing through dial (its failures counted).
+func (r *runner) transport(dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
+	sc, opts := r.sc, r.opts
+	return &http.Transport{
+		Proxy:                 nil, // loopback only, whatever the environment says
+		DialContext:           r.countDials(dial),
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
+		MaxConnsPerHost:       connCap(opts.MaxConns, sc.Fleet.Clients, opts.Virtual, openFileLimit()),
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0,
+	}
 }

@@ -8,14 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
-	"github.com/retrylab/retrylab/internal/memnet"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
@@ -67,34 +65,17 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		enc = timeline.NewEncoder(cw)
 	}
 
-	var l net.Listener
-	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
-	if opts.Virtual {
-		nw := memnet.New()
-		defer nw.Close()
-		l = nw.Listen()
-		dial = nw.DialContext
-	} else {
-		l, err = net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
-		}
+	l, dial, closeNet, err := listen(opts.Virtual)
+	if err != nil {
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
 	}
+	defer closeNet()
 	l = &countingListener{Listener: l, errs: &r.dialErrors}
 	r.base = "http://" + l.Addr().String()
 	if _, ok := r.subj.(subjects.Program); !ok {
 		r.slots = make([]slot, sc.Fleet.Clients)
 	}
-	r.tr = &http.Transport{
-		Proxy:                 nil, // loopback only, whatever the environment says
-		DialContext:           r.countDials(dial),
-		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   sc.Fleet.Clients + 16,
-		MaxConnsPerHost:       connCap(opts.MaxConns, sc.Fleet.Clients, opts.Virtual, openFileLimit()),
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ResponseHeaderTimeout: 0,
-	}
+	r.tr = r.transport(dial)
 
 	// An exec fleet starts every process first and opens the scenario
 	// only when all are ready (the start barrier): time zero is then.
@@ -195,19 +176,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 
 	flushed := time.Since(r.start)
 
-	st := srv.Stats()
-	sum = &Summary{
-		Scenario: sc.Name, Subject: r.subj.Name(), Seed: opts.Seed, Clients: sc.Fleet.Clients,
-		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
-		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: summarizeLateness(r.late),
-		TimelinePath: opts.TimelinePath,
-	}
-	for i := range r.results {
-		if n := r.results[i].Load(); n > 0 {
-			sum.Results[resultNames[i]] = n
-		}
-	}
+	sum = r.summary(elapsed, flushed, stopped, end)
 	if cw != nil {
 		sum.TimelineBytes = cw.n
 	}
