@@ -171,6 +171,10 @@ func verdictRank(r Ranked) int {
 	return 1
 }
 
+// rankFigures are the key figures that order subjects of equal verdicts
+// and failed checks, first first.
+var rankFigures = [...]string{FigureSuccess, FigureAmplification, FigureP99}
+
 // compareRanked orders subjects best first.
 func compareRanked(a, b Ranked) int {
 	if c := cmp.Compare(verdictRank(a), verdictRank(b)); c != 0 {
@@ -195,12 +199,14 @@ func compareRanked(a, b Ranked) int {
 		}
 		return cmp.Compare(y, x)
 	}
-	for _, k := range []struct {
-		id    string
-		lower bool
-	}{{FigureSuccess, false}, {FigureAmplification, true}, {FigureP99, true}} {
-		if c := by(k.id, k.lower); c != 0 {
-			return c
+	for _, id := range rankFigures {
+		for _, kf := range KeyFigures() {
+			if kf.ID != id {
+				continue
+			}
+			if c := by(id, kf.LowerBetter); c != 0 {
+				return c
+			}
 		}
 	}
 	return cmp.Compare(a.Subject, b.Subject)
