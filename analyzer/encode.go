@@ -232,6 +232,12 @@ type junitSkipped struct {
 // each skipped one. Warnings go to the suite's system-out. GitHub Actions
 // test reporters, GitLab and Jenkins read this shape.
 func WriteJUnit(w io.Writer, v *Verdict) error {
+	suite := junitSuiteOf(v)
+	return writeJUnit(w, junitSuites{Name: "retrylab", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Suites: []junitSuite{suite}})
+}
+
+// junitSuiteOf is the verdict's testsuite (see WriteJUnit).
+func junitSuiteOf(v *Verdict) junitSuite {
 	scen := v.Figures.Scenario
 	if scen == "" {
 		scen = "timeline"
@@ -285,7 +291,11 @@ func WriteJUnit(w io.Writer, v *Verdict) error {
 		suite.Tests++
 		suite.Errors++
 	}
-	doc := junitSuites{Name: "retrylab", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Suites: []junitSuite{suite}}
+	return suite
+}
+
+// writeJUnit writes a JUnit document.
+func writeJUnit(w io.Writer, doc junitSuites) error {
 	b, err := xml.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("analyzer: encoding JUnit: %w", err)

@@ -2,11 +2,10 @@ package analyzer
 
 import (
 	"fmt"
-	"math"
-	"math/bits"
 	"strings"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -32,46 +31,35 @@ const (
 	latenessPhaseShare = 0.2
 )
 
-// latencyHist is a log-scale histogram of non-negative durations: eight
-// buckets per power of two from 1 µs, so a quantile is within 9 %.
-type latencyHist struct {
-	n      int64
-	counts [8 * 48]int64
+// latencyHist is a log-scale histogram of non-negative durations in
+// internal/loghist's buckets, eight per power of two from 1 µs: a quantile
+// read at its bucket's upper edge is at most 1/8 above the exact one.
+type latencyHist struct{ h *loghist.Hist }
+
+var latencyLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 3}
+
+func (l *latencyHist) add(ns int64) {
+	if l.h == nil {
+		l.h = loghist.New(latencyLayout)
+	}
+	l.h.Add(ns)
 }
 
-func (h *latencyHist) add(ns int64) {
-	h.n++
-	h.counts[histBucket(ns)]++
-}
-
-func histBucket(ns int64) int {
-	us := max(ns/1000, 0)
-	if us < 1 {
+// count is the number of durations added.
+func (l *latencyHist) count() uint64 {
+	if l.h == nil {
 		return 0
 	}
-	e := bits.Len64(uint64(us)) - 1 // 2^e ≤ us < 2^(e+1)
-	frac := int((us - 1<<e) * 8 >> e)
-	return min(1+e*8+frac, 8*48-1)
+	return l.h.N()
 }
 
-// quantile returns the upper edge of the bucket holding quantile q.
-func (h *latencyHist) quantile(q float64) int64 {
-	if h.n == 0 {
+// quantile returns the upper edge of the bucket holding quantile q (0
+// when empty).
+func (l *latencyHist) quantile(q float64) int64 {
+	if l.h == nil {
 		return 0
 	}
-	rank := int64(math.Ceil(q * float64(h.n)))
-	var seen int64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			if i == 0 {
-				return 1000
-			}
-			e, frac := (i-1)/8, (i-1)%8
-			return int64((1<<e)+((int64(frac)+1)<<e)/8) * 1000
-		}
-	}
-	return math.MaxInt64
+	return latencyLayout.Upper(l.h.QuantileBucket(q))
 }
 
 // fidelity is what the analyzer learns about the run behind the timeline.
@@ -165,7 +153,7 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 		if h := a.fid.harness; h > 0 {
 			add("%d logical requests failed in the harness or the subject's plumbing, not in the library (first: %s)", h, a.fid.harnessEx)
 		}
-		if n := a.fid.lateness.n; n > 0 {
+		if n := a.fid.lateness.count(); n > 0 {
 			p99, bound := a.fid.lateness.quantile(0.99), a.latenessBound()
 			if p99 > bound && !(m.Virtual && p99 <= 0) {
 				add("the fleet started requests late: p99 %s after their scheduled instant, above the %s the scenario's phases tolerate (the machine could not drive this fleet)", fmtDur(p99), fmtDur(bound))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/retrylab/retrylab/internal/loghist"
 )
 
 // The waves statistic. Retries are grouped into cohorts: the k-th retry of
@@ -66,9 +68,9 @@ type waveCohort struct {
 // wavesState is the analyzer's waves accumulation.
 type wavesState struct {
 	cohorts    [2 * waveGroups]waveCohort
-	rng        uint64    // reservoir draws (fixed seed: the verdict is reproducible)
-	late       welford   // harness start lateness (Start − Scheduled), seconds
-	lateHist   [64]int64 // lateness by power of √2 from 1µs, for the p90
+	rng        uint64        // reservoir draws (fixed seed: the verdict is reproducible)
+	late       welford       // harness start lateness (Start − Scheduled), seconds
+	lateHist   *loghist.Hist // lateness, two buckets per power of two of µs, for the p90
 	minClients int
 }
 
@@ -78,52 +80,28 @@ func (s *wavesState) addLateness(ns int64) {
 		ns = 0
 	}
 	s.late.add(float64(ns) / 1e9)
-	s.lateHist[lateBucket(ns)]++
+	if s.lateHist == nil {
+		s.lateHist = loghist.New(lateLayout)
+	}
+	s.lateHist.Add(ns)
 }
 
-// lateBucket is 0 under 1µs, else 1 + 2·⌊log2(µs)⌋ + (the next bit): two
-// buckets per power of two.
-func lateBucket(ns int64) int {
-	us := uint64(ns / 1000)
-	if us == 0 {
-		return 0
-	}
-	l := bits.Len64(us)
-	half := 1 // 1µs: [1, 2)
-	if l >= 2 {
-		half = int(us>>(l-2)) & 1
-	}
-	return min(1+2*(l-1)+half, 63)
-}
-
-// lateUpper is the upper edge of bucket b, ns.
-func lateUpper(b int) int64 {
-	if b == 0 {
-		return 0
-	}
-	l, half := (b-1)/2, (b-1)%2
-	return int64(float64(int64(1000)<<l) * (1.5 + 0.5*float64(half)))
-}
+// lateLayout buckets start lateness for the p90: under 1µs, then two
+// buckets per power of two of µs.
+var lateLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 1}
 
 // lateP90 is the 90th percentile of start lateness (the bucket's upper
-// edge), 0 without outcomes.
+// edge; 0 under 1µs and without outcomes).
 func (s *wavesState) lateP90() int64 {
-	var n int64
-	for _, c := range s.lateHist {
-		n += c
-	}
-	if n == 0 {
+	if s.lateHist == nil {
 		return 0
 	}
-	want := (9*n + 9) / 10
-	var acc int64
-	for b, c := range s.lateHist {
-		acc += c
-		if acc >= want {
-			return lateUpper(b) // 0 under 1µs: none
-		}
+	n := s.lateHist.N()
+	b := s.lateHist.RankBucket((9*n + 9) / 10)
+	if b <= 0 {
+		return 0 // under 1µs: none
 	}
-	return 0
+	return lateLayout.Upper(b)
 }
 
 // uniform is a draw on (0, 1).

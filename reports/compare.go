@@ -1,14 +1,12 @@
 package reports
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -56,13 +54,13 @@ type CompareOptions struct {
 	Report Options
 }
 
-// The key figures of a comparison, in plot order.
+// The key figures of a comparison, in plot order (analyzer.KeyFigures).
 const (
-	FigureHerd          = "herd"          // the waves check's figure: bunching relative to full jitter
-	FigureEarly         = "early"         // early retries (the retry-after check's figure)
-	FigureAmplification = "amplification" // attempts per logical request
-	FigureSuccess       = "success"       // share of logical requests that succeeded, %
-	FigureP99           = "p99"           // p99 completion time of logical requests, s
+	FigureHerd          = analyzer.FigureHerd          // the waves check's figure: bunching relative to full jitter
+	FigureEarly         = analyzer.FigureEarly         // early retries (the retry-after check's figure)
+	FigureAmplification = analyzer.FigureAmplification // attempts per logical request
+	FigureSuccess       = analyzer.FigureSuccess       // share of logical requests that succeeded, %
+	FigureP99           = analyzer.FigureP99           // p99 completion time of logical requests, s
 )
 
 // keyFigure describes one panel of the comparison plot.
@@ -71,52 +69,60 @@ type keyFigure struct {
 	lowerBetter            bool
 }
 
-var keyFigures = []keyFigure{
-	{FigureHerd, "herd statistic", "× full jitter", analyzer.CheckWaves, true},
-	{FigureEarly, "early retries", "retries", analyzer.CheckRetryAfter, true},
-	{FigureAmplification, "amplification", "attempts/request", analyzer.CheckAmplification, true},
-	{FigureSuccess, "success rate", "%", "", false},
-	{FigureP99, "p99 completion", "s", analyzer.CheckBudget, true},
-}
+// keyFigures are analyzer.KeyFigures with their titles and units.
+var keyFigures = func() []keyFigure {
+	text := map[string][2]string{
+		FigureHerd:          {"herd statistic", "× full jitter"},
+		FigureEarly:         {"early retries", "retries"},
+		FigureAmplification: {"amplification", "attempts/request"},
+		FigureSuccess:       {"success rate", "%"},
+		FigureP99:           {"p99 completion", "s"},
+	}
+	var kfs []keyFigure
+	for _, k := range analyzer.KeyFigures() {
+		kfs = append(kfs, keyFigure{k.ID, text[k.ID][0], text[k.ID][1], k.Check, k.LowerBetter})
+	}
+	return kfs
+}()
 
-// Ranked is one subject's line in a comparison, averaged over its runs.
+// Ranked is one subject's line in a comparison, averaged over its runs
+// (see analyzer.Ranked), with links to its runs' reports.
 type Ranked struct {
-	Rank    int // 1-based
-	Subject string
-	Runs    int
-	Pass    bool // every run passed
-	// Verdict is the subject's verdict over its runs: fail when any run
-	// failed a check, else inconclusive when any run was inconclusive, else
-	// pass (analyzer.VerdictPass, VerdictFail, VerdictInconclusive).
-	Verdict string
-	Failed  []string // ids of the checks that failed in at least one run, in report order
-	// Figures holds the key figures by Figure* id, averaged over the runs
-	// that have them; NaN when none has.
-	Figures map[string]float64
-	// Status holds, by Figure* id, the status of the check that judges the
-	// figure: fail when any run failed it, pass when at least one run
-	// passed it and none failed, else skip. No check judges the success
-	// rate: its status is always skip (the subject's verdict is Verdict).
-	Status  map[string]string
+	analyzer.Ranked
 	Reports []string // links to the runs' reports, in entry order
 }
 
 // Comparison describes what Compare wrote.
 type Comparison struct {
-	HTML    string   // path of compare.html
-	Plot    Plot     // the comparison plot (compare.png, compare.svg)
-	Ranking []Ranked // best first
+	HTML     string   // path of compare.html
+	Plot     Plot     // the comparison plot (compare.png, compare.svg)
+	Scenario string   // the compared scenario
+	Ranking  []Ranked // best first
 	// Subjects holds the same lines as Ranking, in the order the subjects
 	// first appear in the entries (the CLI judges the first-named one).
 	Subjects []Ranked
+	// Runs are the entries as ranked (analyzer.Rank), in entry order: what
+	// analyzer.WriteRankingJSON and its kin write with the ranking.
+	Runs []analyzer.RankRun
+}
+
+// AnalyzerRanking is the ranking as the analyzer's encoders take it.
+func (c *Comparison) AnalyzerRanking() []analyzer.Ranked {
+	out := make([]analyzer.Ranked, len(c.Ranking))
+	for i, r := range c.Ranking {
+		out[i] = r.Ranked
+	}
+	return out
 }
 
 // Compare writes, in dir (created if needed), compare.html and the
 // comparison plot beside it (compare.png, compare.svg): the subjects side by
 // side on the key figures with pass/fail marked, and a table ranking them.
 //
-// Ranking: subjects whose every run passed first, then fewer failed checks,
-// higher success rate, lower amplification, lower p99 completion, and name.
+// The ranking is analyzer.Rank's: subjects whose every run passed first,
+// then those that failed (fewer failed checks first), then the
+// inconclusive ones; among equals higher success rate, lower
+// amplification, lower p99 completion, and name.
 func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparison, error) {
 	if len(entries) == 0 {
 		return nil, ErrNoEntries
@@ -149,23 +155,13 @@ func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparis
 			stats[i] = &s
 		}
 	}
-	subjects := rankSubjects(entries, stats)
-	ranking := slices.Clone(subjects)
-	slices.SortStableFunc(ranking, compareRanked)
-	for i := range ranking {
-		ranking[i].Rank = i + 1
-		for j := range subjects {
-			if subjects[j].Subject == ranking[i].Subject {
-				subjects[j].Rank = i + 1
-			}
-		}
-	}
-	cmpr := &Comparison{HTML: filepath.Join(dir, CompareFile), Ranking: ranking, Subjects: subjects}
-
+	ranking, subjects, runs := rankBoth(entries, stats)
 	scenario := opts.Scenario
 	if scenario == "" {
 		scenario = entries[0].Verdict.Figures.Scenario
 	}
+	cmpr := &Comparison{HTML: filepath.Join(dir, CompareFile), Scenario: scenario, Ranking: ranking, Subjects: subjects, Runs: runs}
+
 	title := opts.Title
 	if title == "" {
 		title = "comparison on " + orDash(scenario)
@@ -186,76 +182,36 @@ func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparis
 	return cmpr, nil
 }
 
-// rankSubjects folds the entries into one line per subject, in order of
-// first appearance.
+// rankSubjects ranks the entries' subjects (analyzer.Rank) on their
+// verdicts and key figures, with the links to their reports: best first.
 func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
-	var out []Ranked
-	index := map[string]int{}
-	sums := map[string]map[string][2]float64{} // subject → figure → (sum, n)
-	failed := map[string]map[string]bool{}
+	ranking, _, _ := rankBoth(entries, stats)
+	return ranking
+}
+
+// rankBoth is rankSubjects, and the same lines in the order the subjects
+// first appear in the entries, and the runs ranked.
+func rankBoth(entries []CompareEntry, stats []*Stats) (ranking, subjects []Ranked, runs []analyzer.RankRun) {
+	runs = make([]analyzer.RankRun, len(entries))
+	reports := map[string][]string{}
 	for i, e := range entries {
-		j, ok := index[e.Subject]
-		if !ok {
-			j = len(out)
-			index[e.Subject] = j
-			out = append(out, Ranked{Subject: e.Subject, Pass: true, Verdict: analyzer.VerdictPass, Figures: map[string]float64{}, Status: map[string]string{}})
-			sums[e.Subject] = map[string][2]float64{}
-			failed[e.Subject] = map[string]bool{}
-		}
-		r := &out[j]
-		r.Runs++
-		v := e.Verdict
-		if !v.Pass {
-			r.Pass = false
-		}
-		switch {
-		case v.Status == analyzer.VerdictFail || (v.Status == "" && !v.Pass):
-			r.Verdict = analyzer.VerdictFail
-		case v.Status == analyzer.VerdictInconclusive && r.Verdict != analyzer.VerdictFail:
-			r.Verdict = analyzer.VerdictInconclusive
-		}
-		for _, id := range v.Failed() {
-			failed[e.Subject][id] = true
+		runs[i] = analyzer.RankRun{Subject: e.Subject, Seed: e.Seed, Verdict: e.Verdict, Figures: map[string]float64{}}
+		for _, kf := range keyFigures {
+			runs[i].Figures[kf.id] = entryFigure(kf.id, e.Verdict, stats[i])
 		}
 		if e.Report != "" {
-			r.Reports = append(r.Reports, e.Report)
-		}
-		for _, kf := range keyFigures {
-			x := entryFigure(kf.id, v, stats[i])
-			if !math.IsNaN(x) {
-				s := sums[e.Subject][kf.id]
-				sums[e.Subject][kf.id] = [2]float64{s[0] + x, s[1] + 1}
-			}
-			st := analyzer.StatusSkip
-			if ch := v.Check(kf.check); kf.check != "" && ch != nil {
-				st = ch.Status
-			}
-			switch prev := r.Status[kf.id]; {
-			case prev == analyzer.StatusFail || st == analyzer.StatusFail:
-				r.Status[kf.id] = analyzer.StatusFail
-			case prev == analyzer.StatusPass || st == analyzer.StatusPass:
-				r.Status[kf.id] = analyzer.StatusPass
-			default:
-				r.Status[kf.id] = analyzer.StatusSkip
-			}
+			reports[e.Subject] = append(reports[e.Subject], e.Report)
 		}
 	}
-	for j := range out {
-		r := &out[j]
-		for _, kf := range keyFigures {
-			s := sums[r.Subject][kf.id]
-			r.Figures[kf.id] = math.NaN()
-			if s[1] > 0 {
-				r.Figures[kf.id] = s[0] / s[1]
-			}
+	r, s := analyzer.Rank(runs)
+	wrap := func(rs []analyzer.Ranked) []Ranked {
+		out := make([]Ranked, len(rs))
+		for i, x := range rs {
+			out[i] = Ranked{Ranked: x, Reports: reports[x.Subject]}
 		}
-		for _, id := range analyzer.CheckIDs() {
-			if failed[r.Subject][id] {
-				r.Failed = append(r.Failed, id)
-			}
-		}
+		return out
 	}
-	return out
+	return wrap(r), wrap(s), runs
 }
 
 // entryFigure is one key figure of one run, NaN when unknown.
@@ -297,54 +253,6 @@ func entryFigure(id string, v *analyzer.Verdict, s *Stats) float64 {
 		}
 	}
 	return math.NaN()
-}
-
-// verdictRank orders verdicts for the ranking: PASS first, then FAIL
-// (ordered by its evidence below), then INCONCLUSIVE, which has none: a
-// subject whose runs could not be judged is never ranked as if it passed.
-func verdictRank(r Ranked) int {
-	switch {
-	case r.Pass:
-		return 0
-	case r.Verdict == analyzer.VerdictInconclusive:
-		return 2
-	}
-	return 1
-}
-
-// compareRanked orders subjects best first.
-func compareRanked(a, b Ranked) int {
-	if c := cmp.Compare(verdictRank(a), verdictRank(b)); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(len(a.Failed), len(b.Failed)); c != 0 {
-		return c
-	}
-	// NaN (unknown) sorts last in every figure.
-	by := func(id string, lowerBetter bool) int {
-		x, y := a.Figures[id], b.Figures[id]
-		switch {
-		case math.IsNaN(x) && math.IsNaN(y):
-			return 0
-		case math.IsNaN(x):
-			return 1
-		case math.IsNaN(y):
-			return -1
-		}
-		if lowerBetter {
-			return cmp.Compare(x, y)
-		}
-		return cmp.Compare(y, x)
-	}
-	for _, k := range []struct {
-		id    string
-		lower bool
-	}{{FigureSuccess, false}, {FigureAmplification, true}, {FigureP99, true}} {
-		if c := by(k.id, k.lower); c != 0 {
-			return c
-		}
-	}
-	return cmp.Compare(a.Subject, b.Subject)
 }
 
 // Colours of the comparison plot: a subject's verdict, and a bar's status.

@@ -1,8 +1,10 @@
 package reports
 
 import (
-	"math"
 	"math/rand/v2"
+	"time"
+
+	"github.com/retrylab/retrylab/internal/loghist"
 )
 
 // reservoir keeps a uniform sample of at most cap items from a stream
@@ -30,83 +32,47 @@ func (r *reservoir[T]) add(v T) {
 	}
 }
 
-// logHist is a histogram of non-negative durations in buckets whose bounds
-// grow by 1% from 1 µs, so quantiles and CDFs are within 1% of exact in
-// bounded memory. Durations below 1 µs share bucket 0; above ~2.4 h the last.
+// logHist is the report's histogram of non-negative durations (ns):
+// internal/loghist with 128 buckets per power of two of microseconds, so
+// quantiles and CDFs are within 1% of exact (within 1 µs below 128 µs).
+// n and max mirror the histogram's for the collector and the plots.
 type logHist struct {
-	counts []uint64 // allocated on first add
-	n      uint64
-	max    int64
+	h   *loghist.Hist // made at the first add
+	n   uint64
+	max int64
 }
 
-const (
-	histMin     = 1e3 // ns, upper bound of bucket 0
-	histGrowth  = 1.01
-	histBuckets = 2300 // 1 µs·1.01^2300 ≈ 2.4 h
-)
-
-var logGrowth = math.Log(histGrowth)
+// histLayout is the report's histogram layout.
+var histLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 7}
 
 func (h *logHist) add(d int64) {
-	if h.counts == nil {
-		h.counts = make([]uint64, histBuckets)
+	if h.h == nil {
+		h.h = loghist.New(histLayout)
 	}
-	if d < 0 {
-		d = 0
-	}
-	h.counts[histBucket(d)]++
-	h.n++
-	if d > h.max {
-		h.max = d
-	}
+	h.h.Add(d)
+	h.n, h.max = h.h.N(), h.h.Max()
 }
 
-func histBucket(d int64) int {
-	if float64(d) <= histMin {
-		return 0
-	}
-	i := int(math.Ceil(math.Log(float64(d)/histMin) / logGrowth))
-	if i >= histBuckets {
-		i = histBuckets - 1
-	}
-	return i
-}
-
-// histUpper is the upper bound (ns) of bucket i.
-func histUpper(i int) float64 { return histMin * math.Pow(histGrowth, float64(i)) }
-
-// quantile returns the q-quantile (0..1) in ns: the upper bound of the
+// quantile returns the q-quantile (0..1) in ns: the upper edge of the
 // bucket holding it, but never more than the largest value added. It is 0
 // for an empty histogram.
 func (h *logHist) quantile(q float64) float64 {
-	if h.n == 0 {
+	if h.h == nil {
 		return 0
 	}
-	rank := uint64(math.Ceil(q * float64(h.n)))
-	if rank < 1 {
-		rank = 1
-	}
-	var cum uint64
-	for i, c := range h.counts {
-		cum += c
-		if cum >= rank {
-			return math.Min(histUpper(i), float64(h.max))
-		}
-	}
-	return float64(h.max)
+	return float64(h.h.Quantile(q))
 }
 
 // cdf returns the points (ns, cumulative fraction) of the histogram's
 // non-empty buckets, in order.
 func (h *logHist) cdf() (xs, ys []float64) {
-	var cum uint64
-	for i, c := range h.counts {
-		if c == 0 {
-			continue
-		}
-		cum += c
-		xs = append(xs, math.Min(histUpper(i), float64(h.max)))
-		ys = append(ys, float64(cum)/float64(h.n))
+	if h.h == nil {
+		return nil, nil
+	}
+	x, ys := h.h.CDF()
+	xs = make([]float64, len(x))
+	for i, v := range x {
+		xs[i] = float64(v)
 	}
 	return xs, ys
 }

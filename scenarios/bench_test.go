@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
@@ -201,7 +202,7 @@ subject: {name: retrylab, policy: {max_attempts: 10, budget: 20s}}
 	if err != nil {
 		b.Fatal(err)
 	}
-	var h histogram
+	h := loghist.NewAtomic(latenessLayout)
 	var early int
 	for b.Loop() {
 		var buf strings.Builder
@@ -223,7 +224,7 @@ subject: {name: retrylab, policy: {max_attempts: 10, budget: 20s}}
 				if a.At < nb {
 					early++
 				}
-				h.add(a.At - nb)
+				h.Add(a.At - nb)
 			}
 			delete(notBefore, a.Key)
 			if a.HasNotBefore {
@@ -231,7 +232,7 @@ subject: {name: retrylab, policy: {max_attempts: 10, budget: 20s}}
 			}
 		}
 	}
-	s := h.summary()
+	s := summarizeLateness(h)
 	b.ReportMetric(float64(s.P50.Microseconds()), "late-p50-µs")
 	b.ReportMetric(float64(s.P99.Microseconds()), "late-p99-µs")
 	b.ReportMetric(float64(early), "early")

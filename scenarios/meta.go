@@ -44,22 +44,25 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Seed:        o.Seed,
 		Start:       o.Start,
 		Shard:       o.Shard,
-		Duration:    int64(sc.Duration),
 		Phases:      o.Phases,
-		Fleet: &timeline.Fleet{
+		Quota:       metaQuota(sc.Server.Quota),
+	}
+	if m.Recorder == "" {
+		m.Recorder = "run"
+	}
+	if m.Recorder == "run" {
+		// A serve recording judges what it holds: it schedules nothing,
+		// its clients are not the scenario's fleet and it stops on its own
+		// --duration, not the scenario's cap.
+		m.Duration = int64(sc.Duration)
+		m.Fleet = &timeline.Fleet{
 			Clients:  sc.Fleet.Clients,
 			Requests: sc.Fleet.Requests,
 			Start:    sc.Fleet.Start.String(),
 			Think:    int64(sc.Fleet.Think),
 			Method:   sc.Fleet.Method,
 			Timeout:  int64(sc.Fleet.Timeout),
-		},
-	}
-	if m.Recorder == "" {
-		m.Recorder = "run"
-	}
-	if m.Recorder == "run" {
-		// A serve recording judges what it holds: it schedules nothing.
+		}
 		m.Scheduled = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
 	}
 	if src, err := json.Marshal(sc); err == nil {
@@ -69,17 +72,6 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		if srv, err := stubserver.New(sc.Server, stubserver.Options{}); err == nil {
 			m.Phases = srv.Phases()
 		}
-	}
-	if q := sc.Server.Quota; q != nil {
-		per := q.Per
-		if per <= 0 {
-			per = time.Second
-		}
-		burst := q.Burst
-		if burst == 0 {
-			burst = max(1, int(q.Limit))
-		}
-		m.Quota = &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: burst, Key: q.Key}
 	}
 	if e := sc.Expect; len(e.Checks)+len(e.Skip)+len(e.Require)+len(e.Thresholds) > 0 {
 		m.Expect = &timeline.Expect{Checks: e.Checks, Skip: e.Skip, Require: e.Require, Thresholds: e.Thresholds}
@@ -98,4 +90,22 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		}
 	}
 	return m
+}
+
+// metaQuota is the published quota as the timeline records it, with the
+// stub's defaults filled in: a second's period, and a burst of the limit
+// (at least 1) when none is written.
+func metaQuota(q *stubserver.Quota) *timeline.Quota {
+	if q == nil {
+		return nil
+	}
+	per := q.Per
+	if per <= 0 {
+		per = time.Second
+	}
+	burst := q.Burst
+	if burst == 0 {
+		burst = max(1, int(q.Limit))
+	}
+	return &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: burst, Key: q.Key}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -14,7 +15,7 @@ import (
 	"github.com/retrylab/retrylab/subjects"
 )
 
-const compareUsage = "compare SCENARIO|FILE --subjects a,b,c [--seeds N] [--clients N] [--out DIR] [--check ...]"
+const compareUsage = "compare SCENARIO|FILE --subjects a,b,c [--seeds N] [--clients N] [--out DIR] [--check ...] [--json F] [--junit F] [--markdown F]"
 
 func cmdCompare(ctx context.Context, e *env, args []string) error {
 	var (
@@ -28,6 +29,9 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	o.register(fs)
 	fs.MarkHidden("subject") // --subjects names them all
 	o.verdict.registerSelection(fs)
+	fs.StringVar(&o.verdict.json, "json", "", "write the comparison as JSON to `FILE`: the ranking, each subject's verdict and key figures, every run's verdict")
+	fs.StringVar(&o.verdict.junit, "junit", "", "write the comparison as JUnit XML to `FILE` (one testsuite per run, one testcase per check)")
+	fs.StringVar(&o.verdict.markdown, "markdown", "", "write the comparison as Markdown to `FILE`: the ranking and every run's verdict (PR comment, $GITHUB_STEP_SUMMARY)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -58,7 +62,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	if err := checkWritable(o.out, nil); err != nil {
+	if err := checkWritable(o.out, o.verdict.files()); err != nil {
 		return err
 	}
 	dir, err := scenarios.NewRunDir(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
@@ -124,6 +128,9 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(e.stdout, "\ncomparison: %s\n", cmp.HTML)
+	if err := writeComparison(o.verdict, cmp); err != nil {
+		return err
+	}
 	// The exit status is the first-named subject's verdict over its runs:
 	// 1 if any run failed a check, else 3 if any was inconclusive.
 	for _, s := range cmp.Subjects {
@@ -135,6 +142,28 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			return errVerdictFailed
 		case analyzer.VerdictInconclusive:
 			return errVerdictInconclusive
+		}
+	}
+	return nil
+}
+
+// writeComparison writes the comparison files the flags name, each whole
+// or not at all.
+func writeComparison(v verdictFlags, c *reports.Comparison) error {
+	ranking := c.AnalyzerRanking()
+	for _, o := range []struct {
+		flag, path string
+		write      func(io.Writer, string, []analyzer.Ranked, []analyzer.RankRun) error
+	}{
+		{"--json", v.json, analyzer.WriteRankingJSON},
+		{"--junit", v.junit, analyzer.WriteRankingJUnit},
+		{"--markdown", v.markdown, analyzer.WriteRankingMarkdown},
+	} {
+		if o.path == "" {
+			continue
+		}
+		if err := writeFileAtomic(o.path, func(w io.Writer) error { return o.write(w, c.Scenario, ranking, c.Runs) }); err != nil {
+			return fmt.Errorf("%s: %w", o.flag, err)
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -77,16 +76,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	name, desc, cfg, source, err := loadServerConfig(o.scenario)
+	sc, err := loadServeScenario(o.scenario)
 	if err != nil {
 		return badInput(err)
 	}
-	// A server built only to lay the phases out in time for the meta record,
-	// which the recording needs before the real server starts.
-	probe, err := stubserver.New(cfg, stubserver.Options{})
-	if err != nil {
-		return badInput(err)
-	}
+	name, cfg := sc.Name, sc.Server
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -129,18 +123,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		if file == nil {
 			return nil
 		}
-		meta := &timeline.Meta{
-			Format:      timeline.Format,
-			Tool:        version,
-			Recorder:    "serve",
-			Scenario:    name,
-			Description: desc,
-			Source:      source,
-			Seed:        o.seed,
-			Start:       start,
-			Phases:      probe.Phases(),
-			Quota:       metaQuota(cfg.Quota),
-		}
+		meta := serveMeta(sc, o.scenario == "", o.seed, start)
 		if o.start == startFirstRequest {
 			note := "phases started at the first request (--start first-request)"
 			if stopping {
@@ -225,31 +208,28 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// loadServerConfig returns the server to run: a scenario file's server:
-// section, a built-in scenario's, or the default.
-func loadServerConfig(arg string) (name, desc string, cfg stubserver.Config, source []byte, err error) {
+// loadServeScenario returns the scenario whose server serve runs: a
+// scenario file, a built-in, or (arg "") the default server.
+func loadServeScenario(arg string) (*scenarios.Scenario, error) {
 	if arg == "" {
-		cfg, err = scenarios.ParseServer("default-serve.yaml", defaultServe)
-		return "default", "every Retry-After form in turn, then a quota", cfg, nil, err
+		cfg, err := scenarios.ParseServer("default-serve.yaml", defaultServe)
+		if err != nil {
+			return nil, err
+		}
+		return &scenarios.Scenario{Name: "default", Description: "every Retry-After form in turn, then a quota", Server: cfg}, nil
 	}
-	sc, err := scenarios.Resolve(arg)
-	if err != nil {
-		return "", "", cfg, nil, err
-	}
-	source, err = json.Marshal(sc)
-	return sc.Name, sc.Description, sc.Server, source, err
+	return scenarios.Resolve(arg)
 }
 
-// metaQuota is the published quota as the timeline records it.
-func metaQuota(q *stubserver.Quota) *timeline.Quota {
-	if q == nil {
-		return nil
+// serveMeta is the meta record of a serve recording of sc from start:
+// the scenarios package's, as run's, with no fleet of its own. The
+// default server is no scenario file: its record has no source.
+func serveMeta(sc *scenarios.Scenario, isDefault bool, seed int64, start time.Time) *timeline.Meta {
+	m := sc.Meta(scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: start, Tool: version})
+	if isDefault {
+		m.Source = nil
 	}
-	per := q.Per
-	if per <= 0 {
-		per = time.Second
-	}
-	return &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: q.Burst, Key: q.Key}
+	return m
 }
 
 func closeRecording(rec *timeline.Recorder, f *os.File) error {

@@ -33,7 +33,7 @@ func (v *verdictFlags) register(fs *pflag.FlagSet) {
 // registerSelection adds only --check and --skip, for commands that judge
 // a timeline but write no verdict files of their own (report, compare).
 func (v *verdictFlags) registerSelection(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&v.checks, "check", nil, "run this check, with optional parameters: `ID[:k=v,...]`, e.g. waves:threshold=2.5 (repeatable)")
+	fs.StringArrayVar(&v.checks, "check", nil, "also run check `ID[:k=v,...]` with these parameters, e.g. waves:threshold=2.5, on top of the scenario's expect.checks (default: those, or every check when it names none); it never narrows the checks and a --skip still wins (repeatable)")
 	fs.StringSliceVar(&v.skip, "skip", nil, "skip these check `IDs` (comma-separated)")
 	fs.StringSliceVar(&v.require, "require", nil, "these check `IDs` must judge something: a skip makes the verdict INCONCLUSIVE (comma-separated)")
 }

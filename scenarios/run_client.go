@@ -1,0 +1,188 @@
+// One simulated client: its requests in sequence, each on a reusable
+// worker goroutine under the watchdog (the fleet's timeout).
+
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// result is what one call of a Caller came to.
+type result struct {
+	result   string
+	status   int
+	attempts int
+	err      string
+	end      int64
+}
+
+// client plays one simulated client: requests in sequence, think time
+// between them, each under the watchdog.
+//
+// The caller runs on a worker goroutine that the client reuses from one
+// request to the next (its stack is grown once), so that the client can
+// walk away from a call that never returns: it then cancels that call's
+// context, abandons the worker and starts a new one for its next request.
+func (r *runner) client(ctx context.Context, id int, at time.Duration) {
+	sc := r.sc
+	caller := r.subj.New(r.tr, subjects.Params{
+		Client:  id,
+		Rand:    rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))),
+		Policy:  sc.Subject.Policy,
+		Virtual: r.opts.Virtual,
+	})
+	clientID := strconv.Itoa(id)
+	scheduled := int64(at)
+	var w *worker
+	defer func() {
+		if w != nil {
+			w.stop()
+		}
+	}()
+	var sleep *time.Timer
+	for seq := range sc.Fleet.Requests {
+		if d := time.Duration(scheduled - r.since()); d > 0 {
+			if sleep == nil {
+				sleep = time.NewTimer(d)
+			} else {
+				sleep.Reset(d)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-sleep.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		out := timeline.Outcome{
+			Client:    clientID,
+			Key:       clientID + "/" + strconv.Itoa(seq),
+			Scheduled: scheduled,
+			Start:     r.since(),
+		}
+		r.late.Add(out.Start - out.Scheduled)
+		slot := &r.slots[id]
+		if !slot.begin(&out) {
+			return
+		}
+		if w == nil {
+			w = r.newWorker(ctx, caller)
+		}
+		res, ok := w.call(r, r.base+stubserver.RequestPath(id, seq))
+		if !ok {
+			w.abandon()
+			w = nil
+		}
+		out.End, out.Result, out.Status, out.Attempts, out.Error = res.end, res.result, res.status, res.attempts, res.err
+		if out.Result == timeline.ResultCanceled && ctx.Err() != nil {
+			// The run stopped: the slot stays active and seal records it
+			// canceled. Writing it here would queue up to 100,000 outcomes
+			// on the recorder at once, and seal would wait for them.
+			return
+		}
+		if !slot.end(r, &out) {
+			return // the run stopped: seal recorded it canceled
+		}
+		scheduled = out.End + int64(sc.Fleet.Think)
+	}
+}
+
+// worker runs one client's calls on a long-lived goroutine.
+type worker struct {
+	ctx      context.Context // the run's context
+	callCtx  context.Context // this worker's calls' context, canceled when abandoned
+	cancel   context.CancelFunc
+	caller   subjects.Caller
+	jobs     chan *http.Request
+	results  chan result
+	watchdog *time.Timer
+}
+
+func (r *runner) newWorker(ctx context.Context, caller subjects.Caller) *worker {
+	w := &worker{ctx: ctx, caller: caller, jobs: make(chan *http.Request), results: make(chan result, 1)}
+	w.callCtx, w.cancel = context.WithCancel(ctx)
+	go func() {
+		for req := range w.jobs {
+			resp, err := w.caller(req.Context(), req)
+			end := r.since()
+			res, status, attempts := subjects.Classify(resp, err)
+			out := result{result: res, status: status, attempts: attempts, end: end}
+			if err != nil {
+				out.err = err.Error()
+			}
+			if resp != nil {
+				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				resp.Body.Close()
+			}
+			w.results <- out
+		}
+	}()
+	return w
+}
+
+// stop ends an idle worker.
+func (w *worker) stop() {
+	close(w.jobs)
+	w.cancel()
+	if w.watchdog != nil {
+		w.watchdog.Stop()
+	}
+}
+
+// abandon leaves a worker whose call has not returned: its context is
+// canceled, and it exits when the call returns.
+func (w *worker) abandon() { w.stop() }
+
+// call makes one logical request under the watchdog. ok is false when the
+// call did not return (hung, or the run stopped): the worker is then busy
+// and must be abandoned.
+func (w *worker) call(r *runner, url string) (res result, ok bool) {
+	sc := r.sc
+	var body io.Reader
+	if sc.Fleet.Method != http.MethodGet && sc.Fleet.Method != http.MethodHead {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(w.callCtx, sc.Fleet.Method, url, body)
+	if err != nil {
+		return result{result: timeline.ResultError, err: err.Error(), end: r.since()}, true
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	w.jobs <- req
+	if w.watchdog == nil {
+		w.watchdog = time.NewTimer(sc.Fleet.Timeout)
+	} else {
+		w.watchdog.Reset(sc.Fleet.Timeout)
+	}
+	select {
+	case res := <-w.results:
+		w.watchdog.Stop()
+		if w.ctx.Err() != nil && res.result != timeline.ResultOK {
+			// The run's stop, not the library, ended this call.
+			return result{result: timeline.ResultCanceled, end: res.end, err: "the run stopped"}, true
+		}
+		return res, true
+	case <-w.watchdog.C:
+		return result{result: timeline.ResultHung, end: r.since(),
+			err: fmt.Sprintf("no result within the fleet timeout %v", sc.Fleet.Timeout)}, false
+	case <-w.ctx.Done():
+		w.watchdog.Stop()
+		w.cancel()
+		// The run stopped (seal has recorded this request canceled).
+		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}, false
+	}
+}

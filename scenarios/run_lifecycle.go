@@ -1,0 +1,214 @@
+// A run's lifecycle: the runner's state, and run: the harness transport
+// and listener, the stub, the meta record, the fleet, the stop and the
+// end record (see run_end.go), the summary.
+
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+type runner struct {
+	sc   *Scenario
+	opts RunOptions
+	subj subjects.Subject
+
+	start time.Time
+	rec   *timeline.Recorder
+	srv   *stubserver.Server
+	base  string
+	tr    *http.Transport
+	total int64
+	done  atomic.Int64
+	// inFlight counts outcomes made "canceled" because the run stopped;
+	// dialErrors the harness's own dial and accept failures.
+	inFlight   atomic.Int64
+	dialErrors atomic.Int64
+	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
+	capAt      time.Time    // the duration cap's instant
+	harness    atomic.Int64 // outcomes marked Harness
+	// harnessErrs collects harness problems in words for the end record.
+	errMu        sync.Mutex
+	harnessErrs  []string
+	plumbingSeen map[string]bool
+	// slots hold each goroutine client's request in flight (see seal);
+	// sealed is set when the run stops for good.
+	slots   []slot
+	sealed  atomic.Bool
+	writing atomic.Int64 // outcome writes being claimed or made (see slot)
+	// dropped counts logical requests of exec processes still running
+	// past the grace: in flight, with no outcome.
+	dropped atomic.Int64
+	results [len(resultNames)]atomic.Int64
+	late    *loghist.Atomic // start lateness
+}
+
+func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
+	sc, opts := r.sc, r.opts
+	r.total = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
+
+	var cw *countingWriter
+	var enc *timeline.Encoder
+	if opts.Timeline != nil {
+		cw = &countingWriter{w: opts.Timeline}
+		enc = timeline.NewEncoder(cw)
+	}
+
+	l, dial, closeNet, err := listen(opts.Virtual)
+	if err != nil {
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	defer closeNet()
+	l = &countingListener{Listener: l, errs: &r.dialErrors}
+	r.base = "http://" + l.Addr().String()
+	if _, ok := r.subj.(subjects.Program); !ok {
+		r.slots = make([]slot, sc.Fleet.Clients)
+	}
+	r.tr = r.transport(dial)
+
+	// An exec fleet starts every process first and opens the scenario
+	// only when all are ready (the start barrier): time zero is then.
+	var pf *programFleet
+	if prog, ok := r.subj.(subjects.Program); ok {
+		pf = r.startPrograms(ctx, prog, l)
+		l = pf.gate
+	}
+	r.start = opts.Start
+	if r.start.IsZero() || pf != nil {
+		r.start = time.Now()
+	}
+	if pf != nil {
+		pf.open(r)
+	}
+
+	if enc != nil {
+		r.rec = timeline.NewRecorder(enc, 4096)
+	}
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
+	if err != nil {
+		r.abortPrograms(pf)
+		l.Close()
+		r.closeRecorder()
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	r.srv = srv
+	if enc != nil {
+		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
+			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
+		// The Recorder has not been handed a record yet, so writing the
+		// meta record through the encoder first keeps it first.
+		if err := enc.EncodeMeta(meta); err != nil {
+			r.abortPrograms(pf)
+			l.Close()
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, err)
+		}
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+
+	// The run stops at its duration cap, on ctx (a signal), or at the
+	// first timeline write error, whichever comes first.
+	r.capAt = r.start.Add(sc.Duration)
+	capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)
+	defer capCancel()
+	runCtx, stop := context.WithCancelCause(capCtx)
+	defer stop(nil)
+	if r.rec != nil {
+		go func() {
+			select {
+			case <-r.rec.Failed():
+				stop(errWriteFailed)
+			case <-runCtx.Done():
+			}
+		}()
+	}
+
+	stopProgress := r.progress()
+	if pf != nil {
+		pf.wait(runCtx, r)
+	} else {
+		r.fleet(runCtx)
+	}
+	stoppedAt := r.since()
+	elapsed := time.Since(r.start)
+	// From here no client writes an outcome: requests still in flight are
+	// recorded canceled, whether or not their goroutines have run since
+	// the run stopped (with 100,000 clients they may not for seconds).
+	pending := r.seal()
+	// Then the fleet's calls are canceled (if the cap's timer has not done
+	// it already), the stub's listener is closed (a call that fails and
+	// retries is refused at once), and the server releases hanging requests
+	// and waits for the active ones.
+	stop(nil)
+	l.Close()
+	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	shErr := srv.Shutdown(shCtx)
+	shCancel()
+	stopped, end := r.stopReason(ctx, stoppedAt)
+
+	<-served
+	r.tr.CloseIdleConnections()
+	stopProgress()
+
+	r.fillEnd(&end, pf, shErr)
+	recErr := r.closeRecorder()
+	if enc != nil && recErr == nil {
+		if recErr = writeEnd(enc, pending, &end); recErr != nil && end.Reason != timeline.EndWriteError {
+			stopped, end.Reason = StoppedWriteError, timeline.EndWriteError
+			end.Errors = append(end.Errors, recErr.Error())
+		}
+	}
+
+	flushed := time.Since(r.start)
+
+	sum = r.summary(elapsed, flushed, stopped, end)
+	if cw != nil {
+		sum.TimelineBytes = cw.n
+	}
+	if recErr != nil {
+		return sum, &TimelineError{Path: opts.TimelinePath, Err: recErr}
+	}
+	if shErr != nil {
+		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
+	}
+	return sum, nil
+}
+
+var (
+	errDurationCap = errors.New("the run's duration cap passed")
+	errWriteFailed = errors.New("writing the timeline failed")
+)
+
+// harnessError records a harness problem for the end record.
+func (r *runner) harnessError(msg string) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if len(r.harnessErrs) < 20 {
+		r.harnessErrs = append(r.harnessErrs, msg)
+	}
+}
+
+func (r *runner) closeRecorder() error {
+	if r.rec == nil {
+		return nil
+	}
+	return r.rec.Close()
+}
+
+// since is the run instant of now, ns.
+func (r *runner) since() int64 { return int64(time.Since(r.start)) }
