@@ -259,3 +259,26 @@ func TestLatencyHistQuantile(t *testing.T) {
 		t.Errorf("quantile of zeros = %d ns; want ≤ 1 µs", got)
 	}
 }
+
+// TestServeRecordingRequiredOutcomeChecks: a scenario that requires
+// give-up of a run does not make every serve recording of it
+// INCONCLUSIVE: a recording has no outcomes to judge. A required check it
+// could judge still counts.
+func TestServeRecordingRequiredOutcomeChecks(t *testing.T) {
+	recs := goodRun().records()
+	recs[0].Meta.Recorder, recs[0].Meta.Scheduled = "serve", 0
+	var kept []timeline.Record
+	for _, r := range recs {
+		if r.Type != timeline.TypeOutcome && r.Type != timeline.TypeEnd {
+			kept = append(kept, r)
+		}
+	}
+	kept[0].Meta.Expect = &timeline.Expect{Require: []string{CheckGiveUp, CheckBudget}}
+	if v := judge(kept, Options{}); v.Status != VerdictPass {
+		t.Errorf("serve recording requiring give-up and budget: %s %v; want pass", v.Status, v.Inconclusive)
+	}
+	kept[0].Meta.Expect = &timeline.Expect{Require: []string{CheckGiveUp, CheckRetryAfter}}
+	if v := judge(kept, Options{}); v.Status != VerdictInconclusive {
+		t.Errorf("serve recording requiring retry-after, which it cannot judge here: %s; want inconclusive", v.Status)
+	}
+}
