@@ -20,22 +20,24 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// TestAnalyzeStream: Analyze over NDJSON gives the verdict Add gives over the
-// same records.
+// TestAnalyzeStream: Analyze over NDJSON, decoding on its own goroutine or
+// serially, gives the verdict Add gives over the same records.
 func TestAnalyzeStream(t *testing.T) {
 	s := sim{clients: 200, server: outage(3*s1, ""), delay: noJitter(100*ms, s1), maxAttempts: 8, seed: 2,
 		policy: policy(100*ms, s1, 5, 10*s1, "full")}
 	recs := s.records()
 	want := s.verdict(Options{})
-	got, err := Analyze(bytes.NewReader(ndjson(t, recs)), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Analyze = %s\nwant %s", describe(got), describe(want))
-	}
-	if got.Pass || !reflect.DeepEqual(got.Failed(), []string{CheckWaves, CheckAttempts, CheckAmplification}) {
-		t.Errorf("Failed() = %v; want [waves attempts amplification]", got.Failed())
+	for _, serial := range []bool{false, true} {
+		got, err := Analyze(bytes.NewReader(ndjson(t, recs)), Options{Serial: serial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Analyze(serial %v) = %s\nwant %s", serial, describe(got), describe(want))
+		}
+		if got.Pass || !reflect.DeepEqual(got.Failed(), []string{CheckWaves, CheckAttempts, CheckAmplification}) {
+			t.Errorf("serial %v: Failed() = %v; want [waves attempts amplification]", serial, got.Failed())
+		}
 	}
 }
 
@@ -238,10 +240,9 @@ func FuzzAnalyze(f *testing.F) {
 {"type":"attempt","client":"a","key":"k","attempt":6,"method":"PATCH","path":"/","at":-5,"done":0,"status":999,"retry_after":"-0"}
 {"type":"outcome","client":"a","key":"k","scheduled":0,"start":5,"end":-9223372036854775808,"result":"hung"}
 `))
-	pipelined = false // one goroutine per exec keeps the fuzzer's workers busy
-	defer func() { pipelined = true }()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := Analyze(bytes.NewReader(data), Options{})
+		// Serial: one goroutine per exec keeps the fuzzer's workers busy.
+		v, err := Analyze(bytes.NewReader(data), Options{Serial: true})
 		if err != nil {
 			return
 		}

@@ -43,6 +43,10 @@ type Options struct {
 	// attempt and no outcome for this long in stream time (0: 5 minutes).
 	// It bounds memory for server-only recordings, which have no outcomes.
 	IdleTimeout time.Duration
+	// Serial makes Analyze decode on the calling goroutine. By default,
+	// with more than one CPU (GOMAXPROCS), decoding runs on a goroutine of
+	// its own, handing batches of records to the analyzer.
+	Serial bool
 }
 
 // Validate reports the first unknown check id or parameter in o.
@@ -73,9 +77,9 @@ func (o Options) Validate() error {
 // skip. A malformed line is an error wrapping a *timeline.SyntaxError that
 // names it.
 //
-// With more than one CPU (GOMAXPROCS), decoding runs on its own goroutine,
-// handing batches of records to the analyzer; the goroutine has ended when
-// Analyze returns.
+// With more than one CPU (GOMAXPROCS) and without Options.Serial, decoding
+// runs on its own goroutine, handing batches of records to the analyzer; the
+// goroutine has ended when Analyze returns.
 func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -96,7 +100,7 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 		an.Add(rec)
 	}
 	var err error
-	if pipelined && runtime.GOMAXPROCS(0) > 1 {
+	if !opts.Serial && runtime.GOMAXPROCS(0) > 1 {
 		err = analyzePipelined(dec, an)
 	} else {
 		for {
@@ -111,9 +115,6 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 	}
 	return an.Result(), nil
 }
-
-// pipelined switches the decoding goroutine (benchmarks compare both).
-var pipelined = true
 
 // batchSize is how many records the decoding goroutine hands over at once.
 const batchSize = 1024

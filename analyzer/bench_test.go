@@ -229,14 +229,14 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 			}
 		})
 	})
-	analyze := func(b *testing.B) {
+	analyze := func(b *testing.B, opts Options) {
 		rate, cpuRate := measure(b, attempts, func() {
 			f, err := os.Open(path)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			v, err := Analyze(f, Options{})
+			v, err := Analyze(f, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -249,12 +249,8 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 			b.ReportMetric(cpuRate/baselineCPU, "x-encoding-json-cpu")
 		}
 	}
-	b.Run("analyze", analyze)
-	b.Run("analyze-serial", func(b *testing.B) {
-		pipelined = false
-		defer func() { pipelined = true }()
-		analyze(b)
-	})
+	b.Run("analyze", func(b *testing.B) { analyze(b, Options{}) })
+	b.Run("analyze-serial", func(b *testing.B) { analyze(b, Options{Serial: true}) })
 }
 
 // BenchmarkAdd measures the analyzer alone on records decoded beforehand.
