@@ -43,6 +43,12 @@ type Options struct {
 	// attempt and no outcome for this long in stream time (0: 5 minutes).
 	// It bounds memory for server-only recordings, which have no outcomes.
 	IdleTimeout time.Duration
+	// OnRetry, when set, is called for every retry the analyzer pairs with
+	// the attempt before it, with the facts its checks judge the retry on,
+	// during the Add that paired it (so not always in arrival order: records
+	// out of order are paired when the missing one comes). Unset, it costs
+	// nothing.
+	OnRetry func(Retry)
 	// Serial makes Analyze decode on the calling goroutine. By default,
 	// with more than one CPU (GOMAXPROCS), decoding runs on a goroutine of
 	// its own, handing batches of records to the analyzer.
@@ -221,6 +227,7 @@ type Analyzer struct {
 	firstExp   int
 	jbBounded  bool
 	idle       int64
+	onRetry    func(Retry)
 	giveUpFor  int64  // how long a request may wait for the server (give-up)
 	giveUpFrom string // where giveUpFor came from
 
@@ -303,6 +310,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 		a.policy = opts.Policy
 	}
 	a.reuseKeys = meta == nil || meta.Recorder == "serve"
+	a.onRetry = opts.OnRetry
 	a.resolve()
 	return a
 }
