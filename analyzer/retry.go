@@ -54,7 +54,7 @@ type Retry struct {
 
 // Honoured reports whether the retry waited for a Retry-After that paced it
 // (Paced and not Early): its own wait counts from NotBefore.
-func (r *Retry) Honoured() bool { return r.Paced && !r.Early }
+func (r Retry) Honoured() bool { return r.Paced && !r.Early }
 
 // Tolerances returns the retry-after and jitter-bounds tolerances in force:
 // how early before not_before a retry may arrive, and how far past the
