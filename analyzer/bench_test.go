@@ -253,8 +253,25 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 	b.Run("analyze-serial", func(b *testing.B) { analyze(b, Options{Serial: true}) })
 }
 
-// BenchmarkAdd measures the analyzer alone on records decoded beforehand.
-func BenchmarkAdd(b *testing.B) {
+// BenchmarkAdd measures the analyzer alone on records decoded beforehand;
+// BenchmarkAddOnRetry the same with an OnRetry observer that counts the
+// retries (what handing out the facts costs when a report wants them).
+func BenchmarkAdd(b *testing.B) { benchAdd(b, Options{}) }
+
+func BenchmarkAddOnRetry(b *testing.B) {
+	var n int64
+	benchAdd(b, Options{OnRetry: func(r Retry) {
+		if r.Early || r.Beyond {
+			n++
+		}
+		n++
+	}})
+	if n == 0 {
+		b.Fatal("no retry reported")
+	}
+}
+
+func benchAdd(b *testing.B, opts Options) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "t.ndjson")
 	if _, err := writeBenchTimeline(path, 200_000); err != nil {
@@ -278,7 +295,7 @@ func BenchmarkAdd(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		an := New(recs[0].Meta, Options{})
+		an := New(recs[0].Meta, opts)
 		for i := 1; i < len(recs); i++ {
 			an.Add(&recs[i])
 		}
