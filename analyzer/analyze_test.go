@@ -20,22 +20,24 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// TestAnalyzeStream: Analyze over NDJSON gives the verdict Add gives over the
-// same records.
+// TestAnalyzeStream: Analyze over NDJSON, decoding on its own goroutine or
+// serially, gives the verdict Add gives over the same records.
 func TestAnalyzeStream(t *testing.T) {
 	s := sim{clients: 200, server: outage(3*s1, ""), delay: noJitter(100*ms, s1), maxAttempts: 8, seed: 2,
 		policy: policy(100*ms, s1, 5, 10*s1, "full")}
 	recs := s.records()
 	want := s.verdict(Options{})
-	got, err := Analyze(bytes.NewReader(ndjson(t, recs)), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Analyze = %s\nwant %s", describe(got), describe(want))
-	}
-	if got.Pass || !reflect.DeepEqual(got.Failed(), []string{CheckWaves, CheckAttempts, CheckAmplification}) {
-		t.Errorf("Failed() = %v; want [waves attempts amplification]", got.Failed())
+	for _, serial := range []bool{false, true} {
+		got, err := Analyze(bytes.NewReader(ndjson(t, recs)), Options{Serial: serial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Analyze(serial %v) = %s\nwant %s", serial, describe(got), describe(want))
+		}
+		if got.Pass || !reflect.DeepEqual(got.Failed(), []string{CheckWaves, CheckAttempts, CheckAmplification}) {
+			t.Errorf("serial %v: Failed() = %v; want [waves attempts amplification]", serial, got.Failed())
+		}
 	}
 }
 
@@ -238,10 +240,9 @@ func FuzzAnalyze(f *testing.F) {
 {"type":"attempt","client":"a","key":"k","attempt":6,"method":"PATCH","path":"/","at":-5,"done":0,"status":999,"retry_after":"-0"}
 {"type":"outcome","client":"a","key":"k","scheduled":0,"start":5,"end":-9223372036854775808,"result":"hung"}
 `))
-	pipelined = false // one goroutine per exec keeps the fuzzer's workers busy
-	defer func() { pipelined = true }()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := Analyze(bytes.NewReader(data), Options{})
+		// Serial: one goroutine per exec keeps the fuzzer's workers busy.
+		v, err := Analyze(bytes.NewReader(data), Options{Serial: true})
 		if err != nil {
 			return
 		}
@@ -262,4 +263,53 @@ func FuzzAnalyze(f *testing.F) {
 			t.Fatalf("Pass = %v with failed checks %v", v.Pass, v.Failed())
 		}
 	})
+}
+
+// TestReadTimeline: start sees the meta (or nil) before any record, every
+// other record reaches add once and in order, serially or not; an empty
+// stream is ErrNoRecords without a call, a bad line the decoder's error.
+func TestReadTimeline(t *testing.T) {
+	s := sim{clients: 30, server: outage(s1, "phase-end"), honorRA: true, delay: fullJitter(100*ms, s1), maxAttempts: 5, seed: 3}
+	recs := s.records()
+	data := ndjson(t, recs)
+	noMeta := data[bytes.IndexByte(data, '\n')+1:]
+	for _, serial := range []bool{false, true} {
+		for _, tt := range []struct {
+			name     string
+			in       []byte
+			wantMeta bool
+			want     int
+		}{{"with meta", data, true, len(recs) - 1}, {"without meta", noMeta, false, len(recs) - 1}} {
+			var metas []*timeline.Meta
+			var ats []int64
+			err := ReadTimeline(bytes.NewReader(tt.in), serial, func(m *timeline.Meta) func(*timeline.Record) {
+				metas = append(metas, m)
+				return func(r *timeline.Record) {
+					if r.Type == timeline.TypeMeta {
+						t.Errorf("%s: the meta record reached add", tt.name)
+					}
+					ats = append(ats, r.Attempt.At+r.Outcome.End)
+				}
+			})
+			if err != nil || len(metas) != 1 || (metas[0] != nil) != tt.wantMeta || len(ats) != tt.want {
+				t.Errorf("%s, serial %v: err %v, start called with %v, %d records; want nil, once with meta %v, %d", tt.name, serial, err, metas, len(ats), tt.wantMeta, tt.want)
+				continue
+			}
+			for i, r := range recs[1:] {
+				if want := r.Attempt.At + r.Outcome.End; ats[i] != want {
+					t.Errorf("%s, serial %v: record %d out of order", tt.name, serial, i)
+					break
+				}
+			}
+		}
+		called := false
+		start := func(*timeline.Meta) func(*timeline.Record) { called = true; return func(*timeline.Record) {} }
+		if err := ReadTimeline(strings.NewReader("\n\n"), serial, start); err != ErrNoRecords || called {
+			t.Errorf("serial %v: empty stream: %v, start called %v; want ErrNoRecords, not called", serial, err, called)
+		}
+		var se *timeline.SyntaxError
+		if err := ReadTimeline(bytes.NewReader(append(data, "{\"type\":\"attempt\",\"at\":\n"...)), serial, start); !errors.As(err, &se) {
+			t.Errorf("serial %v: truncated stream: %v; want a *timeline.SyntaxError", serial, err)
+		}
+	}
 }

@@ -43,6 +43,16 @@ type Options struct {
 	// attempt and no outcome for this long in stream time (0: 5 minutes).
 	// It bounds memory for server-only recordings, which have no outcomes.
 	IdleTimeout time.Duration
+	// OnRetry, when set, is called for every retry the analyzer pairs with
+	// the attempt before it, with the facts its checks judge the retry on,
+	// during the Add that paired it (so not always in arrival order: records
+	// out of order are paired when the missing one comes). Unset, it costs
+	// nothing.
+	OnRetry func(Retry)
+	// Serial makes Analyze decode on the calling goroutine. By default,
+	// with more than one CPU (GOMAXPROCS), decoding runs on a goroutine of
+	// its own, handing batches of records to the analyzer.
+	Serial bool
 }
 
 // Validate reports the first unknown check id or parameter in o.
@@ -73,54 +83,80 @@ func (o Options) Validate() error {
 // skip. A malformed line is an error wrapping a *timeline.SyntaxError that
 // names it.
 //
-// With more than one CPU (GOMAXPROCS), decoding runs on its own goroutine,
-// handing batches of records to the analyzer; the goroutine has ended when
-// Analyze returns.
+// With more than one CPU (GOMAXPROCS) and without Options.Serial, decoding
+// runs on its own goroutine, handing batches of records to the analyzer; the
+// goroutine has ended when Analyze returns.
 func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	dec := timeline.NewDecoder(r)
-	rec := new(timeline.Record)
-	if err := dec.Decode(rec); err != nil {
-		if err == io.EOF {
-			return nil, ErrNoRecords
-		}
-		return nil, fmt.Errorf("analyzer: %w", err)
-	}
 	var an *Analyzer
-	if rec.Type == timeline.TypeMeta {
-		an = New(rec.Meta, opts)
-	} else {
-		an = New(nil, opts)
-		an.Add(rec)
+	err := ReadTimeline(r, opts.Serial, func(meta *timeline.Meta) func(*timeline.Record) {
+		an = New(meta, opts)
+		return an.Add
+	})
+	if err == ErrNoRecords {
+		return nil, err
 	}
-	var err error
-	if pipelined && runtime.GOMAXPROCS(0) > 1 {
-		err = analyzePipelined(dec, an)
-	} else {
-		for {
-			if err = dec.Decode(rec); err != nil {
-				break
-			}
-			an.Add(rec)
-		}
-	}
-	if err != io.EOF {
+	if err != nil {
 		return nil, fmt.Errorf("analyzer: %w", err)
 	}
 	return an.Result(), nil
 }
 
-// pipelined switches the decoding goroutine (benchmarks compare both).
-var pipelined = true
+// ReadTimeline decodes a whole timeline from r, for one pass that feeds
+// several consumers (Analyze; a report that draws the analyzer's facts).
+// start is called once, before any other record, with the meta record (nil
+// when the first record is not one); every later record, and the first
+// when it is not the meta, goes to the add it returned, in stream order.
+// A record is valid only during its add call (its storage is reused).
+//
+// ReadTimeline returns nil at the end of the stream, ErrNoRecords for a
+// stream without a record (start is not called) and the decoder's error
+// otherwise (a *timeline.SyntaxError for a malformed line). Unless serial,
+// with more than one CPU (GOMAXPROCS) decoding runs on a goroutine of its
+// own, handing batches of records over; it has ended when ReadTimeline
+// returns.
+func ReadTimeline(r io.Reader, serial bool, start func(meta *timeline.Meta) (add func(*timeline.Record))) error {
+	dec := timeline.NewDecoder(r)
+	rec := new(timeline.Record)
+	if err := dec.Decode(rec); err != nil {
+		if err == io.EOF {
+			return ErrNoRecords
+		}
+		return err
+	}
+	var add func(*timeline.Record)
+	if rec.Type == timeline.TypeMeta {
+		add = start(rec.Meta)
+		rec = new(timeline.Record) // the meta stays the consumers'
+	} else {
+		add = start(nil)
+		add(rec)
+	}
+	var err error
+	if !serial && runtime.GOMAXPROCS(0) > 1 {
+		err = decodePipelined(dec, add)
+	} else {
+		for {
+			if err = dec.Decode(rec); err != nil {
+				break
+			}
+			add(rec)
+		}
+	}
+	if err != io.EOF {
+		return err
+	}
+	return nil
+}
 
 // batchSize is how many records the decoding goroutine hands over at once.
 const batchSize = 1024
 
-// analyzePipelined decodes on a second goroutine and feeds the analyzer on
-// this one. It returns the decoder's final error (io.EOF at a clean end).
-func analyzePipelined(dec *timeline.Decoder, an *Analyzer) error {
+// decodePipelined decodes on a second goroutine and hands the records to add
+// on this one. It returns the decoder's final error (io.EOF at a clean end).
+func decodePipelined(dec *timeline.Decoder, add func(*timeline.Record)) error {
 	type batch struct {
 		recs []timeline.Record
 		err  error
@@ -160,7 +196,7 @@ func analyzePipelined(dec *timeline.Decoder, an *Analyzer) error {
 	var err error
 	for b := range full {
 		for i := range b.recs {
-			an.Add(&b.recs[i])
+			add(&b.recs[i])
 		}
 		if b.err != nil {
 			err = b.err
@@ -220,6 +256,7 @@ type Analyzer struct {
 	firstExp   int
 	jbBounded  bool
 	idle       int64
+	onRetry    func(Retry)
 	giveUpFor  int64  // how long a request may wait for the server (give-up)
 	giveUpFrom string // where giveUpFor came from
 
@@ -302,6 +339,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 		a.policy = opts.Policy
 	}
 	a.reuseKeys = meta == nil || meta.Recorder == "serve"
+	a.onRetry = opts.OnRetry
 	a.resolve()
 	return a
 }

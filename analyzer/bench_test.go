@@ -229,14 +229,14 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 			}
 		})
 	})
-	analyze := func(b *testing.B) {
+	analyze := func(b *testing.B, opts Options) {
 		rate, cpuRate := measure(b, attempts, func() {
 			f, err := os.Open(path)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			v, err := Analyze(f, Options{})
+			v, err := Analyze(f, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -249,16 +249,29 @@ func BenchmarkAnalyzeFile(b *testing.B) {
 			b.ReportMetric(cpuRate/baselineCPU, "x-encoding-json-cpu")
 		}
 	}
-	b.Run("analyze", analyze)
-	b.Run("analyze-serial", func(b *testing.B) {
-		pipelined = false
-		defer func() { pipelined = true }()
-		analyze(b)
-	})
+	b.Run("analyze", func(b *testing.B) { analyze(b, Options{}) })
+	b.Run("analyze-serial", func(b *testing.B) { analyze(b, Options{Serial: true}) })
 }
 
-// BenchmarkAdd measures the analyzer alone on records decoded beforehand.
-func BenchmarkAdd(b *testing.B) {
+// BenchmarkAdd measures the analyzer alone on records decoded beforehand;
+// BenchmarkAddOnRetry the same with an OnRetry observer that counts the
+// retries (what handing out the facts costs when a report wants them).
+func BenchmarkAdd(b *testing.B) { benchAdd(b, Options{}) }
+
+func BenchmarkAddOnRetry(b *testing.B) {
+	var n int64
+	benchAdd(b, Options{OnRetry: func(r Retry) {
+		if r.Early || r.Beyond {
+			n++
+		}
+		n++
+	}})
+	if n == 0 {
+		b.Fatal("no retry reported")
+	}
+}
+
+func benchAdd(b *testing.B, opts Options) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "t.ndjson")
 	if _, err := writeBenchTimeline(path, 200_000); err != nil {
@@ -282,7 +295,7 @@ func BenchmarkAdd(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		an := New(recs[0].Meta, Options{})
+		an := New(recs[0].Meta, opts)
 		for i := 1; i < len(recs); i++ {
 			an.Add(&recs[i])
 		}

@@ -257,15 +257,17 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	// A Retry-After paces the retry only when it names a later instant; one
 	// that allows an immediate retry (a past date, "0") paces nothing.
 	paced := p.hasNB && p.nb > p.done
+	early := paced && p.nb-x.at > a.raTol
 	if paced {
 		a.ra.judged++
-		if early := p.nb - x.at; early > a.raTol {
-			if early > a.ra.worst {
-				a.ra.worst = early
+		if early {
+			e := p.nb - x.at
+			if e > a.ra.worst {
+				a.ra.worst = e
 			}
 			if a.ra.hit(a.maxEx) {
 				a.ra.ex = append(a.ra.ex, ex(fmt.Sprintf("attempt %d arrived at %s, %s before not_before %s (the previous response at %s)",
-					x.n, fmtNS(x.at), fmtDur(early), fmtNS(p.nb), fmtNS(p.done))))
+					x.n, fmtNS(x.at), fmtDur(e), fmtNS(p.nb), fmtNS(p.done))))
 			}
 		}
 	}
@@ -278,7 +280,14 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		a.nonr.judged++
 	}
 
-	a.waveRetry(st, key, k, p, x, paced)
+	// The retry's own wait starts at the response, or at the instant a
+	// Retry-After that paced it allowed when it honoured it.
+	honoured := paced && !early
+	base := p.done
+	if honoured {
+		base = min(p.nb, x.at)
+	}
+	a.waveRetry(st, key, k, p, x, base, honoured)
 
 	unadvised := !paced
 	if unadvised && (p.status == 429 || p.status >= 500) {
@@ -290,10 +299,14 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 			}
 		}
 	}
-	if unadvised && a.jbBounded {
+	bounded := unadvised && a.jbJudges()
+	var b int64
+	beyond := false
+	if bounded {
 		a.jb.judged++
-		b := a.bound(k)
+		b = a.bound(k)
 		if over := gap - b; over > a.jbTol {
+			beyond = true
 			if over > a.jb.worst {
 				a.jb.worst = over
 			}
@@ -301,6 +314,14 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 				a.jb.ex = append(a.jb.ex, ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b))))
 			}
 		}
+	}
+	if a.onRetry != nil {
+		r := Retry{Client: st.client, Key: st.key, Attempt: int(x.n), Number: k, Status: int(p.status), Prev: p.done, At: x.at,
+			Paced: paced, Early: early, Own: x.at - base, Bounded: bounded, Bound: b, Beyond: beyond}
+		if paced {
+			r.NotBefore = p.nb
+		}
+		a.onRetry(r)
 	}
 }
 

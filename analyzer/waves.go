@@ -129,18 +129,12 @@ func (s *wavesState) next() uint64 {
 	return z ^ (z >> 31)
 }
 
-// waveRetry classifies retry x (the k-th) of the attempt p before it and
-// feeds its cohort. Retries that honoured a Retry-After that paced them
-// (paced: it named a later instant) are judged on their wait beyond it;
-// retries that came earlier than not_before (retry-after's business) and
-// retries without one on their gap.
-func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite, paced bool) {
-	base, afterNB := p.done, false
-	if paced {
-		if d := x.at - p.nb; d >= -a.raTol {
-			base, afterNB = min(p.nb, x.at), true
-		}
-	}
+// waveRetry feeds retry x (the k-th) of the attempt p before it to its
+// cohort. Retries that honoured a Retry-After that paced them (afterNB) are
+// judged on their wait beyond it, from base; retries that came earlier than
+// not_before (retry-after's business) and retries without one on their gap
+// (base is the previous response).
+func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite, base int64, afterNB bool) {
 	own := x.at - base
 	g := min(k, waveGroups) - 1
 	if afterNB {

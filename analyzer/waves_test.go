@@ -361,7 +361,7 @@ func TestWavesReservoirUniform(t *testing.T) {
 	for i := range n {
 		p := attemptLite{n: 1, status: 503, done: int64(i)}
 		x := attemptLite{n: 2, at: int64(i) + 1}
-		an.waveRetry(st, "k", 1, &p, &x, false)
+		an.waveRetry(st, "k", 1, &p, &x, p.done, false)
 	}
 	c := &an.wv.cohorts[0]
 	if c.seen != n || len(c.sample) != waveSample {

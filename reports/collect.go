@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -40,16 +41,17 @@ func classOf(a *timeline.Attempt) int {
 
 // Bounds of the collector's memory.
 const (
-	timeBinCount    = 1024    // bins of the shared time axis
-	keyGeneration   = 1 << 17 // logical requests remembered per generation (two generations)
-	raSampleSize    = 4000    // Retry-After points kept, on time
-	raEarlySize     = 2000    // Retry-After points kept, early
-	delayGroups     = 20      // retry numbers drawn in the backoff plot
-	delaySampleSize = 400     // delays kept per retry number
+	timeBinCount    = 1024 // bins of the shared time axis
+	raSampleSize    = 4000 // Retry-After points kept, on time
+	raEarlySize     = 2000 // Retry-After points kept, early
+	delayGroups     = 20   // retry numbers drawn in the backoff plot
+	delaySampleSize = 400  // delays kept per retry number
 )
 
-// Stats are the figures a report computes from a timeline on its own,
-// independently of the analyzer.
+// Stats are the figures of a report. It counts attempts and outcomes
+// itself; what concerns retries (which attempt is a retry of which, what
+// paced it, whether it was early or beyond the bound) is the analyzer's
+// classification, so the report and the verdict agree.
 type Stats struct {
 	Attempts    int64 // requests the server saw
 	OK          int64 // attempts answered 2xx
@@ -57,11 +59,12 @@ type Stats struct {
 	Unavailable int64 // attempts answered 503
 	OtherErrors int64 // attempts answered any other status
 	Faults      int64 // attempts that met a fault (reset, hang) or got no status
-	Retries     int64 // attempts after the first of their logical request
+	Retries     int64 // attempts after the first of their logical request (the analyzer's Figures.Retries)
 
 	// Requests is the number of logical requests: the outcome records when
-	// the timeline has them, else the first attempts seen (an arrival whose
-	// key's previous attempt succeeded starts a new logical request).
+	// the timeline has them, else the analyzer's count of first attempts
+	// (in a serve recording an arrival whose key's previous attempt
+	// succeeded starts a new logical request).
 	Requests int64
 	// Outcomes counts outcome records; 0 for a serve recording.
 	Outcomes int64
@@ -78,72 +81,25 @@ type Stats struct {
 
 	// RetryAfterRetries counts retries that followed a response whose
 	// Retry-After named a later instant (one that allows an immediate retry,
-	// a past date or 0, paces nothing: its retries are own delays);
-	// EarlyRetries those of them that came before its not_before, less the
-	// tolerance.
+	// a past date or 0, paces nothing: its retries are own delays): the
+	// retries the retry-after check judged. EarlyRetries those of them that
+	// came before its not_before, less the check's tolerance: its
+	// offenders.
 	RetryAfterRetries int64
 	EarlyRetries      int64
 	// OwnDelays counts retries paced by the client's own backoff (after a
 	// response with no usable Retry-After); BeyondBound those of them whose
-	// delay exceeded the stated policy's bound by more than the bound
-	// tolerance (0 without a policy).
+	// delay exceeded the stated policy's bound by more than the
+	// jitter-bounds check's tolerance (0 when the check judges no delay).
 	OwnDelays   int64
 	BeyondBound int64
+	// ServerPaced and ClientPaced are the analyzer's Figures: retries that
+	// waited exactly as Retry-After said, and the others.
+	ServerPaced, ClientPaced int64
 
 	// End is the last instant of the timeline (arrival, response or
 	// outcome end), from time zero.
 	End time.Duration
-}
-
-// keyState is what the collector remembers of a logical request's latest
-// attempt.
-type keyState struct {
-	done      int64
-	notBefore int64
-	hasNB     bool  // a Retry-After that named a later instant
-	ok        bool  // answered 2xx or 3xx in a serve recording: a later arrival is a new logical request
-	attempt   int32 // attempts of the current logical request so far
-}
-
-// keyTable remembers the latest attempt per logical request in bounded
-// memory: two generations of at most keyGeneration entries; when the young
-// one fills up, the old one is dropped. A retry whose logical request was
-// forgotten (more than 2·keyGeneration requests in flight) is not paired.
-type keyTable struct {
-	young, old map[string]keyState
-	gen        int // entries per generation (0: keyGeneration)
-}
-
-func (t *keyTable) get(k string) (keyState, bool) {
-	if s, ok := t.young[k]; ok {
-		return s, true
-	}
-	s, ok := t.old[k]
-	return s, ok
-}
-
-func (t *keyTable) put(k string, s keyState) {
-	if t.young == nil {
-		t.young = make(map[string]keyState)
-	}
-	gen := t.gen
-	if gen <= 0 {
-		gen = keyGeneration
-	}
-	if _, ok := t.young[k]; !ok {
-		// A new map key is kept: it must not pin the decoder's line block.
-		k = strings.Clone(k)
-		if len(t.young) >= gen {
-			t.old, t.young = t.young, make(map[string]keyState, gen)
-		}
-	}
-	t.young[k] = s
-	delete(t.old, k)
-}
-
-func (t *keyTable) remove(k string) {
-	delete(t.young, k)
-	delete(t.old, k)
 }
 
 // raPoint is one retry after a usable Retry-After: the wait asked for and
@@ -175,14 +131,15 @@ func (h *rowHeap) Pop() any {
 
 // A Collector accumulates, in one pass over a timeline and in bounded
 // memory, everything the report draws. Feed it the records after the meta
-// with Add, then call Write (or Stats). A Collector is not safe for
-// concurrent use; its zero value is not usable: use NewCollector.
+// with Add, then call Write (or Stats, Verdict). It runs an analyzer on the
+// same records and draws the facts the analyzer judges each retry on, so
+// Verdict is the verdict of the timeline the report shows. A Collector is
+// not safe for concurrent use; its zero value is not usable: use
+// NewCollector.
 type Collector struct {
 	meta *timeline.Meta
-	// reuseKeys: a serve recording, whose clients may reuse a URL after a
-	// success (see the analyzer's pairing).
-	reuseKeys bool
-	opts      Options
+	an   *analyzer.Analyzer
+	opts settings
 
 	bins   timeBins
 	counts [numClasses][]uint64
@@ -195,8 +152,6 @@ type Collector struct {
 	rows    map[string]*rasterRow
 	rowHeap rowHeap
 
-	keys keyTable
-
 	raOnTime, raEarly *reservoir[raPoint]
 	delays            [delayGroups]*reservoir[int64]
 	delayMax          [delayGroups]int64
@@ -205,27 +160,44 @@ type Collector struct {
 	hists map[string]*logHist // completion by result
 	all   logHist
 
-	firsts int64 // first attempts seen
-	stats  Stats
+	stats Stats
+}
+
+// settings are a collector's options with the analyzer's tolerances in
+// force, which the plots state.
+type settings struct {
+	Options
+	Tolerance      time.Duration // retry-after's
+	BoundTolerance time.Duration // jitter-bounds'
 }
 
 // NewCollector returns a Collector for the timeline whose meta record is
 // meta (nil: an empty meta, every plot that needs it explains why it is
-// missing).
+// missing). Its analyzer runs with opts.Analyzer, whose unknown check ids
+// and parameters are ignored (Collect reports them).
 func NewCollector(meta *timeline.Meta, opts Options) *Collector {
-	if meta == nil {
-		meta = &timeline.Meta{Recorder: "serve"}
-	}
 	opts = opts.withDefaults()
 	c := &Collector{
-		meta:      meta,
-		reuseKeys: meta.Recorder == "serve",
-		opts:      opts,
-		rows:      make(map[string]*rasterRow),
-		raOnTime:  newReservoir[raPoint](raSampleSize, 1),
-		raEarly:   newReservoir[raPoint](raEarlySize, 2),
-		hists:     make(map[string]*logHist),
+		meta:     meta,
+		rows:     make(map[string]*rasterRow),
+		raOnTime: newReservoir[raPoint](raSampleSize, 1),
+		raEarly:  newReservoir[raPoint](raEarlySize, 2),
+		hists:    make(map[string]*logHist),
 	}
+	aopts := opts.Analyzer
+	if user := aopts.OnRetry; user != nil {
+		aopts.OnRetry = func(r analyzer.Retry) { c.addRetry(r); user(r) }
+	} else {
+		aopts.OnRetry = c.addRetry
+	}
+	c.an = analyzer.New(meta, aopts)
+	if c.meta == nil {
+		c.meta = &timeline.Meta{Recorder: "serve"}
+	}
+	meta = c.meta
+	c.opts = settings{Options: opts}
+	ra, b := c.an.Tolerances()
+	c.opts.Tolerance, c.opts.BoundTolerance = ra, b
 	c.bins = timeBins{width: 1_000_000, n: timeBinCount}
 	if meta.Duration > 0 {
 		c.bins.width = niceWidth(meta.Duration, timeBinCount)
@@ -260,9 +232,10 @@ func (c *Collector) seeEnd(t int64) {
 	}
 }
 
-// Add accumulates one record. Meta records after the first and records of
-// unknown types are ignored.
+// Add accumulates one record (and feeds it to the collector's analyzer).
+// Meta records after the first and records of unknown types are ignored.
 func (c *Collector) Add(rec *timeline.Record) {
+	c.an.Add(rec)
 	switch rec.Type {
 	case timeline.TypeAttempt:
 		c.addAttempt(&rec.Attempt)
@@ -294,38 +267,15 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 	if r := c.row(a.Client); r != nil {
 		r.cells[bin] |= 1 << cl
 	}
-
-	// A later arrival with the key of an earlier one is a retry, unless the
-	// earlier one succeeded in a serve recording: then it is a new logical
-	// request reusing the key (a client outside the harness requesting the
-	// same URL again), as the analyzer has it. A fleet run gives every
-	// logical request its own key.
-	prev, seen := c.keys.get(a.Key)
-	var n int32
-	switch {
-	case seen && !prev.ok:
-		s.Retries++
-		c.addRetry(a, prev)
-		n = prev.attempt + 1
-	case !seen && a.Attempt > 1: // its earlier attempts are not in the stream (or forgotten)
-		s.Retries++
-		n = int32(min(a.Attempt, math.MaxInt32))
-	default:
-		c.firsts++
-		n = 1
-	}
-	st := keyState{done: a.Done, notBefore: a.NotBefore, hasNB: a.HasNotBefore && a.NotBefore > a.Done, attempt: n,
-		ok: c.reuseKeys && a.Status >= 200 && a.Status < 400 && a.Fault == ""}
-	c.keys.put(a.Key, st)
 }
 
-// addRetry pairs a retry with the previous attempt of its logical request.
-func (c *Collector) addRetry(a *timeline.Attempt, prev keyState) {
-	taken := a.At - prev.done
-	if prev.hasNB {
-		p := raPoint{asked: prev.notBefore - prev.done, taken: taken}
+// addRetry draws one retry the analyzer paired, as it classified it.
+func (c *Collector) addRetry(r analyzer.Retry) {
+	taken := r.At - r.Prev
+	if r.Paced {
+		p := raPoint{asked: r.NotBefore - r.Prev, taken: taken}
 		c.stats.RetryAfterRetries++
-		if a.At < prev.notBefore-int64(c.opts.Tolerance) {
+		if r.Early {
 			c.stats.EarlyRetries++
 			c.raEarly.add(p)
 		} else {
@@ -334,37 +284,24 @@ func (c *Collector) addRetry(a *timeline.Attempt, prev keyState) {
 		return
 	}
 	c.stats.OwnDelays++
-	retry := int(prev.attempt) // the retry number: 1 for the second attempt
-	if b, ok := c.bound(retry); ok && float64(taken) > b+float64(c.opts.BoundTolerance) {
+	if r.Beyond {
 		c.stats.BeyondBound++
 	}
-	if retry < 1 || retry > delayGroups {
+	if r.Number < 1 || r.Number > delayGroups {
 		c.delayBeyondGroups++
 		return
 	}
-	c.delays[retry-1].add(taken)
-	if taken > c.delayMax[retry-1] {
-		c.delayMax[retry-1] = taken
+	c.delays[r.Number-1].add(taken)
+	if taken > c.delayMax[r.Number-1] {
+		c.delayMax[r.Number-1] = taken
 	}
 }
 
-// bound is the stated policy's largest delay before retry number n
-// (1-based): min(cap, base·2^(n-1)), in ns, or the cap alone for
-// decorrelated jitter, as the analyzer's jitter-bounds check has it. ok is
-// false when the policy states no bound.
+// bound is the longest delay the analyzer's jitter-bounds check allows
+// before retry number n (1-based), in ns; ok is false when it judges none.
 func (c *Collector) bound(n int) (b float64, ok bool) {
-	p := c.meta.Policy
-	if p != nil && p.Jitter == "decorrelated" {
-		return float64(p.Cap), p.Cap > 0
-	}
-	if p == nil || p.Base <= 0 || n < 1 {
-		return 0, false
-	}
-	b = float64(p.Base) * math.Exp2(float64(n-1))
-	if p.Cap > 0 && b > float64(p.Cap) {
-		b = float64(p.Cap)
-	}
-	return b, true
+	d, ok := c.an.Bound(n)
+	return float64(d), ok
 }
 
 func (c *Collector) addOutcome(o *timeline.Outcome) {
@@ -383,7 +320,6 @@ func (c *Collector) addOutcome(o *timeline.Outcome) {
 	d := o.End - o.Start
 	h.add(d)
 	c.all.add(d)
-	c.keys.remove(o.Key)
 }
 
 // row returns the raster row of client, or nil when the client is not in
@@ -423,6 +359,10 @@ func (c *Collector) row(client string) *rasterRow {
 	return r
 }
 
+// Verdict is the collector's analyzer's judgement of what was added so far:
+// the verdict on the facts the report draws.
+func (c *Collector) Verdict() *analyzer.Verdict { return c.an.Result() }
+
 // Stats returns the figures accumulated so far.
 func (c *Collector) Stats() Stats {
 	s := c.stats
@@ -430,7 +370,9 @@ func (c *Collector) Stats() Stats {
 	for k, v := range c.stats.Results {
 		s.Results[k] = v
 	}
-	s.Requests = c.firsts
+	f := c.an.Result().Figures
+	s.Retries, s.ServerPaced, s.ClientPaced = f.Retries, f.ServerPaced, f.ClientPaced
+	s.Requests = f.Requests
 	if s.Outcomes > 0 {
 		s.Requests = s.Outcomes
 	}

@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -39,7 +39,11 @@ func subMilliCollector() *Collector {
 			att(client, key, 2, at+us+taken, at+2*us+taken, 200),
 			out(client, key, at, at+int64(i+1)*30*ms, res))
 	}
-	return collect(meta, Options{Tolerance: 10 * time.Microsecond}, recs...)
+	tol, err := analyzer.ParseCheckSpec("retry-after:tolerance=0.00001") // 10µs
+	if err != nil {
+		panic(err)
+	}
+	return collect(meta, Options{Analyzer: analyzer.Options{Checks: []analyzer.CheckSpec{tol}}}, recs...)
 }
 
 // The fixes of issue 12's review of the plots, one by one.

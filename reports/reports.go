@@ -17,9 +17,13 @@
 //   - Write (a timeline file) or WriteFrom (a reader) writes report.html
 //     and the plots beside it; give it the analyzer's verdict on the same
 //     timeline, or nil.
-//   - To read a timeline once for both the analyzer and the report, feed
-//     each record to an analyzer.Analyzer and to a Collector (NewCollector,
-//     Add), then call Collector.Write with the verdict.
+//   - To read a timeline once for both the verdict and the report, Collect
+//     it (or feed each record to a Collector: NewCollector, Add), then
+//     take Collector.Verdict and call Collector.Write with it.
+//
+// A report never classifies retries itself: its collector runs an analyzer
+// (with Options.Analyzer) and draws the facts the analyzer judges each
+// retry on (analyzer.Retry), so its counts are the verdict's.
 //   - Compare writes compare.html: several subjects' runs of one scenario,
 //     ranked, with the key-figure plot.
 //
@@ -34,7 +38,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/timeline"
@@ -48,14 +51,12 @@ var ErrEmpty = errors.New("reports: empty timeline")
 
 // Options tune a report. The zero value is ready to use.
 type Options struct {
-	// Tolerance is the measurement tolerance under which a retry that
-	// arrives before not_before still counts as on time (0: 5ms, the
-	// analyzer's default for the retry-after check).
-	Tolerance time.Duration
-	// BoundTolerance is how far past the stated policy's bound a backoff
-	// delay may be before it is drawn as beyond it (0: 25ms, the
-	// analyzer's default for the jitter-bounds check).
-	BoundTolerance time.Duration
+	// Analyzer are the options of the analyzer whose facts the report
+	// draws: which retries are paced, early or beyond the bound, with the
+	// checks' tolerances (--check retry-after:tolerance=…). Give the
+	// options the verdict was made with. Analyzer.Serial decodes on the
+	// calling goroutine.
+	Analyzer analyzer.Options
 	// MaxClients is the most client rows the raster draws; beyond it the
 	// clients are sampled evenly (0: 300).
 	MaxClients int
@@ -67,12 +68,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Tolerance <= 0 {
-		o.Tolerance = 5 * time.Millisecond
-	}
-	if o.BoundTolerance <= 0 {
-		o.BoundTolerance = 25 * time.Millisecond
-	}
 	if o.DPI <= 0 {
 		o.DPI = defaultPNGDPI
 	}
@@ -93,8 +88,9 @@ type Report struct {
 // Write reads the timeline at timelinePath in one pass and writes, in dir
 // (created if needed), report.html and the plots beside it as NAME.png and
 // NAME.svg (see the Plot* names). v is the analyzer's verdict on the same
-// timeline; nil leaves the verdict section out. Files of an earlier report
-// in dir are overwritten.
+// timeline (made with opts.Analyzer); nil leaves the verdict section out.
+// Either way the report's retry figures come from an analyzer it runs on
+// the same pass. Files of an earlier report in dir are overwritten.
 func Write(dir, timelinePath string, v *analyzer.Verdict, opts Options) (*Report, error) {
 	f, err := os.Open(timelinePath)
 	if err != nil {
@@ -113,36 +109,28 @@ func WriteFrom(dir string, r io.Reader, v *analyzer.Verdict, opts Options) (*Rep
 	return c.Write(dir, v)
 }
 
-// Collect reads a whole timeline from r into a new Collector. The first
+// Collect reads a whole timeline from r into a new Collector, in one pass
+// that also feeds the collector's analyzer (Collector.Verdict). The first
 // record should be the meta record; without it the plots that need the
 // scenario say so. A malformed line is an error wrapping the
-// *timeline.SyntaxError that names it.
+// *timeline.SyntaxError that names it; invalid opts.Analyzer an error
+// from analyzer.Options.Validate.
 func Collect(r io.Reader, opts Options) (*Collector, error) {
-	dec := timeline.NewDecoder(r)
-	rec := new(timeline.Record)
-	if err := dec.Decode(rec); err != nil {
-		if err == io.EOF {
-			return nil, ErrEmpty
-		}
+	if err := opts.Analyzer.Validate(); err != nil {
 		return nil, fmt.Errorf("reports: %w", err)
 	}
 	var c *Collector
-	if rec.Type == timeline.TypeMeta {
-		c = NewCollector(rec.Meta, opts)
-	} else {
-		c = NewCollector(nil, opts)
-		c.Add(rec)
+	err := analyzer.ReadTimeline(r, opts.Analyzer.Serial, func(meta *timeline.Meta) func(*timeline.Record) {
+		c = NewCollector(meta, opts)
+		return c.Add
+	})
+	switch {
+	case errors.Is(err, analyzer.ErrNoRecords):
+		return nil, ErrEmpty
+	case err != nil:
+		return nil, fmt.Errorf("reports: %w", err)
 	}
-	for {
-		err := dec.Decode(rec)
-		if err == io.EOF {
-			return c, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reports: %w", err)
-		}
-		c.Add(rec)
-	}
+	return c, nil
 }
 
 // Write draws what the collector holds into dir (created if needed):

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-
-	"github.com/retrylab/retrylab/reports"
 )
 
 const reportUsage = "report TIMELINE [--out DIR] [--check ID[:k=v]] [--skip IDS]"
@@ -35,13 +33,15 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	if err := checkWritable(out, nil); err != nil {
 		return err
 	}
-	v, err := analyzeFile(path, opts)
+	// One pass: the verdict and the report's figures come from one
+	// analyzer, with the --check and --skip flags.
+	c, err := collectFile(path, opts)
 	if err != nil {
 		return err
 	}
-	rep, err := reports.Write(out, path, v, reports.Options{})
+	rep, err := c.Write(out, c.Verdict())
 	if err != nil {
-		return timelineInputErr(path, err)
+		return err
 	}
 	fmt.Fprintf(e.stdout, "report: %s\n", rep.HTML)
 	return nil

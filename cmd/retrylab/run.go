@@ -172,15 +172,25 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	v, err := analyzeFile(sum.TimelinePath, aopts)
+	// One pass over the timeline gives the verdict and, unless
+	// --no-report, the report's figures: the facts of the same analyzer.
+	var (
+		v   *analyzer.Verdict
+		col *reports.Collector
+	)
+	if o.noReport {
+		v, err = analyzeFile(sum.TimelinePath, aopts)
+	} else if col, err = collectFile(sum.TimelinePath, aopts); err == nil {
+		v = col.Verdict()
+	}
 	if err != nil {
 		return err
 	}
 	// The report is written even when a verdict file cannot be: a run
 	// already made loses nothing.
 	emitErr := o.verdict.emit(e, v)
-	if !o.noReport {
-		rep, err := reports.Write(dir, sum.TimelinePath, v, reports.Options{})
+	if col != nil {
+		rep, err := col.Write(dir, v)
 		if err != nil {
 			return errors.Join(emitErr, fmt.Errorf("report: %w", err))
 		}
@@ -242,12 +252,9 @@ var createTimeline = func(path string) (*os.File, error) {
 // analyzeFile judges the timeline at path; a missing or malformed file,
 // or a directory, is bad input naming it.
 func analyzeFile(path string, opts analyzer.Options) (*analyzer.Verdict, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, usagef("%s is a directory, not a timeline file (a run's is %s)", path, filepath.Join(path, "timeline.ndjson"))
-	}
-	f, err := os.Open(path)
+	f, err := openTimeline(path)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, err
 	}
 	defer f.Close()
 	v, err := analyzer.Analyze(f, opts)
@@ -255,6 +262,38 @@ func analyzeFile(path string, opts analyzer.Options) (*analyzer.Verdict, error) 
 		return nil, timelineInputErr(path, err)
 	}
 	return v, nil
+}
+
+// collectFile reads the timeline at path once for both the verdict and the
+// report: the collector's analyzer runs with opts (Collector.Verdict) and
+// the report draws its facts. Errors are analyzeFile's.
+func collectFile(path string, opts analyzer.Options) (*reports.Collector, error) {
+	f, err := openTimeline(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := reports.Collect(f, reports.Options{Analyzer: opts})
+	if errors.Is(err, reports.ErrEmpty) {
+		err = analyzer.ErrNoRecords // as analyze says it
+	}
+	if err != nil {
+		return nil, timelineInputErr(path, err)
+	}
+	return c, nil
+}
+
+// openTimeline opens the timeline file at path; a missing file or a
+// directory is bad input naming it.
+func openTimeline(path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, usagef("%s is a directory, not a timeline file (a run's is %s)", path, filepath.Join(path, "timeline.ndjson"))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return f, nil
 }
 
 func printSummary(w io.Writer, s *scenarios.Summary) {
