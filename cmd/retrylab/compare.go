@@ -92,13 +92,13 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			v, err := analyzeFile(sum.TimelinePath, aopts)
+			v, col, err := judgeFile(sum.TimelinePath, aopts, !o.noReport)
 			if err != nil {
 				return err
 			}
 			entry := reports.CompareEntry{Subject: names[i], Seed: ro.seed, Verdict: v, Timeline: sum.TimelinePath}
-			if !o.noReport {
-				rep, err := reports.Write(runDir, sum.TimelinePath, v, reports.Options{})
+			if col != nil {
+				rep, err := col.Write(runDir, v)
 				if err != nil {
 					return fmt.Errorf("report: %w", err)
 				}

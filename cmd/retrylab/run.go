@@ -172,17 +172,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	// One pass over the timeline gives the verdict and, unless
-	// --no-report, the report's figures: the facts of the same analyzer.
-	var (
-		v   *analyzer.Verdict
-		col *reports.Collector
-	)
-	if o.noReport {
-		v, err = analyzeFile(sum.TimelinePath, aopts)
-	} else if col, err = collectFile(sum.TimelinePath, aopts); err == nil {
-		v = col.Verdict()
-	}
+	v, col, err := judgeFile(sum.TimelinePath, aopts, !o.noReport)
 	if err != nil {
 		return err
 	}
@@ -262,6 +252,21 @@ func analyzeFile(path string, opts analyzer.Options) (*analyzer.Verdict, error) 
 		return nil, timelineInputErr(path, err)
 	}
 	return v, nil
+}
+
+// judgeFile gives the verdict on the timeline at path and, when report is
+// set, the collector that draws its report: one pass over the timeline,
+// the report's figures the facts of the verdict's own analyzer.
+func judgeFile(path string, opts analyzer.Options, report bool) (*analyzer.Verdict, *reports.Collector, error) {
+	if !report {
+		v, err := analyzeFile(path, opts)
+		return v, nil, err
+	}
+	col, err := collectFile(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return col.Verdict(), col, nil
 }
 
 // collectFile reads the timeline at path once for both the verdict and the
