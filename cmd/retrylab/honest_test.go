@@ -115,16 +115,17 @@ func TestRunWriteErrorExits3(t *testing.T) {
 		t.Skip("no /dev/full")
 	}
 	var named string
-	orig := createTimeline
-	createTimeline = func(path string) (*os.File, error) {
+	var outb, errb syncBuffer
+	e := &env{stdout: &outb, stderr: &errb, createTimeline: func(path string) (*os.File, error) {
 		named = path
 		return os.OpenFile("/dev/full", os.O_WRONLY, 0)
-	}
-	defer func() { createTimeline = orig }()
+	}}
 	out := t.TempDir()
 	start := time.Now()
 	// tiny-outage runs 20 s unless stopped.
-	code, stdout, stderr := runCmd(t, "run", "testdata/tiny-outage.yaml", "--quiet", "--out", out)
+	err := runEnv(context.Background(), e, []string{"run", "testdata/tiny-outage.yaml", "--quiet", "--out", out})
+	code := exitCode(err, &errb)
+	stdout, stderr := outb.String(), errb.String()
 	if code != exitError || named == "" || !strings.Contains(stderr, named) || !strings.Contains(stderr, "no space left on device") {
 		t.Errorf("exit %d, stderr %q; want %d naming %s and the error", code, stderr, exitError, named)
 	}

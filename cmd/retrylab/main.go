@@ -127,6 +127,9 @@ type env struct {
 	stdout, stderr io.Writer
 	// tty is true when stderr is a terminal (progress bars are drawn).
 	tty bool
+	// createTimeline creates a run's timeline file (nil: createTimeline);
+	// tests give one that fails as a full disk does.
+	createTimeline func(path string) (*os.File, error)
 }
 
 type command struct {
@@ -152,14 +155,18 @@ func init() {
 
 // run is the whole program, testable in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}
+	return runEnv(ctx, &env{stdout: stdout, stderr: stderr, tty: isTerminal(stderr)}, args)
+}
+
+// runEnv runs the command args name in e.
+func runEnv(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		printUsage(stderr)
+		printUsage(e.stderr)
 		return usagef("no command given")
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" {
-		printUsage(stdout)
+		printUsage(e.stdout)
 		return nil
 	}
 	if name == "-v" || name == "--version" {
@@ -167,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		printUsage(stderr)
+		printUsage(e.stderr)
 		return usagef("unknown command %q", name)
 	}
 	return cmd.run(ctx, e, args[1:])

@@ -200,7 +200,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 // error naming the file (exit 3).
 func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*scenarios.Summary, error) {
 	path := filepath.Join(dir, "timeline.ndjson")
-	f, err := createTimeline(path)
+	create := e.createTimeline
+	if create == nil {
+		create = createTimeline
+	}
+	f, err := create(path)
 	if err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
@@ -234,8 +238,8 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 }
 
 // createTimeline creates a run's timeline file; it never opens one that
-// exists (another run's). Tests replace it to simulate a full disk.
-var createTimeline = func(path string) (*os.File, error) {
+// exists (another run's).
+func createTimeline(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
