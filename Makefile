@@ -1,6 +1,10 @@
 # retrylab — build, test, benchmark.
 GO      ?= go
-PKGS    ?= ./...
+# The workspace's modules (go.work): the harness, the client library, and its
+# Prometheus adapter. `./...` at the root does not descend into the nested
+# modules, so each is listed; one go command sees them all through go.work.
+MODULES ?= . ./client ./client/clientprom
+PKGS    ?= $(addsuffix /...,$(MODULES))
 
 .PHONY: all build test vet fmt-check race bench fuzz run validation libraries clean
 
@@ -9,7 +13,8 @@ all: build test
 build:
 	$(GO) build -o bin/retrylab ./cmd/retrylab
 
-## test: what CI runs — formatting, vet, and every test under the race detector.
+## test: what CI runs — formatting, vet, and every test under the race
+## detector, in every module of the workspace.
 test: fmt-check vet race
 
 fmt-check:
