@@ -1,15 +1,20 @@
 # retrylab — build, test, benchmark.
 GO      ?= go
-PKGS    ?= ./...
+# The workspace's modules (go.work): the harness, the client library, and its
+# Prometheus adapter. `./...` at the root does not descend into the nested
+# modules, so each is listed; one go command sees them all through go.work.
+MODULES ?= . ./client ./client/clientprom
+PKGS    ?= $(addsuffix /...,$(MODULES))
 
-.PHONY: all build test vet fmt-check race bench fuzz run validation libraries clean
+.PHONY: all build test vet fmt-check race client-deps bench fuzz run validation libraries clean
 
 all: build test
 
 build:
 	$(GO) build -o bin/retrylab ./cmd/retrylab
 
-## test: what CI runs — formatting, vet, and every test under the race detector.
+## test: what CI runs — formatting, vet, and every test under the race
+## detector, in every module of the workspace.
 test: fmt-check vet race
 
 fmt-check:
@@ -19,8 +24,14 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
-race:
+race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## client-deps: the client module's own requirements (its golang.org/x/time,
+## older than the workspace's) in the module cache: internal/modules builds a
+## module on the client alone, offline.
+client-deps:
+	cd client && GOWORK=off $(GO) mod download
 
 ## bench: every benchmark once through; figures go to BENCHMARKS.md by hand.
 bench:

@@ -13,9 +13,10 @@ import (
 type ctxKey string
 
 // TestAttemptContextTimerCause checks the attempt's context as the next
-// transport sees it when the Transport's timer ends the attempt: Err is
-// context.Canceled and context.Cause the Transport's reason, whether or not
-// Done was asked for before the timer fired.
+// transport sees it when the Transport's deadline ends the attempt: it has
+// that deadline, Err is context.DeadlineExceeded and context.Cause the
+// Transport's reason, whether or not Done was asked for before the deadline
+// passed.
 func TestAttemptContextTimerCause(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -33,8 +34,12 @@ func TestAttemptContextTimerCause(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var err, cause, errAfter error
 				var val any
+				var deadline time.Time
+				var hasDeadline bool
+				start := time.Now()
 				f := newFake(func(_ int, req *http.Request) (*http.Response, error) {
 					ctx := req.Context()
+					deadline, hasDeadline = ctx.Deadline()
 					if tt.waitDone {
 						<-ctx.Done()
 					} else {
@@ -42,7 +47,7 @@ func TestAttemptContextTimerCause(t *testing.T) {
 					}
 					err = ctx.Err()
 					cause = context.Cause(ctx)
-					errAfter = ctx.Err() // once Cause made the real child
+					errAfter = ctx.Err()
 					val = ctx.Value(ctxKey("k"))
 					select {
 					case <-ctx.Done():
@@ -56,8 +61,15 @@ func TestAttemptContextTimerCause(t *testing.T) {
 				if !errors.Is(rerr, tt.wantErr) {
 					t.Errorf("RoundTrip err = %v; want %v", rerr, tt.wantErr)
 				}
-				if err != context.Canceled || errAfter != context.Canceled {
-					t.Errorf("attempt ctx.Err() = %v, then %v; want context.Canceled", err, errAfter)
+				if err != context.DeadlineExceeded || errAfter != context.DeadlineExceeded {
+					t.Errorf("attempt ctx.Err() = %v, then %v; want context.DeadlineExceeded", err, errAfter)
+				}
+				limit := tt.cfg.Budget
+				if tt.cfg.AttemptTimeout > 0 {
+					limit = tt.cfg.AttemptTimeout
+				}
+				if want := start.Add(limit); !hasDeadline || !deadline.Equal(want) {
+					t.Errorf("attempt ctx.Deadline() = %v, %v; want %v, true", deadline, hasDeadline, want)
 				}
 				if cause != tt.wantErr {
 					t.Errorf("context.Cause(attempt ctx) = %v; want %v", cause, tt.wantErr)
@@ -171,9 +183,11 @@ func TestAttemptContextReleasedByClose(t *testing.T) {
 	})
 }
 
-// TestSuccessPathAllocs pins the success path's cost: at most 3
-// allocations over the next transport's own (BenchmarkOverhead has the
-// figures).
+// TestSuccessPathAllocs pins the success path's cost: at most 6
+// allocations over the next transport's own with the Transport's deadline
+// (the call's marker context, the attempt, and context.WithDeadlineCause's
+// context, cancel func, timer and timer callback), 2 without (BenchmarkOverhead
+// has the figures).
 func TestSuccessPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -189,8 +203,8 @@ func TestSuccessPathAllocs(t *testing.T) {
 		want float64
 	}{
 		{"bare", next, req, 1},
-		{"transport", New(next, Config{}), req, 1 + 3},
-		{"transport-caller-deadline", New(next, Config{Budget: 2 * time.Hour}), req.WithContext(ctx), 1 + 1},
+		{"transport", New(next, Config{}), req, 1 + 6},
+		{"transport-caller-deadline", New(next, Config{Budget: 2 * time.Hour}), req.WithContext(ctx), 1 + 2},
 	}
 	for _, tt := range tests {
 		got := testing.AllocsPerRun(100, func() {

@@ -41,16 +41,22 @@ type Limiter interface {
 	Reserve(ctx context.Context, key string, now time.Time) (wait time.Duration, cancel func(), err error)
 }
 
+// paces reports whether anything paces attempts: a Limiter, a Rate, or a
+// key's slow-down.
+func (t *Transport) paces() bool {
+	return t.cfg.Limiter != nil || t.cfg.Rate > 0 || t.slowing.Load()
+}
+
 // pace waits until the key's bucket (or the Limiter) and slow-down allow an
 // attempt. A wait that would reach budgetEnd is not started: pace returns it
 // with ErrBudgetExhausted, its reservations given back. A wait ended by ctx
 // returns ctx's error. serverPaced skips the slow-down: the attempt follows
 // a Retry-After, which wins over rate-limit headers.
 func (t *Transport) pace(ctx context.Context, req *http.Request, key string, attempt int, budgetEnd time.Time, serverPaced bool) (time.Duration, error) {
-	lim := t.cfg.Limiter
-	if lim == nil && t.cfg.Rate <= 0 && !t.slowing.Load() {
+	if !t.paces() {
 		return 0, nil
 	}
+	lim := t.cfg.Limiter
 	now := time.Now()
 	var (
 		wait     time.Duration

@@ -38,10 +38,11 @@ import (
 // usable Retry-After drive the key's proactive slow-down; the retry after a
 // Retry-After wait is not held back by them.
 //
-// Cost on the success path: one allocation per attempt (its context, request
-// copy and body wrapper together), plus a timer that bounds the attempt by
-// the budget unless the caller's context deadline comes first
-// (docs/benchmarks/client.md has the figures).
+// Cost on the success path: the call's context (the caller's plus the
+// one-layer marker) and one allocation per attempt (its request copy and
+// body wrapper together), plus, unless the caller's context deadline comes
+// first, the attempt's context.WithDeadlineCause child that bounds it by the
+// budget or AttemptTimeout (docs/benchmarks/client.md has the figures).
 //
 // One layer: while a Transport runs a call, the request's context carries a
 // marker; any Transport of this package that sees it (a nested layer) passes
@@ -93,141 +94,41 @@ func (t *Transport) CloseIdleConnections() {
 // layerKey marks a context as inside a Transport's call.
 type layerKey struct{}
 
-// attempt is one attempt's context, its copy of the caller's request and,
-// once delivered, the wrapper of the response body, in one allocation.
-//
-// As a context it is the caller's plus the one-layer marker. A timed
-// attempt (one the Transport bounds by the budget or AttemptTimeout) can
-// also be canceled on its own, like a child made by context.WithCancelCause;
-// the real child is only made when someone asks for Done or a Value, so an
-// attempt whose next transport never does costs no context of its own.
-// Until then the attempt keeps its cancellation itself, and Err reports it.
-// Closing the delivered body cancels a timed attempt, which releases it.
+// attempt is one attempt's copy of the caller's request and, once
+// delivered, the wrapper of the response body, in one allocation. Its
+// request carries the attempt's context: the call's context (the caller's
+// plus the one-layer marker) or, for a timed attempt, a child of it made by
+// context.WithDeadlineCause, which ends with the Transport's reason as its
+// cause. Closing the delivered body releases that child.
 type attempt struct {
-	parent context.Context
-	req    http.Request  // the attempt's request, with this context
-	body   io.ReadCloser // the delivered response's body
-	timed  bool          // set before req is sent, then read only
-	why    error         // the cause the timer cancels a timed attempt with
-
-	mu         sync.Mutex
-	err, cause error           // the attempt's own cancellation, while real is nil
-	real       context.Context // the real child of parent, once made
-	cancelReal context.CancelCauseFunc
+	req    http.Request       // the attempt's request, with its context
+	body   io.ReadCloser      // the delivered response's body
+	cancel context.CancelFunc // releases a timed attempt's context; nil if untimed
 }
 
-// newAttempt returns the attempt context for req under the call context
-// ctx, with its request copy sending header and body.
+// newAttempt returns the attempt for req under ctx, with its request copy
+// sending header and body.
 func newAttempt(ctx context.Context, req *http.Request, header http.Header, body io.ReadCloser) *attempt {
-	a := &attempt{parent: ctx}
+	a := &attempt{}
 	// WithContext is inlined: its copy does not escape and only a.req is
 	// on the heap.
-	a.req = *req.WithContext(a)
+	a.req = *req.WithContext(ctx)
 	a.req.Header, a.req.Body = header, body
 	return a
 }
 
-func (a *attempt) Deadline() (time.Time, bool) { return a.parent.Deadline() }
-
-func (a *attempt) Done() <-chan struct{} {
-	if !a.timed {
-		return a.parent.Done()
+// release cancels a timed attempt's context (a no-op once it has ended).
+func (a *attempt) release() {
+	if a.cancel != nil {
+		a.cancel()
 	}
-	return a.child().Done()
-}
-
-func (a *attempt) Err() error {
-	if !a.timed {
-		return a.parent.Err()
-	}
-	a.mu.Lock()
-	real, err := a.real, a.err
-	a.mu.Unlock()
-	switch {
-	case real != nil:
-		return real.Err()
-	case err != nil:
-		return err
-	}
-	return a.parent.Err()
-}
-
-func (a *attempt) Value(key any) any {
-	if key == (layerKey{}) {
-		return true
-	}
-	if !a.timed {
-		return a.parent.Value(key)
-	}
-	// Through the real child, so that context.Cause and the context
-	// package's own children (it finds cancel contexts by a Value) see
-	// the attempt's cancellation.
-	return a.child().Value(key)
-}
-
-// child returns the real cancelable child of parent, made on first use. An
-// attempt canceled before that gets a child canceled with the same cause
-// (detached from parent, which ending later must not change Err).
-func (a *attempt) child() context.Context {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.real == nil {
-		base := a.parent
-		if a.err != nil {
-			base = context.WithoutCancel(base)
-		}
-		a.real, a.cancelReal = context.WithCancelCause(base)
-		if a.err != nil {
-			a.cancelReal(a.cause)
-		}
-	}
-	return a.real
-}
-
-// cancel cancels a timed attempt with cause, unless it has already ended
-// (itself, or its parent). A nil cause is context.Canceled.
-func (a *attempt) cancel(cause error) {
-	if !a.timed {
-		return
-	}
-	a.mu.Lock()
-	if a.real != nil {
-		a.mu.Unlock()
-		a.cancelReal(cause)
-		return
-	}
-	if a.err == nil && a.parent.Err() == nil {
-		if cause == nil {
-			cause = context.Canceled
-		}
-		a.err, a.cause = context.Canceled, cause
-	}
-	a.mu.Unlock()
-}
-
-// expire is the timer's callback: the attempt ran out of time.
-func (a *attempt) expire() { a.cancel(a.why) }
-
-// causeOf returns why the attempt ended (context.Cause of it), nil if it
-// has not.
-func (a *attempt) causeOf() error {
-	a.mu.Lock()
-	real, err, cause := a.real, a.err, a.cause
-	a.mu.Unlock()
-	switch {
-	case real != nil:
-		return context.Cause(real)
-	case err != nil:
-		return cause
-	}
-	return context.Cause(a.parent)
 }
 
 func (a *attempt) Read(p []byte) (int, error) { return a.body.Read(p) }
 
 func (a *attempt) Close() error {
 	err := a.body.Close()
-	a.cancel(nil)
+	a.release()
 	return err
 }
 
@@ -238,6 +139,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ctx.Value(layerKey{}) != nil {
 		return t.next.RoundTrip(req) // an outer Transport retries
 	}
+	// The attempts' context: the caller's plus the one-layer marker, made
+	// once per call.
+	actx := context.WithValue(ctx, layerKey{}, true)
 	cfg := &t.cfg
 	start := time.Now()
 	key := cfg.Key(req)
@@ -267,11 +171,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, re
 	}
 	for attempt := 1; ; attempt++ {
-		if wait, err := t.pace(ctx, req, key, attempt, budgetEnd, serverPaced); err != nil {
-			if attempt == 1 {
-				closeBody(req)
+		// A first attempt that nothing paces goes out at start (a clock
+		// read saved: time.Now is slow on some VMs).
+		sentAt := start
+		if attempt > 1 || t.paces() {
+			if wait, err := t.pace(ctx, req, key, attempt, budgetEnd, serverPaced); err != nil {
+				if attempt == 1 {
+					closeBody(req)
+				}
+				return fail(attempt-1, 0, err, nil, wait)
 			}
-			return fail(attempt-1, 0, err, nil, wait)
+			sentAt = time.Now()
 		}
 		// The attempt.
 		body := req.Body
@@ -281,8 +191,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return fail(attempt-1, 0, nil, err, 0)
 			}
 		}
-		sentAt := time.Now()
-		resp, err, cause, a := t.send(ctx, req, header, body, sentAt, budgetEnd)
+		resp, err, cause, a := t.send(ctx, actx, req, header, body, sentAt, budgetEnd)
 		if cause != nil && err != nil {
 			err = cause // the Transport's timer ended the attempt, not the caller
 		}
@@ -376,32 +285,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // send runs one attempt, bounded by the budget and AttemptTimeout unless the
-// caller's deadline comes first. cause is set when the Transport's own timer
-// ended the attempt (ErrBudgetExhausted or ErrAttemptTimeout). now is the
-// time the attempt starts (the timer runs from it; a clock read saved).
-// Release a, once the response is done with, by discard or deliver.
-func (t *Transport) send(ctx context.Context, req *http.Request, header http.Header, body io.ReadCloser, now, budgetEnd time.Time) (resp *http.Response, err, cause error, a *attempt) {
+// caller's deadline (ctx's) comes first: then the attempt runs under actx,
+// the call's context, as it is; else under a child of actx made by
+// context.WithDeadlineCause with ErrBudgetExhausted or ErrAttemptTimeout as
+// its cause. cause is set when that deadline ended the attempt. now is the
+// time the attempt starts. Release a, once the response is done with, by
+// discard or deliver.
+func (t *Transport) send(ctx, actx context.Context, req *http.Request, header http.Header, body io.ReadCloser, now, budgetEnd time.Time) (resp *http.Response, err, cause error, a *attempt) {
 	limit, why := budgetEnd, ErrBudgetExhausted
 	if at := t.cfg.AttemptTimeout; at > 0 {
 		if end := now.Add(at); end.Before(limit) {
 			limit, why = end, ErrAttemptTimeout
 		}
 	}
-	a = newAttempt(ctx, req, header, body)
 	if d, ok := ctx.Deadline(); ok && !d.After(limit) {
 		// The caller's deadline ends the attempt first: no timer needed.
+		a = newAttempt(actx, req, header, body)
 		resp, err = t.next.RoundTrip(&a.req)
 		return resp, err, nil, a
 	}
-	a.timed, a.why = true, why
-	timer := time.AfterFunc(limit.Sub(now), a.expire)
+	tctx, cancel := context.WithDeadlineCause(actx, limit, why)
+	a = newAttempt(tctx, req, header, body)
+	a.cancel = cancel
 	resp, err = t.next.RoundTrip(&a.req)
-	if !timer.Stop() {
-		// The timer fired; its callback may still be on its way.
-		a.cancel(why)
-		cause = a.causeOf()
+	if tctx.Err() != nil && ctx.Err() == nil {
+		// The deadline passed (the caller's context has not ended): the
+		// Transport's reason. A response that came as it passed has an
+		// unusable body.
+		cause = context.Cause(tctx)
 		if err == nil {
-			// The timer fired as the response came: its body is unusable.
 			discard(resp, nil)
 			resp, err = nil, cause
 		}
@@ -412,7 +324,7 @@ func (t *Transport) send(ctx context.Context, req *http.Request, header http.Hea
 // deliver returns resp to the caller. When the attempt was timed, the
 // response body is the attempt, which releases itself when closed.
 func deliver(a *attempt, resp *http.Response) *http.Response {
-	if !a.timed || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	if a.cancel == nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		return resp
 	}
 	a.body = resp.Body
@@ -429,7 +341,7 @@ func discard(resp *http.Response, a *attempt) {
 		resp.Body.Close()
 	}
 	if a != nil {
-		a.cancel(nil)
+		a.release()
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
+	_ "github.com/retrylab/retrylab/subjects/thirdparty" // retryablehttp, among the subjects tested
 	"github.com/retrylab/retrylab/timeline"
 )
 

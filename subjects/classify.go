@@ -52,6 +52,10 @@ func nonRetryable(status int) bool {
 	return false
 }
 
+// RetryableStatus reports whether a correct client retries status: 429,
+// 500, 502, 503, 504.
+func RetryableStatus(status int) bool { return retryableStatus(status) }
+
 // retryableStatus is the set a correct client retries.
 func retryableStatus(status int) bool {
 	switch status {
@@ -103,11 +107,11 @@ func Classify(resp *http.Response, err error) (result string, status int, attemp
 	return ResultError, status, attempts
 }
 
-// counter counts the attempts of one logical request and remembers what
+// Counter counts the attempts of one logical request and remembers what
 // the last one got. Subjects put one in the request's context and wrap the
 // harness transport with counting, so attempts are known whatever the
 // library reports, and Classify finds the count through resp.Request.
-type counter struct {
+type Counter struct {
 	attempts atomic.Int32
 	status   atomic.Int32 // last status; 0 after a transport error
 
@@ -115,12 +119,12 @@ type counter struct {
 	bodies []io.Closer // every response body the attempts got, in order
 }
 
-// finish closes the bodies of every response but the one returned (the
+// Finish closes the bodies of every response but the one returned (the
 // last), or all of them when the call returned none. Some libraries never
 // close the responses they retry (failsafe-go) or the one they give up on;
 // a user's connections would leak, but the harness's must not. Closing an
 // already closed body is harmless.
-func (c *counter) finish(resp *http.Response) {
+func (c *Counter) Finish(resp *http.Response) {
 	c.mu.Lock()
 	bodies := c.bodies
 	c.bodies = nil
@@ -135,14 +139,15 @@ func (c *counter) finish(resp *http.Response) {
 
 type counterKey struct{}
 
-// withCounter returns ctx carrying a fresh counter.
-func withCounter(ctx context.Context) (context.Context, *counter) {
-	c := new(counter)
+// WithCounter returns ctx carrying a fresh Counter: requests made with it
+// through Counting are counted, and Classify finds the count.
+func WithCounter(ctx context.Context) (context.Context, *Counter) {
+	c := new(Counter)
 	return context.WithValue(ctx, counterKey{}, c), c
 }
 
-func counterOf(ctx context.Context) *counter {
-	c, _ := ctx.Value(counterKey{}).(*counter)
+func counterOf(ctx context.Context) *Counter {
+	c, _ := ctx.Value(counterKey{}).(*Counter)
 	return c
 }
 
@@ -157,7 +162,11 @@ func countOf(resp *http.Response) int {
 	return 0
 }
 
-// counting wraps next so that each request whose context carries a counter
+// Counting returns next wrapped so that each request whose context carries
+// a Counter (WithCounter) is counted.
+func Counting(next http.RoundTripper) http.RoundTripper { return counting{next} }
+
+// counting wraps next so that each request whose context carries a Counter
 // is counted.
 type counting struct{ next http.RoundTripper }
 
@@ -180,10 +189,10 @@ func (t counting) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// failure turns a third-party library's error into an *Error, using what
+// Failure turns a third-party library's error into an *Error, using what
 // the counter saw: a context error is "error"; a last status that must
 // not be retried is "non-retryable"; otherwise the library gave up.
-func failure(ctx context.Context, c *counter, err error) error {
+func Failure(ctx context.Context, c *Counter, err error) error {
 	e := &Error{Status: int(c.status.Load()), Attempts: int(c.attempts.Load()), Err: err}
 	switch {
 	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):

@@ -183,9 +183,9 @@ func idempotent(method string) bool {
 }
 
 func (l *loop) do(ctx context.Context, req *http.Request) (*http.Response, error) {
-	ctx, cnt := withCounter(ctx)
+	ctx, cnt := WithCounter(ctx)
 	resp, err := l.run(ctx, req)
-	cnt.finish(resp)
+	cnt.Finish(resp)
 	return resp, err
 }
 
@@ -308,6 +308,10 @@ func (l *loop) attempt(ctx context.Context, req *http.Request, header http.Heade
 	return l.next.RoundTrip(r)
 }
 
+// SetBody sets r's body (and GetBody, ContentLength) to body; nil leaves
+// r without one.
+func SetBody(r *http.Request, body []byte) { setBody(r, body) }
+
 func setBody(r *http.Request, body []byte) {
 	if body == nil {
 		r.Body = http.NoBody
@@ -330,8 +334,10 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-// drain reads a little of a response that will be retried and closes it,
+// Drain reads a little of a response that will be retried and closes it,
 // so its connection can be reused.
+func Drain(resp *http.Response) { drain(resp) }
+
 func drain(resp *http.Response) {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

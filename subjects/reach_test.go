@@ -1,4 +1,4 @@
-package subjects
+package subjects_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/memnet"
+	"github.com/retrylab/retrylab/subjects"
+	_ "github.com/retrylab/retrylab/subjects/thirdparty" // the third-party subjects
 )
 
 // countingServer answers each logical request (its path) from a script of
@@ -48,7 +50,7 @@ func (s *countingServer) seen(path string) []time.Duration {
 
 // reachRun runs one logical request through subject name against a real
 // http.Server over memnet, inside a bubble, and returns what the server saw
-// and what Classify made of the subject's answer.
+// and what subjects.Classify made of the subject's answer.
 type reachResult struct {
 	arrivals []time.Duration
 	result   string
@@ -59,10 +61,10 @@ type reachResult struct {
 
 func reachRun(t *testing.T, name string, method string, script func(int) (int, string), timeout time.Duration) reachResult {
 	t.Helper()
-	return reachRunPolicy(t, name, method, script, timeout, Policy{})
+	return reachRunPolicy(t, name, method, script, timeout, subjects.Policy{})
 }
 
-func reachRunPolicy(t *testing.T, name string, method string, script func(int) (int, string), timeout time.Duration, pol Policy) reachResult {
+func reachRunPolicy(t *testing.T, name string, method string, script func(int) (int, string), timeout time.Duration, pol subjects.Policy) reachResult {
 	t.Helper()
 	var out reachResult
 	synctest.Test(t, func(t *testing.T) {
@@ -73,17 +75,17 @@ func reachRunPolicy(t *testing.T, name string, method string, script func(int) (
 		go hs.Serve(l)
 		tr := &http.Transport{DialContext: n.DialContext}
 
-		s, err := Lookup(name)
+		s, err := subjects.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		caller := s.New(tr, Params{Client: 1, Rand: rand.New(rand.NewPCG(7, 8)), Policy: pol})
+		caller := s.New(tr, subjects.Params{Client: 1, Rand: rand.New(rand.NewPCG(7, 8)), Policy: pol})
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		path := "/c/1/r/0"
 		req, _ := http.NewRequestWithContext(ctx, method, "http://"+l.Addr().String()+path, strings.NewReader("payload"))
 		resp, err := caller(ctx, req)
-		out.result, out.status, out.attempts = Classify(resp, err)
+		out.result, out.status, out.attempts = subjects.Classify(resp, err)
 		if resp != nil {
 			b, _ := io.ReadAll(resp.Body)
 			out.body = string(b)
@@ -108,9 +110,9 @@ var goSubjects = []string{
 }
 
 func TestGoSubjectsListed(t *testing.T) {
-	names := Names()
+	names := subjects.Names()
 	if strings.Join(names, ",") != strings.Join(sortedCopy(goSubjects), ",") {
-		t.Errorf("Names() = %v; want %v", names, sortedCopy(goSubjects))
+		t.Errorf("subjects.Names() = %v; want %v", names, sortedCopy(goSubjects))
 	}
 }
 
@@ -139,9 +141,9 @@ func TestReachTransient(t *testing.T) {
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {
 			r := reachRun(t, name, "GET", script, time.Hour)
-			want, wantRes := 3, ResultOK
+			want, wantRes := 3, subjects.ResultOK
 			if name == "no-retry" {
-				want, wantRes = 1, ResultGaveUp
+				want, wantRes = 1, subjects.ResultGaveUp
 			}
 			if len(r.arrivals) != want || r.attempts != want || r.result != wantRes {
 				t.Errorf("%s: server saw %d attempts, subject %d, result %q; want %d, %d, %q",
@@ -167,27 +169,27 @@ func TestReachAlways503(t *testing.T) {
 		attempts int // 0: many (checked separately)
 		result   string
 	}{
-		"retrylab":           {10, ResultBudget},
-		"fixed-delay":        {151, ResultBudget},
-		"exp-no-jitter":      {9, ResultBudget},
-		"ignore-retry-after": {11, ResultBudget},
-		"retry-4xx":          {11, ResultBudget},
-		"unbounded":          {0, ResultError},
-		"no-retry":           {1, ResultGaveUp},
-		"no-backoff":         {12, ResultGaveUp},
-		"no-idempotency-key": {11, ResultBudget},
-		"no-pacing":          {11, ResultBudget},
-		"retryablehttp":      {5, ResultGaveUp},
-		"backoff":            {0, ResultBudget},
-		"failsafe":           {3, ResultGaveUp},
-		"resty":              {4, ResultGaveUp},
-		"retry-go":           {10, ResultGaveUp},
-		"go-retry":           {5, ResultGaveUp},
+		"retrylab":           {10, subjects.ResultBudget},
+		"fixed-delay":        {151, subjects.ResultBudget},
+		"exp-no-jitter":      {9, subjects.ResultBudget},
+		"ignore-retry-after": {11, subjects.ResultBudget},
+		"retry-4xx":          {11, subjects.ResultBudget},
+		"unbounded":          {0, subjects.ResultError},
+		"no-retry":           {1, subjects.ResultGaveUp},
+		"no-backoff":         {12, subjects.ResultGaveUp},
+		"no-idempotency-key": {11, subjects.ResultBudget},
+		"no-pacing":          {11, subjects.ResultBudget},
+		"retryablehttp":      {5, subjects.ResultGaveUp},
+		"backoff":            {0, subjects.ResultBudget},
+		"failsafe":           {3, subjects.ResultGaveUp},
+		"resty":              {4, subjects.ResultGaveUp},
+		"retry-go":           {10, subjects.ResultGaveUp},
+		"go-retry":           {5, subjects.ResultGaveUp},
 		// issue 11
-		"discrete-delays":           {12, ResultGaveUp},
-		"clock-aligned":             {12, ResultGaveUp},
-		"capped-lockstep":           {9, ResultBudget},
-		"retry-after-plus-constant": {11, ResultBudget},
+		"discrete-delays":           {12, subjects.ResultGaveUp},
+		"clock-aligned":             {12, subjects.ResultGaveUp},
+		"capped-lockstep":           {9, subjects.ResultBudget},
+		"retry-after-plus-constant": {11, subjects.ResultBudget},
 	}
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {
@@ -198,7 +200,7 @@ func TestReachAlways503(t *testing.T) {
 				t.Errorf("%s: server saw %d attempts, subject %d, result %q; want %d (0: many), equal, %q",
 					name, n, r.attempts, r.result, w.attempts, w.result)
 			}
-			if w.result == ResultGaveUp && r.status != 503 {
+			if w.result == subjects.ResultGaveUp && r.status != 503 {
 				t.Errorf("%s: final status %d; want 503", name, r.status)
 			}
 			if name == "backoff" {
@@ -216,9 +218,9 @@ func TestReachNotFound(t *testing.T) {
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {
 			r := reachRun(t, name, "GET", script, time.Hour)
-			want, wantRes := 1, ResultNonRetryable
+			want, wantRes := 1, subjects.ResultNonRetryable
 			if name == "retry-4xx" {
-				want, wantRes = 11, ResultBudget // the default 30s budget ends it
+				want, wantRes = 11, subjects.ResultBudget // the default 30s budget ends it
 			}
 			if len(r.arrivals) != want || r.attempts != want || r.status != 404 {
 				t.Errorf("%s: server saw %d attempts, subject %d, status %d; want %d, %d, 404",
@@ -247,7 +249,7 @@ func TestReachRetryAfter(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			r := reachRun(t, name, "GET", script, time.Hour)
-			if len(r.arrivals) != 2 || r.result != ResultOK {
+			if len(r.arrivals) != 2 || r.result != subjects.ResultOK {
 				t.Fatalf("%s: server saw %d attempts, result %q; want 2, ok", name, len(r.arrivals), r.result)
 			}
 			gap := r.arrivals[1] - r.arrivals[0]
@@ -284,8 +286,8 @@ func TestReachPOST(t *testing.T) {
 				})}
 				go hs.Serve(l)
 				tr := &http.Transport{DialContext: n.DialContext}
-				s, _ := Lookup(name)
-				caller := s.New(tr, Params{Rand: rand.New(rand.NewPCG(1, 1))})
+				s, _ := subjects.Lookup(name)
+				caller := s.New(tr, subjects.Params{Rand: rand.New(rand.NewPCG(1, 1))})
 				req, _ := http.NewRequest("POST", "http://"+l.Addr().String()+"/c/1/r/0", strings.NewReader("payload"))
 				req.Header.Set("Idempotency-Key", "k1")
 				resp, err := caller(context.Background(), req)
@@ -303,7 +305,7 @@ func TestReachPOST(t *testing.T) {
 	}
 }
 
-// TestFailsafeLeaksBodies documents why counter.finish exists: failsafehttp
+// TestFailsafeLeaksBodies documents why Counter.Finish exists: failsafehttp
 // leaves the bodies of retried responses open.
 func TestFailsafeLeaksBodies(t *testing.T) {
 	var opened, closed int
@@ -316,10 +318,10 @@ func TestFailsafeLeaksBodies(t *testing.T) {
 		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: body, Request: r}, nil
 	})
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := Lookup("failsafe")
+		s, _ := subjects.Lookup("failsafe")
 		req, _ := http.NewRequest("GET", "http://stub/c/1/r/0", nil)
-		_, err := s.New(next, Params{})(context.Background(), req)
-		if res, _, _ := Classify(nil, err); res != ResultGaveUp {
+		_, err := s.New(next, subjects.Params{})(context.Background(), req)
+		if res, _, _ := subjects.Classify(nil, err); res != subjects.ResultGaveUp {
 			t.Errorf("failsafe on 503s = %q (%v); want gave-up", res, err)
 		}
 	})
@@ -341,14 +343,14 @@ func (c *closeSpy) Read([]byte) (int, error) { return 0, io.EOF }
 func (c *closeSpy) Close() error             { c.once.Do(c.onClose); return nil }
 
 func TestDescribe(t *testing.T) {
-	for _, name := range Names() {
-		s, _ := Lookup(name)
-		d, ok := s.(Describer)
+	for _, name := range subjects.Names() {
+		s, _ := subjects.Lookup(name)
+		d, ok := s.(subjects.Describer)
 		if !ok {
-			t.Errorf("%s does not implement Describer", name)
+			t.Errorf("%s does not implement subjects.Describer", name)
 			continue
 		}
-		info := d.Describe(Params{})
+		info := d.Describe(subjects.Params{})
 		if info.Version == "" || info.Summary == "" || info.Stated == nil {
 			t.Errorf("%s.Describe = %+v; want version, summary and a stated policy", name, info)
 		}
@@ -356,8 +358,8 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("%s version = %q; want a module version or (devel)", name, info.Version)
 		}
 	}
-	s, _ := Lookup("retrylab")
-	info := s.(Describer).Describe(Params{Policy: Policy{Base: time.Second, MaxAttempts: 3, Jitter: "equal"}})
+	s, _ := subjects.Lookup("retrylab")
+	info := s.(subjects.Describer).Describe(subjects.Params{Policy: subjects.Policy{Base: time.Second, MaxAttempts: 3, Jitter: "equal"}})
 	if st := info.Stated; st.Base != time.Second || st.MaxAttempts != 3 || st.Jitter != "equal" || st.Cap == 0 || st.Budget == 0 {
 		t.Errorf("retrylab stated policy = %+v; want the given fields and the client's defaults", st)
 	}
@@ -371,23 +373,23 @@ func TestClassify(t *testing.T) {
 		result           string
 		status, attempts int
 	}{
-		{resp(200), nil, ResultOK, 200, 0},
-		{resp(204), nil, ResultOK, 204, 0},
-		{resp(503), nil, ResultGaveUp, 503, 0},
-		{resp(429), nil, ResultGaveUp, 429, 0},
-		{resp(408), nil, ResultGaveUp, 408, 0},
-		{resp(404), nil, ResultNonRetryable, 404, 0},
-		{resp(418), nil, ResultNonRetryable, 418, 0},
-		{resp(302), nil, ResultError, 302, 0},
-		{nil, nil, ResultError, 0, 0},
-		{nil, errors.New("boom"), ResultError, 0, 0},
-		{nil, &Error{Result: ResultBudget, Status: 503, Attempts: 2}, ResultBudget, 503, 2},
-		{nil, fmt.Errorf("wrapped: %w", &Error{Result: ResultGaveUp, Attempts: 4}), ResultGaveUp, 0, 4},
+		{resp(200), nil, subjects.ResultOK, 200, 0},
+		{resp(204), nil, subjects.ResultOK, 204, 0},
+		{resp(503), nil, subjects.ResultGaveUp, 503, 0},
+		{resp(429), nil, subjects.ResultGaveUp, 429, 0},
+		{resp(408), nil, subjects.ResultGaveUp, 408, 0},
+		{resp(404), nil, subjects.ResultNonRetryable, 404, 0},
+		{resp(418), nil, subjects.ResultNonRetryable, 418, 0},
+		{resp(302), nil, subjects.ResultError, 302, 0},
+		{nil, nil, subjects.ResultError, 0, 0},
+		{nil, errors.New("boom"), subjects.ResultError, 0, 0},
+		{nil, &subjects.Error{Result: subjects.ResultBudget, Status: 503, Attempts: 2}, subjects.ResultBudget, 503, 2},
+		{nil, fmt.Errorf("wrapped: %w", &subjects.Error{Result: subjects.ResultGaveUp, Attempts: 4}), subjects.ResultGaveUp, 0, 4},
 	}
 	for _, tt := range tests {
-		r, st, n := Classify(tt.resp, tt.err)
+		r, st, n := subjects.Classify(tt.resp, tt.err)
 		if r != tt.result || st != tt.status || n != tt.attempts {
-			t.Errorf("Classify(%v, %v) = %q, %d, %d; want %q, %d, %d", tt.resp, tt.err, r, st, n, tt.result, tt.status, tt.attempts)
+			t.Errorf("subjects.Classify(%v, %v) = %q, %d, %d; want %q, %d, %d", tt.resp, tt.err, r, st, n, tt.result, tt.status, tt.attempts)
 		}
 	}
 }
@@ -403,8 +405,8 @@ func TestReplayable(t *testing.T) {
 		return 200, ""
 	}
 	for _, name := range goSubjects {
-		s, _ := Lookup(name)
-		replayable := s.(Describer).Describe(Params{}).Replayable
+		s, _ := subjects.Lookup(name)
+		replayable := s.(subjects.Describer).Describe(subjects.Params{}).Replayable
 		if !replayable && name != "backoff" {
 			continue
 		}
@@ -423,11 +425,11 @@ func TestReplayable(t *testing.T) {
 // scenario's policy: attempt cap, budget and backoff base.
 func TestReachPolicy(t *testing.T) {
 	script := func(int) (int, string) { return 503, "" }
-	pol := Policy{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 3, Budget: time.Minute, Jitter: "equal"}
+	pol := subjects.Policy{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 3, Budget: time.Minute, Jitter: "equal"}
 	for _, name := range []string{"retrylab", "fixed-delay", "exp-no-jitter", "ignore-retry-after", "retry-4xx"} {
 		t.Run(name, func(t *testing.T) {
 			r := reachRunPolicy(t, name, "GET", script, time.Hour, pol)
-			if n := len(r.arrivals); n != 3 || r.attempts != 3 || r.result != ResultGaveUp {
+			if n := len(r.arrivals); n != 3 || r.attempts != 3 || r.result != subjects.ResultGaveUp {
 				t.Fatalf("%s: server saw %d, subject %d, result %q; want 3, 3, gave-up", name, n, r.attempts, r.result)
 			}
 			for i := 1; i < 3; i++ {
@@ -439,10 +441,10 @@ func TestReachPolicy(t *testing.T) {
 	}
 	// A budget shorter than the first wait: the wait is redrawn once within
 	// the budget, so two attempts, then result budget.
-	pol = Policy{Base: 10 * time.Second, Cap: 10 * time.Second, Jitter: "equal", Budget: 2 * time.Second, MaxAttempts: 5}
+	pol = subjects.Policy{Base: 10 * time.Second, Cap: 10 * time.Second, Jitter: "equal", Budget: 2 * time.Second, MaxAttempts: 5}
 	for _, name := range []string{"retrylab", "exp-no-jitter"} {
 		r := reachRunPolicy(t, name, "GET", script, time.Hour, pol)
-		if len(r.arrivals) != 2 || r.arrivals[1] >= 2*time.Second || r.result != ResultBudget {
+		if len(r.arrivals) != 2 || r.arrivals[1] >= 2*time.Second || r.result != subjects.ResultBudget {
 			t.Errorf("%s with a 2s budget and 10s waits: attempts at %v, result %q; want 2, the second before 2s, budget", name, r.arrivals, r.result)
 		}
 	}

@@ -54,9 +54,9 @@ func (retrylabSubject) Describe(p Params) Info {
 func (retrylabSubject) New(next http.RoundTripper, p Params) Caller {
 	t := client.New(counting{next}, clientConfig(p))
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		ctx, c := withCounter(ctx)
+		ctx, c := WithCounter(ctx)
 		resp, err := t.RoundTrip(req.WithContext(ctx))
-		c.finish(resp)
+		c.Finish(resp)
 		return resp, err
 	}
 }

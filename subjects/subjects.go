@@ -125,6 +125,11 @@ var registry = struct {
 }{m: map[string]Subject{}}
 
 // register adds a built-in subject; a duplicate name is a bug.
+// Register adds s to the subjects Lookup and Names know; it panics if its
+// name is taken. Packages of adapters outside this one (subjects/thirdparty,
+// which the CLI imports) call it from an init function.
+func Register(s Subject) { register(s) }
+
 func register(s Subject) {
 	registry.Lock()
 	defer registry.Unlock()

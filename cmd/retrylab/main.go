@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/retrylab/retrylab/scenarios"
+	_ "github.com/retrylab/retrylab/subjects/thirdparty" // registers the third-party retry libraries as subjects
 	"github.com/spf13/pflag"
 )
 

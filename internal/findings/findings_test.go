@@ -18,6 +18,7 @@ import (
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
+	_ "github.com/retrylab/retrylab/subjects/thirdparty" // the libraries compared
 	"github.com/retrylab/retrylab/timeline"
 )
 

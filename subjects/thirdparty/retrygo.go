@@ -1,4 +1,4 @@
-package subjects
+package thirdparty
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/avast/retry-go/v4"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // retryGoSubject is avast/retry-go v4 at its defaults: retry.Do with only
@@ -17,45 +19,45 @@ import (
 // replayed.
 type retryGoSubject struct{}
 
-func init() { register(retryGoSubject{}) }
+func init() { subjects.Register(retryGoSubject{}) }
 
 func (retryGoSubject) Name() string { return "retry-go" }
 
 // Describe states an envelope of the waits in the analyzer's terms: wait
 // n < 100ms·2^(n-1) + 100ms ≤ 200ms·2^(n-1).
-func (retryGoSubject) Describe(Params) Info {
-	return Info{
+func (retryGoSubject) Describe(subjects.Params) subjects.Info {
+	return subjects.Info{
 		Version: moduleVersion("github.com/avast/retry-go/v4", "v4.7.0"),
-		Stated: &Stated{Base: 200 * time.Millisecond, MaxAttempts: 10, Jitter: "exponential + 0-100ms",
+		Stated: &subjects.Stated{Base: 200 * time.Millisecond, MaxAttempts: 10, Jitter: "exponential + 0-100ms",
 			Retryable: []int{429, 500, 502, 503, 504}},
 		Summary: "retry.Do defaults with retry.Context",
 	}
 }
 
-func (retryGoSubject) New(next http.RoundTripper, p Params) Caller {
+func (retryGoSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
 	hc := userCall(next)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {
 			return nil, err
 		}
-		ctx, c := withCounter(ctx)
+		ctx, c := subjects.WithCounter(ctx)
 		var final *http.Response
 		err = retry.Do(func() error {
 			resp, err := hc.Do(attemptOf(ctx, req, body))
 			if err != nil {
 				return err
 			}
-			if retryableStatus(resp.StatusCode) {
-				drain(resp)
+			if subjects.RetryableStatus(resp.StatusCode) {
+				subjects.Drain(resp)
 				return statusError{resp.StatusCode}
 			}
 			final = resp
 			return nil
 		}, retry.Context(ctx))
-		c.finish(final)
+		c.Finish(final)
 		if err != nil {
-			return nil, failure(ctx, c, err)
+			return nil, subjects.Failure(ctx, c, err)
 		}
 		return final, nil
 	}

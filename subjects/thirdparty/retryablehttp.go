@@ -1,4 +1,4 @@
-package subjects
+package thirdparty
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // retryablehttp is hashicorp/go-retryablehttp at its defaults:
@@ -20,34 +22,34 @@ import (
 // one client giving up does not drop the whole fleet's idle connections.
 type retryablehttpSubject struct{}
 
-func init() { register(retryablehttpSubject{}) }
+func init() { subjects.Register(retryablehttpSubject{}) }
 
 func (retryablehttpSubject) Name() string { return "retryablehttp" }
 
-func (retryablehttpSubject) Describe(Params) Info {
-	return Info{
+func (retryablehttpSubject) Describe(subjects.Params) subjects.Info {
+	return subjects.Info{
 		Version: moduleVersion("github.com/hashicorp/go-retryablehttp", "v0.7.8"),
-		Stated: &Stated{Base: time.Second, Cap: 30 * time.Second, MaxAttempts: 5, Jitter: "none",
+		Stated: &subjects.Stated{Base: time.Second, Cap: 30 * time.Second, MaxAttempts: 5, Jitter: "none",
 			Retryable: []int{429, 500, 502, 503, 504}},
 		Summary:    "retryablehttp.NewClient() defaults, Logger nil",
 		Replayable: true,
 	}
 }
 
-func (retryablehttpSubject) New(next http.RoundTripper, p Params) Caller {
+func (retryablehttpSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
 	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: counting{next}}
+	rc.HTTPClient = &http.Client{Transport: subjects.Counting(next)}
 	rc.Logger = nil
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		ctx, c := withCounter(ctx)
+		ctx, c := subjects.WithCounter(ctx)
 		rreq, err := retryablehttp.FromRequest(req.WithContext(ctx))
 		if err != nil {
 			return nil, err
 		}
 		resp, err := rc.Do(rreq)
-		c.finish(resp)
+		c.Finish(resp)
 		if err != nil {
-			return nil, failure(ctx, c, err)
+			return nil, subjects.Failure(ctx, c, err)
 		}
 		return resp, nil
 	}

@@ -1,4 +1,4 @@
-package subjects
+package thirdparty
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // backoffSubject is cenkalti/backoff/v5 at its defaults: backoff.Retry
@@ -21,38 +23,38 @@ import (
 // Its jitter draws from the global math/rand/v2: runs cannot be replayed.
 type backoffSubject struct{}
 
-func init() { register(backoffSubject{}) }
+func init() { subjects.Register(backoffSubject{}) }
 
 func (backoffSubject) Name() string { return "backoff" }
 
 // Describe states an envelope of the library's waits in the analyzer's
 // terms: wait n ≤ 750ms·1.5^(n-1) ≤ 750ms·2^(n-1), each ≤ 90s.
-func (backoffSubject) Describe(Params) Info {
-	return Info{
+func (backoffSubject) Describe(subjects.Params) subjects.Info {
+	return subjects.Info{
 		Version: moduleVersion("github.com/cenkalti/backoff/v5", "v5.0.3"),
-		Stated: &Stated{Base: 750 * time.Millisecond, Cap: 90 * time.Second, Budget: backoff.DefaultMaxElapsedTime,
+		Stated: &subjects.Stated{Base: 750 * time.Millisecond, Cap: 90 * time.Second, Budget: backoff.DefaultMaxElapsedTime,
 			Jitter: "randomized ±50%, ×1.5", Retryable: []int{429, 500, 502, 503, 504}},
 		Summary: "backoff.Retry defaults; RetryAfter on 429 delay-seconds, as the library's example",
 	}
 }
 
-func (backoffSubject) New(next http.RoundTripper, p Params) Caller {
+func (backoffSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
 	hc := userCall(next)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {
 			return nil, err
 		}
-		ctx, c := withCounter(ctx)
+		ctx, c := subjects.WithCounter(ctx)
 		resp, err := backoff.Retry(ctx, func() (*http.Response, error) {
 			resp, err := hc.Do(attemptOf(ctx, req, body))
 			if err != nil {
 				return nil, err
 			}
-			if !retryableStatus(resp.StatusCode) {
+			if !subjects.RetryableStatus(resp.StatusCode) {
 				return resp, nil
 			}
-			drain(resp)
+			subjects.Drain(resp)
 			if resp.StatusCode == http.StatusTooManyRequests {
 				if s, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
 					return nil, backoff.RetryAfter(int(s))
@@ -60,11 +62,11 @@ func (backoffSubject) New(next http.RoundTripper, p Params) Caller {
 			}
 			return nil, statusError{resp.StatusCode}
 		})
-		c.finish(resp)
+		c.Finish(resp)
 		if err != nil {
-			e := failure(ctx, c, err).(*Error)
-			if e.Result == ResultGaveUp && !errors.Is(err, context.Canceled) {
-				e.Result = ResultBudget // with no attempt cap, only MaxElapsedTime stops it
+			e := subjects.Failure(ctx, c, err).(*subjects.Error)
+			if e.Result == subjects.ResultGaveUp && !errors.Is(err, context.Canceled) {
+				e.Result = subjects.ResultBudget // with no attempt cap, only MaxElapsedTime stops it
 			}
 			return nil, e
 		}

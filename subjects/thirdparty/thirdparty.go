@@ -1,4 +1,4 @@
-package subjects
+package thirdparty
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // moduleVersion returns the version of module path linked into the binary,
@@ -52,7 +54,7 @@ func readBody(req *http.Request) ([]byte, error) {
 // code around a generic retry library builds each attempt.
 func attemptOf(ctx context.Context, req *http.Request, body []byte) *http.Request {
 	r := req.Clone(ctx)
-	setBody(r, body)
+	subjects.SetBody(r, body)
 	return r
 }
 
@@ -69,5 +71,5 @@ func (e statusError) Error() string { return fmt.Sprintf("unexpected status %d",
 // 429/500/502/503/504 is retried (the response drained and closed); any
 // other response ends the call and is returned as is.
 func userCall(next http.RoundTripper) *http.Client {
-	return &http.Client{Transport: counting{next}}
+	return &http.Client{Transport: subjects.Counting(next)}
 }

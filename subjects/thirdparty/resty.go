@@ -1,4 +1,4 @@
-package subjects
+package thirdparty
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-resty/resty/v2"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // restySubject is go-resty/resty v2 as a user enabling retries wires it:
@@ -18,18 +20,18 @@ import (
 // [w/2, w) with w = min(2s, 100ms·2^(n-1)) and at least 100ms, Retry-After
 // never read (no RetryAfter func), no budget. Its jitter draws from a
 // package-global source seeded with the time: runs cannot be replayed.
-// resty reads each response body into memory; the Caller returns the
+// resty reads each response body into memory; the subjects.Caller returns the
 // final response with that body.
 type restySubject struct{}
 
-func init() { register(restySubject{}) }
+func init() { subjects.Register(restySubject{}) }
 
 func (restySubject) Name() string { return "resty" }
 
-func (restySubject) Describe(Params) Info {
-	return Info{
+func (restySubject) Describe(subjects.Params) subjects.Info {
+	return subjects.Info{
 		Version: moduleVersion("github.com/go-resty/resty/v2", "v2.17.2"),
-		Stated: &Stated{Base: 100 * time.Millisecond, Cap: 2 * time.Second, MaxAttempts: 4, Jitter: "equal",
+		Stated: &subjects.Stated{Base: 100 * time.Millisecond, Cap: 2 * time.Second, MaxAttempts: 4, Jitter: "equal",
 			Retryable: []int{429, 500, 502, 503, 504}},
 		Summary: "resty.New().SetRetryCount(3) + retry condition for errors and 429/5xx",
 	}
@@ -41,20 +43,20 @@ func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Warnf(string, ...any)  {}
 func (quietLogger) Debugf(string, ...any) {}
 
-func (restySubject) New(next http.RoundTripper, p Params) Caller {
+func (restySubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
 	rc := resty.New().
-		SetTransport(counting{next}).
+		SetTransport(subjects.Counting(next)).
 		SetLogger(quietLogger{}).
 		SetRetryCount(3).
 		AddRetryCondition(func(r *resty.Response, err error) bool {
-			return err != nil || r != nil && retryableStatus(r.StatusCode())
+			return err != nil || r != nil && subjects.RetryableStatus(r.StatusCode())
 		})
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {
 			return nil, err
 		}
-		ctx, c := withCounter(ctx)
+		ctx, c := subjects.WithCounter(ctx)
 		r := rc.R().SetContext(ctx).SetHeaderMultiValues(req.Header)
 		if body != nil {
 			r.SetBody(body)
@@ -65,12 +67,12 @@ func (restySubject) New(next http.RoundTripper, p Params) Caller {
 			out = resp.RawResponse
 			out.Body = io.NopCloser(bytes.NewReader(resp.Body()))
 		}
-		c.finish(out)
+		c.Finish(out)
 		if err != nil {
-			return nil, failure(ctx, c, err)
+			return nil, subjects.Failure(ctx, c, err)
 		}
 		if out == nil {
-			return nil, failure(ctx, c, errNoResponse)
+			return nil, subjects.Failure(ctx, c, errNoResponse)
 		}
 		return out, nil
 	}

@@ -1,10 +1,12 @@
-package subjects
+package thirdparty
 
 import (
 	"context"
 	"net/http"
 
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // failsafeSubject is failsafe-go at its defaults:
@@ -18,30 +20,30 @@ import (
 // returns an error wrapping retrypolicy.ExceededError, not the response.
 type failsafeSubject struct{}
 
-func init() { register(failsafeSubject{}) }
+func init() { subjects.Register(failsafeSubject{}) }
 
 func (failsafeSubject) Name() string { return "failsafe" }
 
-func (failsafeSubject) Describe(Params) Info {
-	return Info{
+func (failsafeSubject) Describe(subjects.Params) subjects.Info {
+	return subjects.Info{
 		Version:    moduleVersion("github.com/failsafe-go/failsafe-go", "v0.9.8"),
-		Stated:     &Stated{MaxAttempts: 3, Jitter: "none", Retryable: []int{429, 500, 502, 503, 504}},
+		Stated:     &subjects.Stated{MaxAttempts: 3, Jitter: "none", Retryable: []int{429, 500, 502, 503, 504}},
 		Summary:    "failsafehttp.NewRoundTripper with NewRetryPolicyBuilder().Build() defaults",
 		Replayable: true,
 	}
 }
 
-func (failsafeSubject) New(next http.RoundTripper, p Params) Caller {
-	rt := failsafehttp.NewRoundTripper(counting{next}, failsafehttp.NewRetryPolicyBuilder().Build())
+func (failsafeSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
+	rt := failsafehttp.NewRoundTripper(subjects.Counting(next), failsafehttp.NewRetryPolicyBuilder().Build())
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		ctx, c := withCounter(ctx)
+		ctx, c := subjects.WithCounter(ctx)
 		resp, err := rt.RoundTrip(req.WithContext(ctx))
 		if err != nil {
 			resp = nil
 		}
-		c.finish(resp)
+		c.Finish(resp)
 		if err != nil {
-			return nil, failure(ctx, c, err)
+			return nil, subjects.Failure(ctx, c, err)
 		}
 		return resp, nil
 	}

@@ -1,4 +1,4 @@
-package client_test
+package memnet_test
 
 import (
 	"context"

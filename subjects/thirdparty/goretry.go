@@ -1,4 +1,4 @@
-package subjects
+package thirdparty
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+
+	"github.com/retrylab/retrylab/subjects"
 )
 
 // goRetrySubject is sethvargo/go-retry as its README wires it: retry.Do
@@ -17,28 +19,28 @@ import (
 // numbers, so runs replay.
 type goRetrySubject struct{}
 
-func init() { register(goRetrySubject{}) }
+func init() { subjects.Register(goRetrySubject{}) }
 
 func (goRetrySubject) Name() string { return "go-retry" }
 
-func (goRetrySubject) Describe(Params) Info {
-	return Info{
+func (goRetrySubject) Describe(subjects.Params) subjects.Info {
+	return subjects.Info{
 		Version: moduleVersion("github.com/sethvargo/go-retry", "v0.5.0"),
-		Stated: &Stated{Base: time.Second, MaxAttempts: 5, Jitter: "none",
+		Stated: &subjects.Stated{Base: time.Second, MaxAttempts: 5, Jitter: "none",
 			Retryable: []int{429, 500, 502, 503, 504}},
 		Summary:    "retry.Do with WithMaxRetries(4, NewExponential(1s))",
 		Replayable: true,
 	}
 }
 
-func (goRetrySubject) New(next http.RoundTripper, p Params) Caller {
+func (goRetrySubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
 	hc := userCall(next)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {
 			return nil, err
 		}
-		ctx, c := withCounter(ctx)
+		ctx, c := subjects.WithCounter(ctx)
 		var final *http.Response
 		b := retry.WithMaxRetries(4, retry.NewExponential(time.Second))
 		err = retry.Do(ctx, b, func(ctx context.Context) error {
@@ -46,16 +48,16 @@ func (goRetrySubject) New(next http.RoundTripper, p Params) Caller {
 			if err != nil {
 				return retry.RetryableError(err)
 			}
-			if retryableStatus(resp.StatusCode) {
-				drain(resp)
+			if subjects.RetryableStatus(resp.StatusCode) {
+				subjects.Drain(resp)
 				return retry.RetryableError(statusError{resp.StatusCode})
 			}
 			final = resp
 			return nil
 		})
-		c.finish(final)
+		c.Finish(final)
 		if err != nil {
-			return nil, failure(ctx, c, err)
+			return nil, subjects.Failure(ctx, c, err)
 		}
 		return final, nil
 	}
