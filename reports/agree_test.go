@@ -11,6 +11,7 @@ import (
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
+	_ "github.com/retrylab/retrylab/subjects/thirdparty" // the scenarios' bad subjects include libraries
 )
 
 // judgedChecks selects the checks whose counts the report draws, so they
