@@ -111,6 +111,9 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 				line += " (" + strings.Join(failed, ", ") + ")"
 			}
 			fmt.Fprintln(e.stdout, line)
+			for _, why := range v.Inconclusive {
+				fmt.Fprintf(e.stdout, "  ? %s\n", why)
+			}
 		}
 	}
 	if len(entries) == 0 {
