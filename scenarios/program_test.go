@@ -49,13 +49,13 @@ func fakeClient(mode string) int {
 	}
 	if d, ok := strings.CutPrefix(mode, "slow-ready:"); ok {
 		dd, _ := time.ParseDuration(d)
-		time.Sleep(time.Duration(client) * dd)
+		time.Sleep(time.Duration(client) * dd) // a real client process: outside any synctest bubble
 		fmt.Println(subjects.ReadyLine)
 		mode = "ok"
 	}
 	if d, ok := strings.CutPrefix(mode, "slow:"); ok {
 		dd, _ := time.ParseDuration(d)
-		time.Sleep(time.Duration(client) * dd)
+		time.Sleep(time.Duration(client) * dd) // a real client process: outside any synctest bubble
 		mode = "ok"
 	}
 	switch mode {
@@ -75,10 +75,10 @@ func fakeClient(mode string) int {
 			get(i)
 		}
 	case "hang":
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // a real client process that hangs (no synctest bubble); the watchdog kills it
 	case "send-hang":
 		get(0)
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // a real client process that hangs (no synctest bubble); the watchdog kills it
 	}
 	return 0
 }

@@ -196,7 +196,7 @@ func TestEndToEndHangReleasedAtShutdown(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the request never arrived")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // real TCP, no synctest bubble: a bounded poll
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
