@@ -36,14 +36,14 @@ func TestStartOnFirstRequest(t *testing.T) {
 		if _, ok := s.Started(); ok || len(opened) != 0 {
 			t.Fatalf("clock started by /healthz or /metrics (opened %v)", opened)
 		}
-		time.Sleep(17 * time.Second)
+		time.Sleep(17 * time.Second) // synctest: virtual time
 		t0 := time.Now()
 		steps := []struct {
 			at     time.Duration
 			status int
 		}{{0, 503}, {4999 * time.Millisecond, 503}, {5 * time.Second, 200}}
 		for _, st := range steps {
-			time.Sleep(st.at - time.Since(t0))
+			time.Sleep(st.at - time.Since(t0)) // synctest: virtual time
 			if w := h.do("GET", "/c/1/r/0"); w.Code != st.status {
 				t.Errorf("%v after the first request: %d; want %d", st.at, w.Code, st.status)
 			}

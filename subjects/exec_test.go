@@ -233,7 +233,7 @@ func TestProgramKillsChildren(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("child %s still alive after the program was killed: %s", pid, stat)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a real child process, no synctest bubble: a bounded poll
 	}
 }
 
