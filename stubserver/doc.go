@@ -79,14 +79,9 @@
 //
 // # Metrics
 //
-// GET /metrics serves Prometheus text from a registry of the Server's own:
-//
-//	retrylab_stub_requests_total{phase, code}  answers by phase and status ("reset", "hang", "abandoned" for faults)
-//	retrylab_stub_quota_rejected_total         requests the quota denied
-//	retrylab_stub_quota_exhausted_total        allowed requests that left the quota empty
-//
-// The 429 rate, and the 429 share of all answers, over the last minute:
-//
-//	sum(rate(retrylab_stub_requests_total{code="429"}[1m]))
-//	sum(rate(retrylab_stub_requests_total{code="429"}[1m])) / sum(rate(retrylab_stub_requests_total[1m]))
+// The Server counts answers by phase and code and the quota's events with
+// atomics (Server.Counts). GET /metrics is served by the handler that
+// Options.Metrics builds — package stubprom's Prometheus exporter in
+// `retrylab serve` — and answers 404 without one, so the stub depends on
+// no metrics library. /metrics and /healthz are never recorded or counted.
 package stubserver

@@ -5,9 +5,6 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -19,46 +16,15 @@ const (
 	numCodes
 )
 
-// metrics counts with plain atomics on the request path and turns the
-// counts into Prometheus samples only when scraped, so a request pays one
-// atomic add. Each Server has its own registry.
-//
-// Exposed (on GET /metrics):
-//
-//	retrylab_stub_requests_total{phase, code}  requests answered, code is the status or "reset"/"hang"/"abandoned"
-//	retrylab_stub_quota_rejected_total         requests the quota denied (answered 429)
-//	retrylab_stub_quota_exhausted_total        times a quota was emptied by an allowed request
-//
-// The 429 rate over the last minute, and its share of all traffic:
-//
-//	sum(rate(retrylab_stub_requests_total{code="429"}[1m]))
-//	sum(rate(retrylab_stub_requests_total{code="429"}[1m])) / sum(rate(retrylab_stub_requests_total[1m]))
+// metrics counts with plain atomics on the request path; an exporter
+// (package stubprom for Prometheus) reads them through Server.Counts only
+// when scraped, so a request pays one atomic add and the stub itself
+// depends on no metrics library.
 type metrics struct {
-	s              *Server
 	byCode         [][numCodes]atomic.Uint64 // per phase
 	quotaRejected  atomic.Uint64
 	quotaExhausted atomic.Uint64
-	handler        http.Handler
-
-	reqDesc, rejDesc, exhDesc *prometheus.Desc
-}
-
-func newMetrics(s *Server) *metrics {
-	m := &metrics{
-		s:      s,
-		byCode: make([][numCodes]atomic.Uint64, len(s.phases)),
-		reqDesc: prometheus.NewDesc("retrylab_stub_requests_total",
-			"Requests the stub answered, by phase and status code (reset, hang and abandoned for faults).",
-			[]string{"phase", "code"}, nil),
-		rejDesc: prometheus.NewDesc("retrylab_stub_quota_rejected_total",
-			"Requests the quota denied with 429.", nil, nil),
-		exhDesc: prometheus.NewDesc("retrylab_stub_quota_exhausted_total",
-			"Quota exhaustion events: an allowed request left no room.", nil, nil),
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	return m
+	handler        http.Handler // Options.Metrics' handler; nil: /metrics is 404
 }
 
 func (m *metrics) count(phase, code int) {
@@ -67,46 +33,53 @@ func (m *metrics) count(phase, code int) {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.reqDesc
-	ch <- m.rejDesc
-	ch <- m.exhDesc
+// Counts is a snapshot of what the stub answered: requests by phase and
+// code, and the quota's events. /metrics and /healthz are not counted.
+type Counts struct {
+	Phases         []PhaseCounts // in schedule order; phases may share a name
+	QuotaRejected  uint64        // requests the quota denied (answered 429)
+	QuotaExhausted uint64        // times an allowed request left the quota empty
 }
 
-// Collect implements prometheus.Collector.
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	// Phases may share a name: sum them, or the registry rejects the
-	// duplicate series.
-	type series struct{ phase, code string }
-	sums := make(map[series]uint64)
-	var order []series
+// PhaseCounts is one phase's requests by code: the status ("200", "429")
+// or the fault ("reset", "hang", "abandoned").
+type PhaseCounts struct {
+	Name  string
+	Codes []CodeCount // codes with at least one request, in code order
+}
+
+// CodeCount is how many requests got one code.
+type CodeCount struct {
+	Code string
+	N    uint64
+}
+
+// Counts returns the stub's counts so far; safe to call while it serves.
+func (s *Server) Counts() Counts {
+	m := s.metrics
+	c := Counts{QuotaRejected: m.quotaRejected.Load(), QuotaExhausted: m.quotaExhausted.Load()}
 	for pi := range m.byCode {
-		name := m.s.phases[pi].Name
+		pc := PhaseCounts{Name: s.phases[pi].Name}
 		for code := range m.byCode[pi] {
 			n := m.byCode[pi][code].Load()
 			if n == 0 {
 				continue
 			}
-			label := strconv.Itoa(code)
-			switch code {
-			case codeReset:
-				label = FaultReset
-			case codeHang:
-				label = FaultHang
-			case codeAbandoned:
-				label = timeline.FaultAbandoned
-			}
-			k := series{name, label}
-			if _, ok := sums[k]; !ok {
-				order = append(order, k)
-			}
-			sums[k] += n
+			pc.Codes = append(pc.Codes, CodeCount{codeLabel(code), n})
 		}
+		c.Phases = append(c.Phases, pc)
 	}
-	for _, k := range order {
-		ch <- prometheus.MustNewConstMetric(m.reqDesc, prometheus.CounterValue, float64(sums[k]), k.phase, k.code)
+	return c
+}
+
+func codeLabel(code int) string {
+	switch code {
+	case codeReset:
+		return FaultReset
+	case codeHang:
+		return FaultHang
+	case codeAbandoned:
+		return timeline.FaultAbandoned
 	}
-	ch <- prometheus.MustNewConstMetric(m.rejDesc, prometheus.CounterValue, float64(m.quotaRejected.Load()))
-	ch <- prometheus.MustNewConstMetric(m.exhDesc, prometheus.CounterValue, float64(m.quotaExhausted.Load()))
+	return strconv.Itoa(code)
 }

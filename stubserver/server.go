@@ -40,6 +40,10 @@ type Options struct {
 	// do not start it), so a client fleet that is slow to start still
 	// meets every phase. Begin starts it explicitly.
 	StartOnFirstRequest bool
+	// Metrics, when set, builds the handler of GET /metrics from the
+	// server (stubprom.Handler for Prometheus); nil answers /metrics with
+	// 404. Either way /metrics is never recorded.
+	Metrics func(*Server) http.Handler
 	// Recorder receives one attempt per request (nil: record nothing).
 	// The Server never closes it.
 	Recorder *timeline.Recorder
@@ -180,7 +184,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.Begin(start)
 	}
-	s.metrics = newMetrics(s)
+	s.metrics = &metrics{byCode: make([][numCodes]atomic.Uint64, len(s.phases))}
+	if opts.Metrics != nil {
+		s.metrics.handler = opts.Metrics(s)
+	}
 	s.httpSrv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -371,6 +378,10 @@ var (
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/metrics":
+		if s.metrics.handler == nil {
+			http.NotFound(w, r)
+			return
+		}
 		s.metrics.handler.ServeHTTP(w, r)
 		return
 	case "/healthz":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/stubserver/stubprom"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -144,6 +145,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		StartOnFirstRequest: o.start == startFirstRequest,
 		OpenRecorder:        openRecorder,
 		Seed:                o.seed,
+		Metrics:             stubprom.Handler,
 	})
 	if err != nil {
 		ln.Close()

@@ -38,8 +38,11 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 }
 
 // thirdParty are the module paths of the third-party retry libraries the
-// CLI compares (subjects/thirdparty), and that package itself.
+// CLI compares (subjects/thirdparty), that package itself, and Prometheus,
+// which only serve's /metrics exporter (stubserver/stubprom) needs.
 var thirdParty = []string{
+	"github.com/prometheus/client_golang",
+	"github.com/retrylab/retrylab/stubserver/stubprom",
 	"github.com/hashicorp/go-retryablehttp",
 	"github.com/cenkalti/backoff",
 	"github.com/failsafe-go/failsafe-go",
@@ -79,12 +82,12 @@ func TestRetrylabtestDeps(t *testing.T) {
 		t.Fatalf("go list -deps ./retrylabtest lacks the subjects package: %v", lib)
 	}
 	if found := thirdPartyIn(lib); len(found) > 0 {
-		t.Errorf("go list -deps ./retrylabtest names third-party retry libraries: %v", found)
+		t.Errorf("go list -deps ./retrylabtest names third-party retry libraries or Prometheus: %v", found)
 	}
 	cli := thirdPartyIn(deps(t, "./cmd/retrylab"))
 	for _, m := range thirdParty {
 		if !slices.ContainsFunc(cli, func(p string) bool { return p == m || strings.HasPrefix(p, m+"/") }) {
-			t.Errorf("go list -deps ./cmd/retrylab lacks %s: the CLI must register every third-party subject", m)
+			t.Errorf("go list -deps ./cmd/retrylab lacks %s: the CLI must register every third-party subject and serve /metrics", m)
 		}
 	}
 }
