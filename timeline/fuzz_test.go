@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"testing"
 )
 
@@ -20,6 +21,7 @@ func FuzzDecoder(f *testing.F) {
 	for _, o := range sampleOutcomes() {
 		enc.EncodeOutcome(&o)
 	}
+	enc.EncodeEnd(&End{At: 9, Reason: EndInterrupted, Signal: "SIGINT", InFlight: 2, Errors: []string{"x"}})
 	enc.Flush()
 	f.Add(buf.Bytes())
 	for _, line := range bytes.Split(buf.Bytes(), []byte("\n")) {
@@ -48,6 +50,8 @@ func FuzzDecoder(f *testing.F) {
 				e.EncodeAttempt(&rec.Attempt)
 			case TypeOutcome:
 				e.EncodeOutcome(&rec.Outcome)
+			case TypeEnd:
+				e.EncodeEnd(rec.End)
 			default:
 				continue
 			}
@@ -55,6 +59,9 @@ func FuzzDecoder(f *testing.F) {
 			var again Record
 			if err := NewDecoder(&out).Decode(&again); err != nil {
 				t.Fatalf("re-decoding %q: %v", out.Bytes(), err)
+			}
+			if rec.Type == TypeEnd && !reflect.DeepEqual(again.End, rec.End) {
+				t.Fatalf("round trip changed the end record:\n got %+v\nwant %+v", again.End, rec.End)
 			}
 			if again.Attempt != rec.Attempt || again.Outcome != rec.Outcome {
 				t.Fatalf("round trip changed the record:\n got %+v %+v\nwant %+v %+v", again.Attempt, again.Outcome, rec.Attempt, rec.Outcome)

@@ -183,6 +183,9 @@ func (p *parser) record(line []byte, rec *Record) error {
 		if e.Reason == "" {
 			return errors.New(`end record needs a "reason"`)
 		}
+		if len(e.Errors) == 0 {
+			e.Errors = nil // "errors":[] and none are the same record
+		}
 		rec.End = e
 	case TypeAttempt:
 		rec.Outcome = Outcome{}
