@@ -259,8 +259,17 @@ func FuzzAnalyze(f *testing.F) {
 		if err := xml.Unmarshal(junit.Bytes(), &doc); err != nil {
 			t.Fatalf("the JUnit XML of %q does not parse: %v\n%s", data, err, junit.Bytes())
 		}
-		if v.Pass != (len(v.Failed()) == 0) {
-			t.Fatalf("Pass = %v with failed checks %v", v.Pass, v.Failed())
+		// FAIL when a check failed, else INCONCLUSIVE when there are
+		// reasons, else PASS; Pass only for PASS.
+		want := VerdictPass
+		switch {
+		case len(v.Failed()) > 0:
+			want = VerdictFail
+		case len(v.Inconclusive) > 0:
+			want = VerdictInconclusive
+		}
+		if v.Status != want || v.Pass != (want == VerdictPass) {
+			t.Fatalf("verdict %s, Pass %v with failed checks %v and reasons %v; want %s", v.Status, v.Pass, v.Failed(), v.Inconclusive, want)
 		}
 	})
 }
