@@ -57,11 +57,22 @@ func (s *slot) begin(o *timeline.Outcome) bool {
 // end records o, the outcome of the request in flight; false when seal
 // already recorded it canceled (the client must stop).
 func (s *slot) end(r *runner, o *timeline.Outcome) bool {
+	// Once the run is sealed, seal records the request (its slot is still
+	// active, so seal's walk takes it): a client woken by the stop does not
+	// touch writing, so seal's wait below never waits for the thousands
+	// of clients the stop wakes at once, only for claims made before it.
+	if r.sealed.Load() {
+		return false
+	}
 	// Counted before the claim, so that seal, which waits for writing to
 	// drop to zero after its pass, never closes the recorder under a
-	// write it let through.
+	// write it let through; sealed is read again after the count, so a
+	// claim either precedes seal (and is waited for) or is left to it.
 	r.writing.Add(1)
 	defer r.writing.Add(-1)
+	if r.sealed.Load() {
+		return false
+	}
 	if !s.state.CompareAndSwap(slotActive, slotIdle) {
 		return false
 	}
