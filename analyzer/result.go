@@ -60,11 +60,12 @@ func (a *Analyzer) Result() *Verdict {
 		if r.Status == StatusSkip {
 			r.Threshold = a.threshold(c)
 		}
+		// A check not run reports nothing it measured, only why.
 		switch {
 		case c.skipBy != "":
-			r.Status, r.Reason, r.Examples = StatusSkip, "skipped by "+c.skipBy, nil
+			r = CheckResult{ID: r.ID, Unit: r.Unit, Status: StatusSkip, Reason: "skipped by " + c.skipBy, Threshold: a.threshold(c)}
 		case !c.selected:
-			r.Status, r.Reason, r.Examples = StatusSkip, "not in the scenario's expect.checks", nil
+			r = CheckResult{ID: r.ID, Unit: r.Unit, Status: StatusSkip, Reason: "not in the scenario's expect.checks", Threshold: a.threshold(c)}
 		}
 		if r.Status != StatusFail {
 			r.Examples = nil

@@ -136,3 +136,17 @@ func TestPrecedence(t *testing.T) {
 		t.Errorf("warnings = %+v; want two (unknown check, unknown threshold)", v.Warnings)
 	}
 }
+
+// TestUnselectedChecksMeasureNothing: a check the scenario leaves out or
+// --skip names reports why, and no figure or sample count (the report
+// would show "N measured" for a check that was not run).
+func TestUnselectedChecksMeasureNothing(t *testing.T) {
+	s := goodRun()
+	s.expect = &timeline.Expect{Checks: []string{CheckRetryAfter, CheckAttempts}}
+	v := s.verdict(Options{Skip: []string{CheckAttempts}})
+	for _, id := range []string{CheckJitterBounds, CheckAttempts, CheckInstantRetry} {
+		if c := v.Check(id); c.Status != StatusSkip || c.Samples != 0 || c.Figure != 0 {
+			t.Errorf("%s = %s, %d samples, figure %v; want skip measuring nothing", id, c.Status, c.Samples, c.Figure)
+		}
+	}
+}
