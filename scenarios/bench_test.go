@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/internal/procstat"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
@@ -67,7 +67,7 @@ func BenchmarkFleet(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				resetPeakRSS()
+				procstat.ResetPeakRSS()
 				sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
 				f.Close()
 				if err != nil {
@@ -97,7 +97,7 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(fleet/bare, "ratio")
 			b.ReportMetric(float64(last.StartLateness.P50.Microseconds()), "late-p50-µs")
 			b.ReportMetric(float64(last.StartLateness.P99.Microseconds()), "late-p99-µs")
-			if rss := peakRSS(); rss > 0 {
+			if rss := procstat.PeakRSS(); rss > 0 {
 				b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MiB")
 			}
 			b.ReportMetric(0, "ns/op")
@@ -163,24 +163,6 @@ func bareLoop(clients, requests int) (time.Duration, error) {
 	}
 	wg.Wait()
 	return time.Since(start), firstErr
-}
-
-// resetPeakRSS resets the kernel's peak-RSS mark (Linux).
-func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSS returns VmHWM in bytes, 0 when unknown.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // BenchmarkRetryLateness measures, in real time, how late the retrylab

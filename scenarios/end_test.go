@@ -15,38 +15,15 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-// decodeEnd returns the timeline's meta and end records, checking that the
-// end record comes last and once.
+// decodeEnd returns the timeline's meta and end records (the decoder
+// keeps the end record last and single).
 func decodeEnd(t *testing.T, b []byte) (*timeline.Meta, *timeline.End) {
 	t.Helper()
-	dec := timeline.NewDecoder(bytes.NewReader(b))
-	var meta *timeline.Meta
-	var end *timeline.End
-	for {
-		var rec timeline.Record
-		err := dec.Decode(&rec)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("decoding the timeline: %v", err)
-		}
-		if end != nil {
-			t.Fatalf("a %s record after the end record", rec.Type)
-		}
-		switch rec.Type {
-		case timeline.TypeMeta:
-			m := *rec.Meta
-			meta = &m
-		case timeline.TypeEnd:
-			e := *rec.End
-			end = &e
-		}
+	d := decode(t, b)
+	if d.end == nil {
+		t.Fatal("timeline lacks its end record")
 	}
-	if meta == nil || end == nil {
-		t.Fatalf("timeline lacks a meta (%v) or end (%v) record", meta != nil, end != nil)
-	}
-	return meta, end
+	return d.meta, d.end
 }
 
 func TestRunEndCompleted(t *testing.T) {

@@ -27,14 +27,21 @@ func mustParse(t *testing.T, src string) *Scenario {
 	return sc
 }
 
-// decodeAll reads a timeline into its meta, attempts and outcomes.
-func decodeAll(t *testing.T, b []byte) (*timeline.Meta, []timeline.Attempt, []timeline.Outcome) {
+// decoded is a whole timeline, read by decode.
+type decoded struct {
+	meta *timeline.Meta
+	atts []timeline.Attempt
+	outs []timeline.Outcome
+	end  *timeline.End
+}
+
+// decode reads a timeline; the decoder itself rejects a meta record that
+// is not first and anything after the end record.
+func decode(t *testing.T, b []byte) decoded {
 	t.Helper()
+	var d decoded
 	dec := timeline.NewDecoder(bytes.NewReader(b))
-	var meta *timeline.Meta
-	var atts []timeline.Attempt
-	var outs []timeline.Outcome
-	for i := 0; ; i++ {
+	for {
 		var rec timeline.Record
 		err := dec.Decode(&rec)
 		if err == io.EOF {
@@ -45,21 +52,26 @@ func decodeAll(t *testing.T, b []byte) (*timeline.Meta, []timeline.Attempt, []ti
 		}
 		switch rec.Type {
 		case timeline.TypeMeta:
-			if i != 0 {
-				t.Errorf("meta record at position %d; want first", i)
-			}
-			m := *rec.Meta
-			meta = &m
+			d.meta = rec.Meta
 		case timeline.TypeAttempt:
-			atts = append(atts, rec.Attempt)
+			d.atts = append(d.atts, rec.Attempt)
 		case timeline.TypeOutcome:
-			outs = append(outs, rec.Outcome)
+			d.outs = append(d.outs, rec.Outcome)
+		case timeline.TypeEnd:
+			d.end = rec.End
 		}
 	}
-	if meta == nil {
+	if d.meta == nil {
 		t.Fatal("timeline has no meta record")
 	}
-	return meta, atts, outs
+	return d
+}
+
+// decodeAll reads a timeline into its meta, attempts and outcomes.
+func decodeAll(t *testing.T, b []byte) (*timeline.Meta, []timeline.Attempt, []timeline.Outcome) {
+	t.Helper()
+	d := decode(t, b)
+	return d.meta, d.atts, d.outs
 }
 
 const smallOutage = `

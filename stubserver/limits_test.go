@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/procstat"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -262,22 +263,7 @@ func BenchmarkHostileIDs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(int64(heapInUse())-int64(before)), "retained-B")
-	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
-}
-
-// peakRSS is this process's peak resident set (VmHWM), 0 when unknown.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	b.ReportMetric(float64(procstat.PeakRSS())/(1<<20), "peak-RSS-MiB")
 }
 
 // BenchmarkKeyTablesFull fills the attempt counter (both generations) and a
