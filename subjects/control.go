@@ -87,29 +87,15 @@ func (c *control) Describe(p Params) Info {
 
 // effective fills the zero fields of p with the controls' defaults.
 func (c *control) effective(p Policy) Policy {
-	if p.Base <= 0 {
-		p.Base = DefaultBase
-	}
-	if p.Cap <= 0 {
-		p.Cap = DefaultCap
-	}
-	if p.Cap < p.Base {
-		p.Cap = p.Base
-	}
-	if p.Budget <= 0 {
-		p.Budget = DefaultBudget
-	}
-	switch p.Jitter {
-	case "equal", "decorrelated":
-	default:
-		p.Jitter = "full"
-	}
+	// The client's own defaults, so a control differs from the reference
+	// only by its mistake.
+	j, _ := client.ParseJitter(p.Jitter)
+	e := client.Config{Base: p.Base, Cap: p.Cap, Budget: p.Budget, Jitter: j, MaxAttempts: p.MaxAttempts}.Effective()
+	p.Base, p.Cap, p.Budget, p.Jitter = e.Base, e.Cap, e.Budget, e.Jitter.String()
 	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = e.MaxAttempts
 		if c.attempts != nil {
 			p.MaxAttempts = c.attempts(p)
-		} else {
-			j, _ := client.ParseJitter(p.Jitter)
-			p.MaxAttempts = client.AttemptsFor(p.Base, p.Cap, p.Budget, j)
 		}
 	}
 	return p
