@@ -64,18 +64,16 @@ func (l *latencyHist) quantile(q float64) int64 {
 
 // fidelity is what the analyzer learns about the run behind the timeline.
 type fidelity struct {
-	end        *timeline.End
-	harness    int64  // outcomes the harness or the subject's plumbing failed
-	harnessEx  string // the first one's error
-	lateness   latencyHist
-	endRecords int64
+	end       *timeline.End
+	harness   int64  // outcomes the harness or the subject's plumbing failed
+	harnessEx string // the first one's error
+	lateness  latencyHist
 }
 
 func (a *Analyzer) addEnd(e *timeline.End) {
 	c := *e
 	c.Errors = append([]string(nil), e.Errors...)
 	a.fid.end = &c
-	a.fid.endRecords++
 	if e.At > a.now {
 		a.now = e.At
 	}

@@ -62,15 +62,6 @@ func (w *welford) add(x float64) {
 	w.m2 += d * (x - w.mean)
 }
 
-// cv is the coefficient of variation (population), or NaN for an empty group
-// or a zero mean.
-func (w *welford) cv() float64 {
-	if w.n == 0 || w.mean <= 0 {
-		return math.NaN()
-	}
-	return math.Sqrt(w.m2/float64(w.n)) / w.mean
-}
-
 // Add feeds one record to the analyzer. A meta record after the first is
 // ignored; records of unknown types are ignored.
 func (a *Analyzer) Add(rec *timeline.Record) {

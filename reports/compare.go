@@ -182,15 +182,10 @@ func Compare(dir string, entries []CompareEntry, opts CompareOptions) (*Comparis
 	return cmpr, nil
 }
 
-// rankSubjects ranks the entries' subjects (analyzer.Rank) on their
-// verdicts and key figures, with the links to their reports: best first.
-func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
-	ranking, _, _ := rankBoth(entries, stats)
-	return ranking
-}
-
-// rankBoth is rankSubjects, and the same lines in the order the subjects
-// first appear in the entries, and the runs ranked.
+// rankBoth ranks the entries' subjects (analyzer.Rank) on their verdicts
+// and key figures, with the links to their reports, best first; the same
+// lines in the order the subjects first appear in the entries; and the
+// runs ranked.
 func rankBoth(entries []CompareEntry, stats []*Stats) (ranking, subjects []Ranked, runs []analyzer.RankRun) {
 	runs = make([]analyzer.RankRun, len(entries))
 	reports := map[string][]string{}

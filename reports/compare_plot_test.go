@@ -117,3 +117,9 @@ func sameColor(a, b color.Color) bool {
 	r2, g2, b2, a2 := b.RGBA()
 	return r1 == r2 && g1 == g2 && b1 == b2 && a1 == a2
 }
+
+// rankSubjects is the ranking Compare draws, best first.
+func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
+	ranking, _, _ := rankBoth(entries, stats)
+	return ranking
+}
