@@ -139,7 +139,10 @@ func (h *rowHeap) Pop() any {
 type Collector struct {
 	meta *timeline.Meta
 	an   *analyzer.Analyzer
-	opts settings
+	// verdict is an.Result() since the last Add: Verdict and Stats share
+	// it, so a report judges its timeline once.
+	verdict *analyzer.Verdict
+	opts    settings
 
 	bins   timeBins
 	counts [numClasses][]uint64
@@ -235,6 +238,7 @@ func (c *Collector) seeEnd(t int64) {
 // Add accumulates one record (and feeds it to the collector's analyzer).
 // Meta records after the first and records of unknown types are ignored.
 func (c *Collector) Add(rec *timeline.Record) {
+	c.verdict = nil
 	c.an.Add(rec)
 	switch rec.Type {
 	case timeline.TypeAttempt:
@@ -360,8 +364,14 @@ func (c *Collector) row(client string) *rasterRow {
 }
 
 // Verdict is the collector's analyzer's judgement of what was added so far:
-// the verdict on the facts the report draws.
-func (c *Collector) Verdict() *analyzer.Verdict { return c.an.Result() }
+// the verdict on the facts the report draws, computed once until the next
+// Add (callers share it: do not modify it).
+func (c *Collector) Verdict() *analyzer.Verdict {
+	if c.verdict == nil {
+		c.verdict = c.an.Result()
+	}
+	return c.verdict
+}
 
 // Stats returns the figures accumulated so far.
 func (c *Collector) Stats() Stats {
@@ -370,7 +380,7 @@ func (c *Collector) Stats() Stats {
 	for k, v := range c.stats.Results {
 		s.Results[k] = v
 	}
-	f := c.an.Result().Figures
+	f := c.Verdict().Figures
 	s.Retries, s.ServerPaced, s.ClientPaced = f.Retries, f.ServerPaced, f.ClientPaced
 	s.Requests = f.Requests
 	if s.Outcomes > 0 {
