@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -22,7 +23,8 @@ func TestMetaFromScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := *sc.Server.Quota
-	q.Burst = 0 // the stub's default, the limit, must be recorded
+	q.Limits = []stubserver.Limit{q.Limits[0]}
+	q.Limits[0].Burst = 0 // the stub's default, the limit, must be recorded
 	sc.Server.Quota = &q
 	sc.Fleet.Clients, sc.Fleet.Requests, sc.Duration = 2, 1, 2*time.Second
 
@@ -49,7 +51,7 @@ func TestMetaFromScenarios(t *testing.T) {
 			t.Errorf("%s: the run recorded %s; the scenarios builder makes %s", f.field, g, w)
 		}
 	}
-	if got.Quota == nil || got.Quota.Burst != int(q.Limit) {
-		t.Errorf("quota %+v; want burst %v, the stub's default", got.Quota, q.Limit)
+	if got.Quota == nil || got.Quota.Burst != int(q.Limits[0].Limit) {
+		t.Errorf("quota %+v; want burst %v, the stub's default", got.Quota, q.Limits[0].Limit)
 	}
 }

@@ -49,7 +49,7 @@ func TestBuiltinsMakeTheirChecksMeaningful(t *testing.T) {
 			sc.Server.Phases[0].RetryAfter.Form, sc.Fleet.Start)
 	}
 	sc := get("quota-steady")
-	q := sc.Server.Quota
+	q := &sc.Server.Quota.Limits[0]
 	fleetRate := sc.Subject.Policy.Rate * float64(sc.Fleet.Clients)
 	if q == nil || sc.Server.Headers == "none" || sc.Server.Headers == "" || fleetRate <= 0 || fleetRate >= q.Limit/q.Per.Seconds() {
 		t.Errorf("quota-steady: quota %+v, headers %q, fleet rate %v; want a published quota above the fleet's policy rate", q, sc.Server.Headers, fleetRate)

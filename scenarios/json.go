@@ -48,7 +48,8 @@ func serverJSON(c stubserver.Config) object {
 	if c.Headers != "" {
 		o = append(o, kv{"headers", c.Headers})
 	}
-	if q := c.Quota; q != nil {
+	if c.Quota != nil && len(c.Quota.Limits) > 0 {
+		q := c.Quota.Limits[0]
 		qo := object{{"algorithm", q.Algorithm}, {"rate", formatRate(q.Limit, q.Per)}}
 		if q.Burst != 0 {
 			qo = append(qo, kv{"burst", q.Burst})

@@ -226,7 +226,7 @@ func (d *decoder) placeOf(paths ...string) *token.Position {
 }
 
 func (d *decoder) quota(n ast.Node, path string) *stubserver.Quota {
-	q := &stubserver.Quota{Algorithm: stubserver.AlgTokenBucket, Key: stubserver.KeyGlobal}
+	q := &stubserver.Limit{Algorithm: stubserver.AlgTokenBucket, Key: stubserver.KeyGlobal}
 	m := d.mapping(n, path)
 	m.oneOf("algorithm", &q.Algorithm, stubserver.AlgTokenBucket, stubserver.AlgFixedWindow, stubserver.AlgSlidingWindow)
 	rn, rpath := m.take("rate")
@@ -238,7 +238,8 @@ func (d *decoder) quota(n ast.Node, path string) *stubserver.Quota {
 	m.integer("burst", &q.Burst, 0, 1_000_000_000)
 	m.oneOf("key", &q.Key, stubserver.KeyGlobal, stubserver.KeyClient, stubserver.KeyAPIKey, stubserver.KeyEndpoint)
 	m.done()
-	return q
+	d.singleQuota = true
+	return &stubserver.Quota{Limits: []stubserver.Limit{*q}}
 }
 
 // rateValue reads "100/s" (or a bare number: per second).
@@ -542,7 +543,12 @@ func (d *decoder) validateServer(cfg stubserver.Config) {
 			d.failAt(d.places["server"], "server", "%v", e)
 			continue
 		}
-		path := "server." + fe.Field
+		field := fe.Field
+		if d.singleQuota {
+			// quota: {rate: ...} is the one limit's own mapping.
+			field = strings.Replace(field, "quota.limits[0].", "quota.", 1)
+		}
+		path := "server." + field
 		place := path
 		for d.places[place] == nil && place != "server" {
 			if i := strings.LastIndexAny(place, ".["); i > 0 {

@@ -57,7 +57,7 @@ func TestParseDesignExample(t *testing.T) {
 		Server: stubserver.Config{
 			Latency: 2 * time.Millisecond,
 			Headers: stubserver.HeadersIETF,
-			Quota:   &stubserver.Quota{Algorithm: "token-bucket", Limit: 100, Per: time.Second, Burst: 20, Key: "global"},
+			Quota:   &stubserver.Quota{Limits: []stubserver.Limit{{Algorithm: "token-bucket", Limit: 100, Per: time.Second, Burst: 20, Key: "global"}}},
 			Phases: []stubserver.Phase{
 				{Name: "outage", For: 5 * time.Second, Respond: stubserver.Respond{Kind: "status", Status: 503},
 					RetryAfter: stubserver.RetryAfter{Form: "date", Value: "phase-end"}},
@@ -124,13 +124,13 @@ func TestParseValues(t *testing.T) {
 			return sc.Fleet.Start, Arrival{Kind: ArrivalPoisson, Rate: 0.5}
 		}},
 		{"server: {quota: {rate: 5/100ms}}", func(sc *Scenario) (any, any) {
-			return *sc.Server.Quota, stubserver.Quota{Algorithm: "token-bucket", Limit: 5, Per: 100 * time.Millisecond, Key: "global"}
+			return sc.Server.Quota.Limits[0], stubserver.Limit{Algorithm: "token-bucket", Limit: 5, Per: 100 * time.Millisecond, Key: "global"}
 		}},
 		{"server: {quota: {rate: 100/1m, key: client, algorithm: fixed-window}}", func(sc *Scenario) (any, any) {
-			return *sc.Server.Quota, stubserver.Quota{Algorithm: "fixed-window", Limit: 100, Per: time.Minute, Key: "client"}
+			return sc.Server.Quota.Limits[0], stubserver.Limit{Algorithm: "fixed-window", Limit: 100, Per: time.Minute, Key: "client"}
 		}},
 		{"server: {quota: {rate: 50}}", func(sc *Scenario) (any, any) {
-			return sc.Server.Quota.Limit / sc.Server.Quota.Per.Seconds(), 50.0
+			return sc.Server.Quota.Limits[0].Limit / sc.Server.Quota.Limits[0].Per.Seconds(), 50.0
 		}},
 		{"server: {phases: [{respond: {mix: {200: 90, 500: 5, reset: 2, hang: 0.5}}}]}", func(sc *Scenario) (any, any) {
 			return sc.Server.Phases[0].Respond, stubserver.Respond{Kind: "mix", Mix: []stubserver.Weighted{
@@ -228,7 +228,7 @@ func TestParseErrors(t *testing.T) {
 		{"server:\n  phases:\n    - retry_after: {form: date, value: phase-end}\n",
 			`t.yaml:3:40: server.phases[0].retry_after.value: phase-end on the last phase, which never ends`},
 		{"server:\n  quota: {rate: 0.5/s, algorithm: fixed-window}\n",
-			`t.yaml:2:17: server.quota.rate: a fixed-window quota needs a limit of at least 1 request per window, got 0.5`},
+			`t.yaml:2:17: server.quota.rate: a fixed-window limit needs at least 1 request per window, got 0.5`},
 		{"fleet:\n  clients: 0\n", `t.yaml:2:12: fleet.clients: 0 is out of range [1, 1000000]`},
 		{"fleet:\n  clients: many\n", `t.yaml:2:12: fleet.clients: want an integer, got "many"`},
 		{"fleet:\n  clients: 2.5\n", `t.yaml:2:12: fleet.clients: want an integer, got "2.5"`},

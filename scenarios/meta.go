@@ -95,10 +95,11 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 // metaQuota is the published quota as the timeline records it, with the
 // stub's defaults filled in: a second's period, and a burst of the limit
 // (at least 1) when none is written.
-func metaQuota(q *stubserver.Quota) *timeline.Quota {
-	if q == nil {
+func metaQuota(quota *stubserver.Quota) *timeline.Quota {
+	if quota == nil || len(quota.Limits) == 0 {
 		return nil
 	}
+	q := quota.Limits[0]
 	per := q.Per
 	if per <= 0 {
 		per = time.Second

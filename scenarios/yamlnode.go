@@ -64,6 +64,8 @@ type decoder struct {
 	// node's position, to place errors reported later by a path alone.
 	places map[string]*token.Position
 	merges int // merge keys expanded, to stop self-merging anchors
+	// singleQuota: server.quota was one limit's mapping ({rate: ...}).
+	singleQuota bool
 }
 
 func newDecoder(file string) *decoder {

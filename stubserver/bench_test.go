@@ -111,7 +111,7 @@ func BenchmarkHandler(b *testing.B) {
 	// For scale, not for the ratio: a quota phase (per-client token
 	// bucket, IETF headers, Retry-After from the limiter).
 	b.Run("stub-quota-ietf", func(b *testing.B) {
-		cfg := Config{Headers: HeadersIETF, Quota: &Quota{Limit: 1, Per: time.Hour, Key: KeyClient},
+		cfg := Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1, Per: time.Hour, Key: KeyClient}}},
 			Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}}}
 		s, stop := benchStub(b, cfg, b.TempDir())
 		defer stop()

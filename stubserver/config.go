@@ -26,14 +26,24 @@ const (
 	HeadersXRateLimit = "x-ratelimit" // X-RateLimit-Limit, -Remaining, -Reset (epoch seconds)
 )
 
-// Quota algorithms.
+// Quota algorithms: the five of the rate-limiter designs this package
+// follows. Each is a meter (it answers at once: allowed or rejected) except
+// leaky-bucket with Mode shape, which holds a request until its turn.
 const (
-	AlgTokenBucket   = "token-bucket"
-	AlgFixedWindow   = "fixed-window"
-	AlgSlidingWindow = "sliding-window"
+	AlgTokenBucket      = "token-bucket"       // refills Limit per Per up to Burst; O(1) per key
+	AlgFixedWindow      = "fixed-window"       // Limit per aligned window; O(1) per key
+	AlgSlidingWindow    = "sliding-window"     // sliding window counter: the previous window weighted; O(1) per key
+	AlgSlidingWindowLog = "sliding-window-log" // exact: one timestamp per request in the window; O(Limit) per key
+	AlgLeakyBucket      = "leaky-bucket"       // a queue of Burst draining at Limit per Per; O(1) per key
 )
 
-// Quota keys: what one quota counts.
+// Leaky-bucket modes.
+const (
+	ModeMeter = "meter" // reject a request that would overflow the queue (default)
+	ModeShape = "shape" // hold a request until the queue drains to it, up to MaxDelay; then reject
+)
+
+// Quota keys: what one limit counts.
 const (
 	KeyGlobal   = "global"
 	KeyClient   = "client"
@@ -41,15 +51,90 @@ const (
 	KeyEndpoint = "endpoint"
 )
 
-// Quota is a published rate limit.
+// Quota backends.
+const (
+	BackendMemory = "memory" // in the stub's process (default)
+	// A "redis://HOST:PORT/DB" URL names a Redis shared by every stub
+	// that uses it; the stubserver/stubredis package implements it.
+)
+
+// What a quota does when its backend fails (Redis down or slow).
+const (
+	OnErrorClosed = "closed" // answer 503 with Retry-After 1, spend nothing (default)
+	OnErrorOpen   = "open"   // allow the request unmetered
+)
+
+// MaxLimits is the most limits one quota (or one tier) may layer.
+const MaxLimits = 8
+
+// Quota is the published quota: layered limits that all apply, optional
+// tiers that give API keys their own limits, and costs that make some
+// requests spend more. A request is allowed only if every limit of its tier
+// allows it, and then it is charged to all of them at once; a rejected
+// request is charged to none.
 type Quota struct {
-	Algorithm string // AlgTokenBucket (default), AlgFixedWindow, AlgSlidingWindow
-	// Limit requests per Per: 100/s is {Limit: 100, Per: time.Second}.
+	// Limits apply to every request when Tiers is empty; with Tiers they
+	// are unused (each tier has its own).
+	Limits []Limit
+	// Tiers map API keys to their own limits (see Tier).
+	Tiers []Tier
+	// Costs give requests a cost in units other than 1; the first match
+	// wins.
+	Costs []Cost
+	// Backend is BackendMemory ("" too) or a redis:// URL. The Server
+	// itself only runs the memory backend; a caller wires another through
+	// Options.NewLimiter.
+	Backend string
+	// OnError is OnErrorClosed ("" too) or OnErrorOpen.
+	OnError string
+}
+
+// Limit is one published rate limit of a quota: Limit units per Per.
+type Limit struct {
+	// Name names the limit in headers, the timeline and reports. Default:
+	// "default" for a quota of one limit, else the window ("second",
+	// "minute", "hour", "day", or "limit-N").
+	Name      string
+	Algorithm string // AlgTokenBucket (default), AlgFixedWindow, ...
+	// Limit units per Per: 100/s is {Limit: 100, Per: time.Second}.
 	Limit float64
 	Per   time.Duration
-	// Burst is the token bucket's capacity (default: Limit, at least 1).
+	// Burst is the token bucket's capacity and the leaky bucket's queue
+	// (default: Limit, at least 1).
 	Burst int
 	Key   string // KeyGlobal (default), KeyClient, KeyAPIKey, KeyEndpoint
+	// Mode is the leaky bucket's: ModeMeter (default) or ModeShape.
+	Mode string
+	// MaxDelay bounds a shaper's hold (default: Per); a request that would
+	// wait longer is rejected.
+	MaxDelay time.Duration
+	// Status answers a request this limit rejects: 429 (default), or 403
+	// for a provider's secondary limit (GitHub's, with Retry-After).
+	Status int
+}
+
+// Tier is a plan: the API keys it covers and their limits. An API key
+// (Authorization: Bearer … or X-Api-Key) picks the tier listing it, an
+// entry ending in "*" matching keys with that prefix (the longest match
+// wins); a key no tier lists gets the Default tier. A request without an
+// API key gets the Anonymous tier, or 401 when no tier is; a key no tier
+// lists gets 401 when no tier is Default. Each tier counts apart: the same
+// key in two tiers cannot happen.
+type Tier struct {
+	Name      string
+	Keys      []string
+	Limits    []Limit
+	Default   bool
+	Anonymous bool
+}
+
+// Cost charges matching requests Cost units of every limit (default 1).
+// Method "" matches any method; Path is a path.Match pattern over the
+// request path below /c/{c}/r/{n} (the endpoint), "" matching any.
+type Cost struct {
+	Method string
+	Path   string
+	Cost   int
 }
 
 // Phase is one stretch of the schedule.
@@ -83,8 +168,13 @@ const (
 type Respond struct {
 	Kind   string // RespondOK (default), RespondQuota, RespondStatus, RespondMix, RespondFault
 	Status int    // for RespondStatus
-	Mix    []Weighted
-	Fault  string // for RespondFault
+	// RateLimit marks RespondStatus as a rate limit that is not a 429 (a
+	// 403 the way GitHub answers its secondary limits): the response
+	// carries the phase's Retry-After, as 429 and 5xx do, and with
+	// rate-limit headers it says the quota is exhausted (remaining 0).
+	RateLimit bool
+	Mix       []Weighted
+	Fault     string // for RespondFault
 }
 
 // Weighted is one entry of a mix: a status or a fault, and its weight

@@ -66,7 +66,7 @@ func TestEndToEndNoRecordLost(t *testing.T) {
 	rec := timeline.NewRecorder(enc, 8) // small: exercises backpressure
 	cfg := Config{
 		Headers: HeadersIETF,
-		Quota:   &Quota{Limit: 50, Per: time.Second, Burst: 10},
+		Quota:   &Quota{Limits: []Limit{{Limit: 50, Per: time.Second, Burst: 10}}},
 		Phases: []Phase{{
 			Respond:    Respond{Kind: RespondQuota},
 			RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter},

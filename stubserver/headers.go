@@ -78,56 +78,86 @@ func (s *Server) retryAfter(form string, d time.Duration, extra int64, now time.
 	return nil, 0, false
 }
 
-// rateHeaders sets the rate-limit headers of family for dec at now and
-// returns them as recorded in timeline.Attempt.RateLimit. The header values
-// are substrings of the record, so the two cost one string.
-func (s *Server) rateHeaders(h http.Header, dec *Decision, now time.Time) string {
+// rateHeaders sets the rate-limit headers of the family for dec (a
+// decision of ts's limiter) at now and returns them as recorded in
+// timeline.Attempt.RateLimit. RateLimit-Policy lists every limit; RateLimit
+// and X-RateLimit-* report the binding one (Decision.Binding). The header
+// values are substrings of the record, so the two cost one string.
+func (s *Server) rateHeaders(h http.Header, ts *tierState, dec *Decision, now time.Time) string {
+	bi := dec.Binding()
+	st := &dec.Limits[bi]
 	var b []byte
 	switch s.cfg.Headers {
 	case HeadersIETF:
 		b = make([]byte, 0, 96)
 		b = append(b, "RateLimit-Policy: "...)
-		b = append(b, s.policyValue[0]...)
+		b = append(b, ts.policy[0]...)
 		b = append(b, "; RateLimit: "...)
 		v := len(b)
-		b = append(b, `"default";r=`...)
-		b = strconv.AppendInt(b, int64(dec.Remaining), 10)
+		b = strconv.AppendQuote(b, ts.limits[bi].Name)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(st.Remaining), 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(dec.Reset), 10)
+		b = strconv.AppendInt(b, ceilSeconds(max(st.Reset, st.RetryIn)), 10)
 		rec := string(b)
-		h["Ratelimit-Policy"] = s.policyValue
+		h["Ratelimit-Policy"] = ts.policy
 		h["Ratelimit"] = []string{rec[v:]}
 		return rec
 	case HeadersXRateLimit:
-		reset := now.Add(dec.Reset)
-		epoch := reset.Unix()
-		if reset.Nanosecond() != 0 {
-			epoch++
-		}
-		b = make([]byte, 0, 96)
-		b = append(b, "X-RateLimit-Limit: "...)
-		b = append(b, s.limitValue[0]...)
-		b = append(b, "; X-RateLimit-Remaining: "...)
-		r0 := len(b)
-		b = strconv.AppendInt(b, int64(dec.Remaining), 10)
-		r1 := len(b)
-		b = append(b, "; X-RateLimit-Reset: "...)
-		e0 := len(b)
-		b = strconv.AppendInt(b, epoch, 10)
-		rec := string(b)
-		vals := []string{rec[r0:r1], rec[e0:]}
-		h["X-Ratelimit-Limit"] = s.limitValue
-		h["X-Ratelimit-Remaining"] = vals[0:1:1]
-		h["X-Ratelimit-Reset"] = vals[1:2:2]
-		return rec
+		return s.xRateLimit(h, ts.limitValue[bi], st.Remaining, now.Add(max(st.Reset, st.RetryIn)))
 	}
 	return ""
 }
 
-// policyHeader is the RateLimit-Policy value of a quota: one policy named
-// "default" of q units per w seconds (a window shorter than a second is
-// published as w=1, the field's resolution).
-func policyHeader(limit int, window time.Duration) string {
+// xRateLimit sets X-RateLimit-Limit (limit, nil: not sent), -Remaining and
+// -Reset (reset as epoch seconds, rounded up) and returns their record.
+func (s *Server) xRateLimit(h http.Header, limit []string, remaining int, reset time.Time) string {
+	epoch := reset.Unix()
+	if reset.Nanosecond() != 0 {
+		epoch++
+	}
+	b := make([]byte, 0, 96)
+	if limit != nil {
+		b = append(b, "X-RateLimit-Limit: "...)
+		b = append(b, limit[0]...)
+		b = append(b, "; "...)
+	}
+	b = append(b, "X-RateLimit-Remaining: "...)
+	r0 := len(b)
+	b = strconv.AppendInt(b, int64(remaining), 10)
+	r1 := len(b)
+	b = append(b, "; X-RateLimit-Reset: "...)
+	e0 := len(b)
+	b = strconv.AppendInt(b, epoch, 10)
+	rec := string(b)
+	vals := []string{rec[r0:r1], rec[e0:]}
+	if limit != nil {
+		h["X-Ratelimit-Limit"] = limit
+	}
+	h["X-Ratelimit-Remaining"] = vals[0:1:1]
+	h["X-Ratelimit-Reset"] = vals[1:2:2]
+	return rec
+}
+
+// exhaustedHeaders sets the family's headers for a rate limit answered
+// without a quota (respond: {status: 403, rate_limit: true}): nothing
+// remains until reset from now.
+func (s *Server) exhaustedHeaders(h http.Header, now time.Time, reset time.Duration) string {
+	switch s.cfg.Headers {
+	case HeadersIETF:
+		v := `"default";r=0;t=` + strconv.FormatInt(ceilSeconds(reset), 10)
+		h["Ratelimit"] = []string{v}
+		return "RateLimit: " + v
+	case HeadersXRateLimit:
+		return s.xRateLimit(h, nil, 0, now.Add(reset))
+	}
+	return ""
+}
+
+// policyItem is one RateLimit-Policy item: limit units per window seconds
+// (a window shorter than a second is published as w=1, the field's
+// resolution).
+func policyItem(name string, limit int, window time.Duration) string {
 	w := max(1, int64(math.Ceil(window.Seconds())))
-	return `"default";q=` + strconv.Itoa(limit) + ";w=" + strconv.FormatInt(w, 10)
+	return strconv.Quote(name) + ";q=" + strconv.Itoa(limit) + ";w=" + strconv.FormatInt(w, 10)
 }

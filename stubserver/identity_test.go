@@ -142,7 +142,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add("DELETE", "/\x00\xff", "bearer ", "\n", "", "")
 	f.Add("GET", "/c/"+strings.Repeat("1", 257)+"/r/2", "", "", "", "")
 	f.Add("PUT", "/p", "Bearer "+strings.Repeat("k", 300), "", "", "")
-	cfg := Config{Headers: HeadersIETF, Quota: &Quota{Limit: 1, Per: time.Hour, Key: KeyAPIKey},
+	cfg := Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1, Per: time.Hour, Key: KeyAPIKey}}},
 		Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDate, Value: ValueLimiter}}}}
 	f.Fuzz(func(t *testing.T, method, path, auth, apikey, idem, clientID string) {
 		var buf bytes.Buffer
@@ -199,7 +199,7 @@ func FuzzValidate(f *testing.F) {
 		forNs, fixedNs, spreadNs int64, alg, key string, limit float64, burst int, headers string) {
 		cfg := Config{
 			Headers: headers,
-			Quota:   &Quota{Algorithm: alg, Limit: limit, Per: time.Second, Burst: burst, Key: key},
+			Quota:   &Quota{Limits: []Limit{{Algorithm: alg, Limit: limit, Per: time.Second, Burst: burst, Key: key}}},
 			Phases: []Phase{
 				{For: time.Duration(forNs), Respond: Respond{Kind: kind, Status: status, Fault: fault,
 					Mix: []Weighted{{Status: status, Weight: weight}}},

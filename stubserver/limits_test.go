@@ -54,7 +54,7 @@ func TestIDLimits(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := Config{}
 				if tt.key != "" {
-					cfg = Config{Quota: &Quota{Limit: 100, Key: tt.key}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}
+					cfg = Config{Quota: &Quota{Limits: []Limit{{Limit: 100, Key: tt.key}}}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}
 				}
 				h := newHarness(t, cfg, 1)
 				for i := range 2 {
@@ -106,7 +106,7 @@ func TestCapID(t *testing.T) {
 func TestKeyTablesBoundedInBytes(t *testing.T) {
 	var c attemptCounter
 	c.cur = make(map[string]int32)
-	lim, _ := NewMemoryLimiter(Quota{Limit: 1, Per: time.Hour, Key: KeyClient})
+	lim, _ := NewMemoryLimiter(LimiterSpec{Limits: []Limit{{Limit: 1, Per: time.Hour, Key: KeyClient}}})
 	m := lim.(*memLimiter)
 	pad := strings.Repeat("k", MaxIDBytes-8)
 	now := epoch2000
@@ -114,7 +114,7 @@ func TestKeyTablesBoundedInBytes(t *testing.T) {
 	for i := range n {
 		k := fmt.Sprintf("%08d", i) + pad
 		c.next(k)
-		m.Take(context.Background(), k, now)
+		m.Take(context.Background(), oneKey(k), now)
 	}
 	held := func(ms ...map[string]int32) (b int) {
 		for _, mm := range ms {
@@ -128,11 +128,11 @@ func TestKeyTablesBoundedInBytes(t *testing.T) {
 		t.Errorf("attempt counter holds %d bytes of key (counted %d); want <= %d", b, c.curBytes, 2*maxKeyBytes)
 	}
 	var lb int
-	for k := range m.keys {
+	for k := range m.layers[0].keys {
 		lb += len(k)
 	}
-	if lb > maxKeyBytes || lb != m.bytes || lb == 0 {
-		t.Errorf("limiter holds %d bytes of key (counted %d); want 0 < held <= %d", lb, m.bytes, maxKeyBytes)
+	if lb > maxKeyBytes || lb != m.layers[0].bytes || lb == 0 {
+		t.Errorf("limiter holds %d bytes of key (counted %d); want 0 < held <= %d", lb, m.layers[0].bytes, maxKeyBytes)
 	}
 	// Recent keys are still known: the latest is on its second attempt.
 	last := fmt.Sprintf("%08d", n-1) + pad
@@ -201,7 +201,7 @@ func heapInUse() uint64 {
 // behind stays under 4 MiB (their ids alone are 293 MiB).
 func TestHostileIDsKeepHeapBounded(t *testing.T) {
 	rec := timeline.NewRecorder(timeline.NewEncoder(io.Discard), 64)
-	s, err := New(Config{Quota: &Quota{Limit: 10, Key: KeyClient}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}},
+	s, err := New(Config{Quota: &Quota{Limits: []Limit{{Limit: 10, Key: KeyClient}}}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}},
 		Options{Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func BenchmarkHostileIDs(b *testing.B) {
 		}
 		base = "http://" + addr
 	} else {
-		s, err := New(Config{Quota: &Quota{Limit: 10, Key: KeyClient}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}, Options{})
+		s, err := New(Config{Quota: &Quota{Limits: []Limit{{Limit: 10, Key: KeyClient}}}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -284,9 +284,9 @@ func BenchmarkKeyTablesFull(b *testing.B) {
 					c.next(mk(i))
 				}
 				mid := heapInUse()
-				lim, _ := NewMemoryLimiter(Quota{Limit: 1, Key: KeyClient})
+				lim, _ := NewMemoryLimiter(LimiterSpec{Limits: []Limit{{Limit: 1, Key: KeyClient}}})
 				for i := range per - 1 {
-					lim.Take(context.Background(), mk(i), epoch2000)
+					lim.Take(context.Background(), oneKey(mk(i)), epoch2000)
 				}
 				after := heapInUse()
 				counter, limiter = float64(mid-before)/(1<<20), float64(after-mid)/(1<<20)

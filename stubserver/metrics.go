@@ -24,6 +24,7 @@ type metrics struct {
 	byCode         [][numCodes]atomic.Uint64 // per phase
 	quotaRejected  atomic.Uint64
 	quotaExhausted atomic.Uint64
+	backendErrors  atomic.Uint64
 	handler        http.Handler // Options.Metrics' handler; nil: /metrics is 404
 }
 
@@ -37,8 +38,9 @@ func (m *metrics) count(phase, code int) {
 // code, and the quota's events. /metrics and /healthz are not counted.
 type Counts struct {
 	Phases         []PhaseCounts // in schedule order; phases may share a name
-	QuotaRejected  uint64        // requests the quota denied (answered 429)
-	QuotaExhausted uint64        // times an allowed request left the quota empty
+	QuotaRejected  uint64        // requests the quota denied (answered 429, or a limit's Status)
+	QuotaExhausted uint64        // times an allowed request left a limit empty
+	BackendErrors  uint64        // quota decisions the backend failed (Redis down or slow)
 }
 
 // PhaseCounts is one phase's requests by code: the status ("200", "429")
@@ -57,7 +59,7 @@ type CodeCount struct {
 // Counts returns the stub's counts so far; safe to call while it serves.
 func (s *Server) Counts() Counts {
 	m := s.metrics
-	c := Counts{QuotaRejected: m.quotaRejected.Load(), QuotaExhausted: m.quotaExhausted.Load()}
+	c := Counts{QuotaRejected: m.quotaRejected.Load(), QuotaExhausted: m.quotaExhausted.Load(), BackendErrors: m.backendErrors.Load()}
 	for pi := range m.byCode {
 		pc := PhaseCounts{Name: s.phases[pi].Name}
 		for code := range m.byCode[pi] {

@@ -55,8 +55,9 @@ type Options struct {
 	OpenRecorder func(start time.Time) *timeline.Recorder
 	// Seed seeds the mix draws and the Retry-After spread.
 	Seed int64
-	// NewLimiter builds the quota's Limiter (nil: NewMemoryLimiter).
-	NewLimiter func(Quota) (Limiter, error)
+	// NewLimiter builds the Limiter of each spec: the quota's limits, or
+	// one per tier (nil: NewMemoryLimiter, whatever the quota's Backend).
+	NewLimiter func(LimiterSpec) (Limiter, error)
 	// Logger gets limiter and connection errors (nil: silent).
 	Logger *slog.Logger
 }
@@ -83,10 +84,7 @@ type Server struct {
 	rec       *timeline.Recorder
 	log       *slog.Logger
 
-	lim         Limiter
-	quotaKey    string
-	policyValue []string // RateLimit-Policy
-	limitValue  []string // X-RateLimit-Limit
+	quota *quotaState // nil: no quota
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -163,19 +161,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.phases = append(s.phases, ph)
 	}
 	if q := cfg.Quota; q != nil {
-		newLim := opts.NewLimiter
-		if newLim == nil {
-			newLim = NewMemoryLimiter
-		}
-		lim, err := newLim(*q)
+		qs, err := newQuotaState(q, opts.NewLimiter)
 		if err != nil {
 			return nil, err
 		}
-		s.lim = lim
-		s.quotaKey = q.Key
-		n := max(1, int(q.Limit))
-		s.policyValue = []string{policyHeader(n, quotaPer(q))}
-		s.limitValue = []string{strconv.Itoa(n)}
+		s.quota = qs
 	}
 	if !opts.StartOnFirstRequest {
 		start := opts.Start
@@ -395,7 +385,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.started.Load() {
 		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
 	}
-	if bad := tooLong(r, s.quotaKey == KeyEndpoint); bad != "" {
+	if bad := tooLong(r, s.quota != nil && s.quota.endpoint); bad != "" {
 		s.reject(w, r, arrive, bad)
 		return
 	}
@@ -464,24 +454,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	var limDelay time.Duration // the limiter's retry-in
+	rateLimited := ph.Respond.Kind == RespondStatus && ph.Respond.RateLimit
 	if ph.Respond.Kind == RespondQuota {
-		dec, err := s.lim.Take(ctx, s.limitKey(r, client), now)
-		switch {
-		case err != nil:
-			s.log.Error("stubserver: limiter", "err", err)
-			status = http.StatusServiceUnavailable
-		default:
-			if !dec.Allowed {
-				status = http.StatusTooManyRequests
-				s.metrics.quotaRejected.Add(1)
-			} else if dec.Remaining == 0 {
-				s.metrics.quotaExhausted.Add(1)
-			}
-			limDelay = dec.RetryIn
-			a.RateLimit = s.rateHeaders(h, &dec, now)
+		var held bool
+		status, limDelay, held = s.takeQuota(ctx, r, h, &a, client, now)
+		if held {
+			// A shaper held the request: its answer leaves now.
+			now = time.Now()
+			nowRun = int64(now.Sub(s.start))
 		}
+		// A limit that answers 403 carries Retry-After as 429 does.
+		rateLimited = a.Limit != ""
 	}
-	if throttling(status) {
+	if throttling(status) || rateLimited {
 		var d time.Duration
 		switch ph.RetryAfter.Value {
 		case "", ValueFixed:
@@ -504,6 +489,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h["Retry-After"] = v
 			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
 		}
+		if ph.Respond.RateLimit {
+			a.RateLimit = s.exhaustedHeaders(h, now, d+time.Duration(extra)*time.Second)
+		}
 	}
 	a.Status = status
 	if r.Context().Err() != nil {
@@ -511,7 +499,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// up during the latency): nothing is sent, so nothing it would
 		// have said — Retry-After, not_before, rate-limit headers — is
 		// recorded, only the status it would have had.
-		a.RetryAfter, a.NotBefore, a.HasNotBefore, a.RateLimit = "", 0, false, ""
+		a.RetryAfter, a.NotBefore, a.HasNotBefore, a.RateLimit, a.Limit = "", 0, false, "", ""
 		clear(h)
 		s.fault(w, &a, pi, timeline.FaultAbandoned, true)
 		return
@@ -675,19 +663,6 @@ func (s *Server) spreadSeconds(ph *phase) int64 {
 	k := s.rand.Int64N(n + 1)
 	s.randMu.Unlock()
 	return k
-}
-
-// limitKey is the quota key of r.
-func (s *Server) limitKey(r *http.Request, client string) string {
-	switch s.quotaKey {
-	case KeyClient:
-		return client
-	case KeyAPIKey:
-		return apiKey(r)
-	case KeyEndpoint:
-		return endpoint(r)
-	}
-	return ""
 }
 
 // attemptCounter numbers arrivals per key. It keeps two generations of

@@ -351,7 +351,7 @@ func TestRetryAfterPhaseEnd(t *testing.T) {
 func TestRetryAfterLimiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := Config{
-			Quota: &Quota{Limit: 2, Per: time.Second, Burst: 1},
+			Quota: &Quota{Limits: []Limit{{Limit: 2, Per: time.Second, Burst: 1}}},
 			Phases: []Phase{{Respond: Respond{Kind: RespondQuota},
 				RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}},
 		}
@@ -430,7 +430,7 @@ func TestRateLimitHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.family, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := Config{Headers: tt.family, Quota: &Quota{Algorithm: AlgFixedWindow, Limit: 2, Per: time.Second},
+				cfg := Config{Headers: tt.family, Quota: &Quota{Limits: []Limit{{Algorithm: AlgFixedWindow, Limit: 2, Per: time.Second}}},
 					Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}
 				h := newHarness(t, cfg, 1)
 				time.Sleep(300 * time.Millisecond) // synctest: virtual time
@@ -463,19 +463,19 @@ func TestQuotaAlgorithms(t *testing.T) {
 		allowed bool
 	}
 	tests := []struct {
-		q     Quota
+		q     Limit
 		steps []step
 	}{
-		{Quota{Algorithm: AlgTokenBucket, Limit: 2, Per: time.Second, Burst: 2}, []step{
+		{Limit{Algorithm: AlgTokenBucket, Limit: 2, Per: time.Second, Burst: 2}, []step{
 			{0, true}, {0, true}, {0, false}, {499 * time.Millisecond, false}, {500 * time.Millisecond, true}, {600 * time.Millisecond, false},
 		}},
-		{Quota{Algorithm: AlgFixedWindow, Limit: 3, Per: time.Second}, []step{
+		{Limit{Algorithm: AlgFixedWindow, Limit: 3, Per: time.Second}, []step{
 			{0, true}, {0, true}, {900 * time.Millisecond, true}, {999 * time.Millisecond, false},
 			{time.Second, true}, {time.Second, true}, {time.Second, true}, {1100 * time.Millisecond, false},
 		}},
 		// Sliding window counter, 4/s: window 0 fills; at 1.5s the estimate
 		// is 4*0.5 = 2, so two more fit; at 1.75s it is 4*0.25+2 = 3: one.
-		{Quota{Algorithm: AlgSlidingWindow, Limit: 4, Per: time.Second}, []step{
+		{Limit{Algorithm: AlgSlidingWindow, Limit: 4, Per: time.Second}, []step{
 			{0, true}, {0, true}, {0, true}, {0, true}, {0, false},
 			{1500 * time.Millisecond, true}, {1500 * time.Millisecond, true}, {1500 * time.Millisecond, false},
 			{1750 * time.Millisecond, true}, {1750 * time.Millisecond, false},
@@ -484,14 +484,14 @@ func TestQuotaAlgorithms(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.q.Algorithm, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lim, err := NewMemoryLimiter(tt.q)
+				lim, err := NewMemoryLimiter(LimiterSpec{Limits: []Limit{tt.q}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				start := time.Now()
 				for i, st := range tt.steps {
 					time.Sleep(st.at - time.Since(start)) // synctest: virtual time
-					d, err := lim.Take(context.Background(), "", time.Now())
+					d, err := lim.Take(context.Background(), oneKey(""), time.Now())
 					if err != nil || d.Allowed != st.allowed {
 						t.Errorf("step %d at %v: Take() = %+v, %v; want allowed %v", i, st.at, d, err, st.allowed)
 					}
@@ -510,15 +510,15 @@ func TestQuotaRetryInIsExact(t *testing.T) {
 	for _, alg := range []string{AlgTokenBucket, AlgFixedWindow, AlgSlidingWindow} {
 		t.Run(alg, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lim, _ := NewMemoryLimiter(Quota{Algorithm: alg, Limit: 3, Per: time.Second})
+				lim, _ := NewMemoryLimiter(LimiterSpec{Limits: []Limit{{Algorithm: alg, Limit: 3, Per: time.Second}}})
 				time.Sleep(300 * time.Millisecond) // synctest: virtual time
 				for i := 0; i < 20; i++ {
-					d, _ := lim.Take(context.Background(), "k", time.Now())
+					d, _ := lim.Take(context.Background(), oneKey("k"), time.Now())
 					if d.Allowed {
 						continue
 					}
 					time.Sleep(d.RetryIn) // synctest: virtual time
-					d2, _ := lim.Take(context.Background(), "k", time.Now())
+					d2, _ := lim.Take(context.Background(), oneKey("k"), time.Now())
 					if !d2.Allowed {
 						t.Fatalf("after RetryIn %v: denied again (%+v)", d.RetryIn, d2)
 					}
@@ -545,7 +545,7 @@ func TestQuotaKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := Config{Quota: &Quota{Limit: 1, Per: time.Hour, Key: tt.key},
+				cfg := Config{Quota: &Quota{Limits: []Limit{{Limit: 1, Per: time.Hour, Key: tt.key}}},
 					Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}
 				h := newHarness(t, cfg, 1)
 				for i, rq := range tt.reqs {
@@ -561,7 +561,7 @@ func TestQuotaKeys(t *testing.T) {
 
 func TestQuotaMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := Config{Quota: &Quota{Limit: 2, Per: time.Hour, Algorithm: AlgFixedWindow},
+		cfg := Config{Quota: &Quota{Limits: []Limit{{Limit: 2, Per: time.Hour, Algorithm: AlgFixedWindow}}},
 			Phases: []Phase{{Name: "q", Respond: Respond{Kind: RespondQuota}}}}
 		h := newHarness(t, cfg, 1)
 		for range 5 {
@@ -583,26 +583,44 @@ func TestQuotaMetrics(t *testing.T) {
 // failingLimiter is a remote backend that is down.
 type failingLimiter struct{}
 
-func (failingLimiter) Take(context.Context, string, time.Time) (Decision, error) {
+func (failingLimiter) Take(context.Context, Charge, time.Time) (Decision, error) {
 	return Decision{}, errors.New("backend down")
 }
 
-func TestLimiterErrorAnswers503(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := timeline.NewRecorder(timeline.NewEncoder(&bytes.Buffer{}), 4)
-		s, err := New(Config{Quota: &Quota{Limit: 1}, Phases: []Phase{{Respond: Respond{Kind: RespondQuota},
-			RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}}},
-			Options{Recorder: rec, NewLimiter: func(Quota) (Limiter, error) { return failingLimiter{}, nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := httptest.NewRecorder()
-		s.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
-		if w.Code != 503 || w.Header().Get("Retry-After") != "0" {
-			t.Errorf("status = %d, Retry-After %q; want 503 with 0", w.Code, w.Header().Get("Retry-After"))
-		}
-		rec.Close()
-	})
+// TestLimiterError: a backend that fails answers 503 with Retry-After 1
+// (Retry-After: limiter has no wait to give; 0 would invite a retry
+// storm into a down backend) when the quota fails closed, and lets the
+// request through unmetered when it fails open; either way it is counted.
+func TestLimiterError(t *testing.T) {
+	for _, tt := range []struct {
+		onError    string
+		code       int
+		retryAfter string
+	}{{"", 503, "1"}, {OnErrorClosed, 503, "1"}, {OnErrorOpen, 200, ""}} {
+		t.Run("on_error="+tt.onError, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := timeline.NewRecorder(timeline.NewEncoder(&bytes.Buffer{}), 4)
+				s, err := New(Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1}}, OnError: tt.onError},
+					Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}}},
+					Options{Recorder: rec, NewLimiter: func(LimiterSpec) (Limiter, error) { return failingLimiter{}, nil }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 {
+					w := httptest.NewRecorder()
+					s.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+					if w.Code != tt.code || w.Header().Get("Retry-After") != tt.retryAfter || w.Header().Get("RateLimit") != "" {
+						t.Errorf("status = %d, Retry-After %q, RateLimit %q; want %d with %q and no RateLimit",
+							w.Code, w.Header().Get("Retry-After"), w.Header().Get("RateLimit"), tt.code, tt.retryAfter)
+					}
+				}
+				if n := s.Counts().BackendErrors; n != 2 {
+					t.Errorf("BackendErrors = %d; want 2", n)
+				}
+				rec.Close()
+			})
+		})
+	}
 }
 
 func TestAttemptNumbersPerKey(t *testing.T) {
@@ -704,14 +722,14 @@ func TestRetryAfterPhaseEndPassed(t *testing.T) {
 
 func TestNewLimiterError(t *testing.T) {
 	boom := errors.New("redis unreachable")
-	_, err := New(Config{Quota: &Quota{Limit: 1}}, Options{NewLimiter: func(Quota) (Limiter, error) { return nil, boom }})
+	_, err := New(Config{Quota: &Quota{Limits: []Limit{{Limit: 1}}}}, Options{NewLimiter: func(LimiterSpec) (Limiter, error) { return nil, boom }})
 	if !errors.Is(err, boom) {
 		t.Errorf("New with a failing NewLimiter = %v; want it to wrap %v", err, boom)
 	}
 }
 
 func TestPhasesDescribe(t *testing.T) {
-	s, err := New(Config{Quota: &Quota{Limit: 5}, Phases: []Phase{
+	s, err := New(Config{Quota: &Quota{Limits: []Limit{{Limit: 5}}}, Phases: []Phase{
 		{Name: "a", For: time.Second, Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Status: 200, Weight: 90}, {Fault: FaultReset, Weight: 2.5}}},
 			RetryAfter: RetryAfter{Form: FormDate, Value: ValuePhaseEnd}},
 		{For: time.Second, Respond: Respond{Kind: RespondFault, Fault: FaultHang}, RetryAfter: RetryAfter{Form: FormDelta, Fixed: 2 * time.Second, Spread: time.Second}},
@@ -753,22 +771,22 @@ func TestMetricsSumPhasesOfOneName(t *testing.T) {
 
 func TestMemoryLimiterForgetsIdleKeys(t *testing.T) {
 	for _, alg := range []string{AlgTokenBucket, AlgFixedWindow} {
-		lim, _ := NewMemoryLimiter(Quota{Algorithm: alg, Limit: 1, Per: time.Second})
+		lim, _ := NewMemoryLimiter(LimiterSpec{Limits: []Limit{{Algorithm: alg, Limit: 1, Per: time.Second}}})
 		m := lim.(*memLimiter)
 		t0 := epoch2000
 		for i := range maxKeys {
-			m.Take(context.Background(), strconv.Itoa(i), t0)
+			m.Take(context.Background(), oneKey(strconv.Itoa(i)), t0)
 		}
-		if d, _ := m.Take(context.Background(), "0", t0); d.Allowed {
+		if d, _ := m.Take(context.Background(), oneKey("0"), t0); d.Allowed {
 			t.Fatalf("%s: key 0 allowed twice in one window", alg)
 		}
 		// Later every quota is whole again: a new key sweeps them all.
 		later := t0.Add(time.Hour)
-		m.Take(context.Background(), "new", later)
-		if n := len(m.keys); n != 1 {
+		m.Take(context.Background(), oneKey("new"), later)
+		if n := len(m.layers[0].keys); n != 1 {
 			t.Errorf("%s: keys after the sweep = %d; want 1", alg, n)
 		}
-		if d, _ := m.Take(context.Background(), "0", later); !d.Allowed {
+		if d, _ := m.Take(context.Background(), oneKey("0"), later); !d.Allowed {
 			t.Errorf("%s: forgotten key denied; want a full quota", alg)
 		}
 	}
@@ -831,3 +849,6 @@ func TestRetryAfterSpreadSurvivesRounding(t *testing.T) {
 		}
 	}
 }
+
+// oneKey is the Charge of one unit under key, for a Limiter of one limit.
+func oneKey(key string) Charge { return Charge{Keys: [MaxLimits]string{key}, Cost: 1} }

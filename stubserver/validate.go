@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,7 +26,9 @@ var ErrInvalidConfig = errors.New("stubserver: invalid config")
 
 var (
 	headerNames    = []string{HeadersNone, HeadersIETF, HeadersXRateLimit}
-	algorithmNames = []string{AlgTokenBucket, AlgFixedWindow, AlgSlidingWindow}
+	algorithmNames = []string{AlgTokenBucket, AlgFixedWindow, AlgSlidingWindow, AlgSlidingWindowLog, AlgLeakyBucket}
+	modeNames      = []string{ModeMeter, ModeShape}
+	onErrorNames   = []string{OnErrorClosed, OnErrorOpen}
 	keyNames       = []string{KeyGlobal, KeyClient, KeyAPIKey, KeyEndpoint}
 	respondNames   = []string{RespondOK, RespondQuota, RespondStatus, RespondMix, RespondFault}
 	faultNames     = []string{FaultReset, FaultHang}
@@ -48,24 +52,7 @@ func (c Config) Validate() error {
 		bad("headers", "unknown header family %q (want %s)", c.Headers, strings.Join(headerNames, ", "))
 	}
 	if q := c.Quota; q != nil {
-		if !oneOf(q.Algorithm, algorithmNames) {
-			bad("quota.algorithm", "unknown algorithm %q (want %s)", q.Algorithm, strings.Join(algorithmNames, ", "))
-		}
-		switch {
-		case math.IsNaN(q.Limit) || math.IsInf(q.Limit, 0) || q.Limit <= 0:
-			bad("quota.rate", "limit must be a positive number, got %v", q.Limit)
-		case q.Algorithm != "" && q.Algorithm != AlgTokenBucket && q.Limit < 1:
-			bad("quota.rate", "a %s quota needs a limit of at least 1 request per window, got %v", q.Algorithm, q.Limit)
-		}
-		if q.Per < 0 {
-			bad("quota.rate", "negative window %v", q.Per)
-		}
-		if q.Burst < 0 {
-			bad("quota.burst", "negative burst %d", q.Burst)
-		}
-		if !oneOf(q.Key, keyNames) {
-			bad("quota.key", "unknown key %q (want %s)", q.Key, strings.Join(keyNames, ", "))
-		}
+		errs = append(errs, q.validate()...)
 	}
 	for i, p := range c.Phases {
 		at := fmt.Sprintf("phases[%d].", i)
@@ -89,6 +76,9 @@ func (c Config) Validate() error {
 		case RespondStatus:
 			if msg := checkStatus(r.Status); msg != "" {
 				bad(at+"respond.status", "%s", msg)
+			}
+			if r.RateLimit && r.Status < 400 {
+				bad(at+"respond.rate_limit", "status %d is not an error; a rate limit answers 4xx or 5xx", r.Status)
 			}
 		case RespondMix:
 			if len(r.Mix) == 0 {
@@ -170,10 +160,190 @@ func oneOf(s string, names []string) bool {
 	return false
 }
 
-// quotaPer is the quota's window, defaulting to one second.
-func quotaPer(q *Quota) time.Duration {
-	if q.Per <= 0 {
+// validate reports q's impossible values, each a *FieldError under
+// "quota.".
+func (q *Quota) validate() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: "quota." + field, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case len(q.Tiers) == 0 && len(q.Limits) == 0:
+		bad("limits", "a quota needs at least one limit (e.g. rate: 100/s)")
+	case len(q.Tiers) > 0 && len(q.Limits) > 0:
+		bad("limits", "limits and tiers both set; with tiers, each tier has its own limits")
+	}
+	errs = append(errs, validateLimits("quota.limits", q.Limits)...)
+	names := map[string]bool{}
+	keys := map[string]string{}
+	var defaults, anonymous int
+	for i, t := range q.Tiers {
+		at := fmt.Sprintf("tiers[%d].", i)
+		switch {
+		case t.Name == "":
+			bad(at+"name", "a tier needs a name")
+		case names[t.Name]:
+			bad(at+"name", "tier %q named twice", t.Name)
+		case strings.ContainsAny(t.Name, "/\"\x00"):
+			bad(at+"name", "tier name %q holds a '/', '\"' or NUL", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.Limits) == 0 {
+			bad(at+"limits", "tier %q has no limits", t.Name)
+		}
+		errs = append(errs, validateLimits("quota."+at+"limits", t.Limits)...)
+		for j, k := range t.Keys {
+			switch prev, dup := keys[k]; {
+			case k == "" || k == "*":
+				bad(fmt.Sprintf("%skeys[%d]", at, j), "empty key or bare \"*\"; use default: true for every other key")
+			case strings.Contains(strings.TrimSuffix(k, "*"), "*"):
+				bad(fmt.Sprintf("%skeys[%d]", at, j), "key %q: \"*\" may only end a prefix", k)
+			case dup:
+				bad(fmt.Sprintf("%skeys[%d]", at, j), "key %q already in tier %q", k, prev)
+			}
+			keys[k] = t.Name
+		}
+		if t.Default {
+			defaults++
+		}
+		if t.Anonymous {
+			anonymous++
+		}
+	}
+	if defaults > 1 {
+		bad("tiers", "%d tiers are default; at most one may be", defaults)
+	}
+	if anonymous > 1 {
+		bad("tiers", "%d tiers are anonymous; at most one may be", anonymous)
+	}
+	for i, c := range q.Costs {
+		at := fmt.Sprintf("costs[%d]", i)
+		if c.Cost < 1 {
+			bad(at, "cost %d; want a whole number of units, at least 1", c.Cost)
+		}
+		if _, err := path.Match(c.Path, ""); err != nil {
+			bad(at, "bad path pattern %q: %v", c.Path, err)
+		}
+	}
+	if q.Backend != "" && q.Backend != BackendMemory && !strings.HasPrefix(q.Backend, "redis://") && !strings.HasPrefix(q.Backend, "rediss://") {
+		bad("backend", "unknown backend %q (want memory or a redis://HOST:PORT/DB URL)", q.Backend)
+	}
+	if !oneOf(q.OnError, onErrorNames) {
+		bad("on_error", "unknown %q (want %s)", q.OnError, strings.Join(onErrorNames, ", "))
+	}
+	return errs
+}
+
+// validateLimits reports the impossible values of one layered list, under
+// field prefix at (e.g. "quota.limits").
+func validateLimits(at string, ls []Limit) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if len(ls) > MaxLimits {
+		bad(at, "%d limits; at most %d may be layered", len(ls), MaxLimits)
+	}
+	names := map[string]int{}
+	for i, l := range ls {
+		f := fmt.Sprintf("%s[%d].", at, i)
+		if !oneOf(l.Algorithm, algorithmNames) {
+			bad(f+"algorithm", "unknown algorithm %q (want %s)", l.Algorithm, strings.Join(algorithmNames, ", "))
+		}
+		switch {
+		case math.IsNaN(l.Limit) || math.IsInf(l.Limit, 0) || l.Limit <= 0:
+			bad(f+"rate", "limit must be a positive number, got %v", l.Limit)
+		case l.Algorithm != "" && l.Algorithm != AlgTokenBucket && l.Algorithm != AlgLeakyBucket && l.Limit < 1:
+			bad(f+"rate", "a %s limit needs at least 1 request per window, got %v", l.Algorithm, l.Limit)
+		case l.Algorithm == AlgSlidingWindowLog && l.Limit > 1<<16:
+			bad(f+"rate", "a sliding-window-log keeps one timestamp per request: at most %d per window, got %v", 1<<16, l.Limit)
+		}
+		if l.Per < 0 {
+			bad(f+"rate", "negative window %v", l.Per)
+		}
+		if l.Burst < 0 {
+			bad(f+"burst", "negative burst %d", l.Burst)
+		}
+		if !oneOf(l.Key, keyNames) {
+			bad(f+"key", "unknown key %q (want %s)", l.Key, strings.Join(keyNames, ", "))
+		}
+		if !oneOf(l.Mode, modeNames) {
+			bad(f+"mode", "unknown mode %q (want %s)", l.Mode, strings.Join(modeNames, ", "))
+		} else if l.Mode != "" && l.Algorithm != AlgLeakyBucket {
+			bad(f+"mode", "mode is the leaky bucket's; this limit is %s", l.algorithm())
+		}
+		if l.MaxDelay < 0 {
+			bad(f+"max_delay", "negative duration %v", l.MaxDelay)
+		} else if l.MaxDelay > 0 && l.Mode != ModeShape {
+			bad(f+"max_delay", "max_delay bounds a shaper's hold; set mode: shape")
+		}
+		if l.Status != 0 && l.Status != 429 && l.Status != 403 && l.Status != 503 {
+			bad(f+"status", "a limit answers 429, 403 or 503, not %d", l.Status)
+		}
+		n := l.name(len(ls), i)
+		if j, dup := names[n]; dup {
+			bad(f+"name", "limits[%d] and limits[%d] are both named %q; name them", j, i, n)
+		}
+		if strings.ContainsAny(n, "/\"\\\x00") {
+			bad(f+"name", "limit name %q holds a '/', '\"', '\\' or NUL", n)
+		}
+		names[n] = i
+	}
+	return errs
+}
+
+// per is the limit's window, defaulting to one second.
+func (l *Limit) per() time.Duration {
+	if l.Per <= 0 {
 		return time.Second
 	}
-	return q.Per
+	return l.Per
+}
+
+func (l *Limit) algorithm() string {
+	if l.Algorithm == "" {
+		return AlgTokenBucket
+	}
+	return l.Algorithm
+}
+
+// burst is the token bucket's capacity or the leaky bucket's queue.
+func (l *Limit) burst() int {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return max(1, int(l.Limit))
+}
+
+// name is the limit's name, the i-th of n: its own, or "default" when it
+// is alone, else its window's.
+func (l *Limit) name(n, i int) string {
+	switch {
+	case l.Name != "":
+		return l.Name
+	case n == 1:
+		return "default"
+	}
+	switch l.per() {
+	case time.Second:
+		return "second"
+	case time.Minute:
+		return "minute"
+	case time.Hour:
+		return "hour"
+	case 24 * time.Hour:
+		return "day"
+	}
+	return "limit-" + strconv.Itoa(i+1)
+}
+
+// Named returns ls with every Name set to the one headers and the timeline
+// use.
+func Named(ls []Limit) []Limit {
+	out := make([]Limit, len(ls))
+	for i, l := range ls {
+		l.Name = l.name(len(ls), i)
+		out[i] = l
+	}
+	return out
 }

@@ -18,7 +18,7 @@ func TestValidate(t *testing.T) {
 		{"zero", Config{}, nil},
 		{"full", Config{
 			Latency: time.Millisecond, Headers: HeadersIETF,
-			Quota: &Quota{Algorithm: AlgSlidingWindow, Limit: 100, Per: time.Second, Key: KeyAPIKey},
+			Quota: &Quota{Limits: []Limit{{Algorithm: AlgSlidingWindow, Limit: 100, Per: time.Second, Key: KeyAPIKey}}},
 			Phases: []Phase{
 				{For: time.Second, Respond: Respond{Kind: RespondStatus, Status: 503}, RetryAfter: RetryAfter{Form: FormDate, Value: ValuePhaseEnd}},
 				{For: time.Second, Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Status: 200, Weight: 1}, {Fault: FaultReset, Weight: 0.5}}}},
@@ -27,12 +27,12 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"negative latency", Config{Latency: -1}, []string{"stubserver: latency: negative duration"}},
 		{"unknown headers", Config{Headers: "ietf2"}, []string{`headers: unknown header family "ietf2" (want none, ietf, x-ratelimit)`}},
-		{"quota", Config{Quota: &Quota{Algorithm: "leaky", Limit: 0, Per: -time.Second, Burst: -1, Key: "ip"}}, []string{
-			`quota.algorithm: unknown algorithm "leaky"`, "quota.rate: limit must be a positive number, got 0",
-			"quota.rate: negative window", "quota.burst: negative burst -1", `quota.key: unknown key "ip"`}},
-		{"quota NaN", Config{Quota: &Quota{Limit: math.NaN()}}, []string{"quota.rate: limit must be a positive number"}},
-		{"window below 1", Config{Quota: &Quota{Algorithm: AlgFixedWindow, Limit: 0.5}}, []string{"quota.rate: a fixed-window quota needs a limit of at least 1"}},
-		{"bucket below 1 is fine", Config{Quota: &Quota{Limit: 0.5}}, nil},
+		{"quota", Config{Quota: &Quota{Limits: []Limit{{Algorithm: "leaky", Limit: 0, Per: -time.Second, Burst: -1, Key: "ip"}}}}, []string{
+			`quota.limits[0].algorithm: unknown algorithm "leaky"`, "quota.limits[0].rate: limit must be a positive number, got 0",
+			"quota.limits[0].rate: negative window", "quota.limits[0].burst: negative burst -1", `quota.limits[0].key: unknown key "ip"`}},
+		{"quota NaN", Config{Quota: &Quota{Limits: []Limit{{Limit: math.NaN()}}}}, []string{"quota.limits[0].rate: limit must be a positive number"}},
+		{"window below 1", Config{Quota: &Quota{Limits: []Limit{{Algorithm: AlgFixedWindow, Limit: 0.5}}}}, []string{"quota.limits[0].rate: a fixed-window limit needs at least 1"}},
+		{"bucket below 1 is fine", Config{Quota: &Quota{Limits: []Limit{{Limit: 0.5}}}}, nil},
 		{"for", Config{Phases: []Phase{{For: -1}, {Name: "b"}, {}}}, []string{
 			"phases[0].for: negative duration", "phases[1].for: missing or zero"}},
 		{"last may be 0", Config{Phases: []Phase{okPhase, {}}}, nil},
@@ -63,7 +63,7 @@ func TestValidate(t *testing.T) {
 			`phases[1].retry_after.form: unknown form "dat" (want none, delta, date, negative, garbage, past-date, fractional, huge)`}},
 		{"value", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Value: "later"}}}}, []string{`phases[0].retry_after.value: unknown value "later"`}},
 		{"negative fixed", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Fixed: -time.Second}}}}, []string{"phases[0].retry_after.value: negative duration"}},
-		{"limiter outside quota", Config{Quota: &Quota{Limit: 1}, Phases: []Phase{{RetryAfter: RetryAfter{Value: ValueLimiter}}}}, []string{"phases[0].retry_after.value: limiter needs respond: quota"}},
+		{"limiter outside quota", Config{Quota: &Quota{Limits: []Limit{{Limit: 1}}}, Phases: []Phase{{RetryAfter: RetryAfter{Value: ValueLimiter}}}}, []string{"phases[0].retry_after.value: limiter needs respond: quota"}},
 		{"phase-end on last", Config{Phases: []Phase{okPhase, {RetryAfter: RetryAfter{Value: ValuePhaseEnd}}}}, []string{"phases[1].retry_after.value: phase-end on the last phase"}},
 		{"spread", Config{Phases: []Phase{{RetryAfter: RetryAfter{Spread: -time.Second}}}}, []string{"phases[0].retry_after.spread: negative duration"}},
 	}

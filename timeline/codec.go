@@ -131,6 +131,10 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 		b = append(b, `,"ratelimit":`...)
 		b = appendString(b, a.RateLimit)
 	}
+	if a.Limit != "" {
+		b = append(b, `,"limit":`...)
+		b = appendString(b, a.Limit)
+	}
 	return append(b, '}')
 }
 

@@ -36,7 +36,7 @@ type parser struct {
 	arena []byte
 
 	// the interned value each field had last (strCached)
-	last struct{ typ, method, phase, result, retryafter, fault string }
+	last struct{ typ, method, phase, result, retryafter, fault, limit string }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -104,6 +104,8 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.Idempotent, err = p.bool()
 		case "ratelimit":
 			a.RateLimit, err = p.str(false)
+		case "limit":
+			a.Limit, err = p.strCached(&p.last.limit)
 		case "scheduled":
 			o.Scheduled, err = p.int64()
 		case "start":

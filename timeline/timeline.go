@@ -81,9 +81,13 @@ type Meta struct {
 	// timeline with fewer outcomes than this is incomplete.
 	Scheduled int64 `json:"scheduled,omitempty"`
 
-	Phases []Phase  `json:"phases,omitempty"`
-	Fleet  *Fleet   `json:"fleet,omitempty"`
+	Phases []Phase `json:"phases,omitempty"`
+	Fleet  *Fleet  `json:"fleet,omitempty"`
+	// Quota is the limit pacing is judged against: of the quota's limits
+	// (the default tier's, under tiers) the one with the lowest sustained
+	// rate. Limits lists every limit of every tier.
 	Quota  *Quota   `json:"quota,omitempty"`
+	Limits []Quota  `json:"limits,omitempty"`
 	Expect *Expect  `json:"expect,omitempty"`
 	Notes  []string `json:"notes,omitempty"`
 }
@@ -125,6 +129,14 @@ type Quota struct {
 	Rate      float64 `json:"rate"` // requests per second
 	Burst     int     `json:"burst,omitempty"`
 	Key       string  `json:"key,omitempty"`
+	// Name is the limit's (Meta.Limits); Limit units per Window is how
+	// it is published; Tier is the tier it belongs to, "" without tiers;
+	// Mode is a leaky bucket's (meter or shape).
+	Name   string `json:"name,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Window int64  `json:"window,omitempty"` // ns
+	Tier   string `json:"tier,omitempty"`
+	Mode   string `json:"mode,omitempty"`
 }
 
 // Expect is the scenario's expectations: which checks to run and their
@@ -161,6 +173,9 @@ type Attempt struct {
 
 	Idempotent bool   `json:"idem,omitempty"`      // an Idempotency-Key header was present
 	RateLimit  string `json:"ratelimit,omitempty"` // rate-limit headers sent, "Name: value" joined by "; "
+	// Limit names the quota's limit that rejected the request ("tier/name"
+	// under tiers), "" when no limit did.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Latency is how long the server held the request.

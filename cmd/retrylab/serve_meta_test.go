@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -32,7 +33,8 @@ func TestServeMetaMatchesRun(t *testing.T) {
 				sc, err = scenarios.Builtin("quota-steady")
 				if err == nil {
 					q := *sc.Server.Quota
-					q.Burst = 0
+					q.Limits = []stubserver.Limit{q.Limits[0]}
+					q.Limits[0].Burst = 0
 					sc.Name, sc.Server.Quota = name, &q
 				}
 			} else {
@@ -74,7 +76,8 @@ func TestServeMetaMatchesRun(t *testing.T) {
 					t.Errorf("%s: serve recorded %s; run recorded %s", f.field, show(f.got), show(f.want))
 				}
 			}
-			if q := sc.Server.Quota; q != nil {
+			if sc.Server.Quota != nil {
+				q := sc.Server.Quota.Limits[0]
 				want := q.Burst
 				if want == 0 {
 					want = int(q.Limit) // the stub's default

@@ -22,7 +22,7 @@ func get(s *stubserver.Server, path string) *httptest.ResponseRecorder {
 func TestExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := stubserver.Config{
-			Quota: &stubserver.Quota{Limit: 2, Per: time.Hour, Algorithm: stubserver.AlgFixedWindow},
+			Quota: &stubserver.Quota{Limits: []stubserver.Limit{{Limit: 2, Per: time.Hour, Algorithm: stubserver.AlgFixedWindow}}},
 			Phases: []stubserver.Phase{
 				{Name: "q", For: time.Second, Respond: stubserver.Respond{Kind: stubserver.RespondQuota}},
 				{Name: "down", For: time.Second, Respond: stubserver.Respond{Kind: stubserver.RespondStatus, Status: 503}},
