@@ -94,7 +94,7 @@ func (s *Server) rateHeaders(h http.Header, ts *tierState, dec *Decision, now ti
 		b = append(b, ts.policy[0]...)
 		b = append(b, "; RateLimit: "...)
 		v := len(b)
-		b = strconv.AppendQuote(b, ts.limits[bi].Name)
+		b = append(b, ts.quoted[bi]...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, int64(st.Remaining), 10)
 		b = append(b, ";t="...)

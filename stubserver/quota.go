@@ -43,6 +43,7 @@ type tierState struct {
 	// recorded name ("tier/limit" with tiers).
 	limitValue [][]string
 	names      []string
+	quoted     []string // limit names as sf-strings, for RateLimit
 }
 
 // newQuotaState builds the limiters of q through newLim.
@@ -70,6 +71,7 @@ func newQuotaState(q *Quota, newLim func(LimiterSpec) (Limiter, error)) (*quotaS
 				n = tier + "/" + n
 			}
 			ts.names = append(ts.names, n)
+			ts.quoted = append(ts.quoted, strconv.Quote(l.Name))
 			if l.Key == KeyEndpoint {
 				qs.endpoint = true
 			}
@@ -136,7 +138,7 @@ func (qs *quotaState) cost(r *http.Request) int {
 	}
 	p := r.URL.Path
 	if _, _, rest, ok := splitPath(p); ok {
-		p = "/" + rest
+		p = rest // "/search" of /c/1/r/2/search; "" for /c/1/r/2
 	}
 	for _, c := range qs.costs {
 		if c.Method != "" && c.Method != r.Method {

@@ -224,6 +224,17 @@ func (q *Quota) validate() []error {
 		if _, err := path.Match(c.Path, ""); err != nil {
 			bad(at, "bad path pattern %q: %v", c.Path, err)
 		}
+		all := [][]Limit{q.Limits}
+		for _, t := range q.Tiers {
+			all = append(all, t.Limits)
+		}
+		for _, ls := range all {
+			for j, l := range Named(ls) {
+				if n := l.capacity(); l.Limit > 0 && c.Cost > n {
+					bad(at, "cost %d exceeds limit %q's capacity of %d: such requests could never be allowed", c.Cost, ls[j].name(len(ls), j), n)
+				}
+			}
+		}
 	}
 	if q.Backend != "" && q.Backend != BackendMemory && !strings.HasPrefix(q.Backend, "redis://") && !strings.HasPrefix(q.Backend, "rediss://") {
 		bad("backend", "unknown backend %q (want memory or a redis://HOST:PORT/DB URL)", q.Backend)
@@ -305,6 +316,15 @@ func (l *Limit) algorithm() string {
 		return AlgTokenBucket
 	}
 	return l.Algorithm
+}
+
+// capacity is the most units one request may cost and still fit.
+func (l *Limit) capacity() int {
+	switch l.algorithm() {
+	case AlgTokenBucket, AlgLeakyBucket:
+		return l.burst()
+	}
+	return max(1, int(l.Limit))
 }
 
 // burst is the token bucket's capacity or the leaky bucket's queue.

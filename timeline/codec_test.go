@@ -26,6 +26,7 @@ func sampleMeta() *Meta {
 		Phases:   []Phase{{Name: "outage", Start: 0, End: int64(5 * time.Second), Respond: "status 503", RetryAfter: "date phase-end"}, {Name: "recovered", Start: int64(5 * time.Second), Respond: "quota"}},
 		Fleet:    &Fleet{Clients: 1000, Requests: 3, Method: "GET"},
 		Quota:    &Quota{Algorithm: "token-bucket", Rate: 100, Burst: 20, Key: "global"},
+		Limits:   []Quota{{Algorithm: "token-bucket", Rate: 10, Burst: 20, Name: "second", Limit: 10, Window: 1e9}, {Algorithm: "leaky-bucket", Rate: 5, Burst: 5, Key: "api-key", Name: "minute", Limit: 300, Window: 60e9, Tier: "free", Mode: "shape"}},
 		Expect:   &Expect{Checks: []string{"waves"}, Thresholds: map[string]float64{"amplification": 3}},
 	}
 }
@@ -34,6 +35,7 @@ func sampleAttempts() []Attempt {
 	return []Attempt{
 		{Client: "17", Key: "17/42", Attempt: 1, Method: "GET", Path: "/c/17/r/42", At: 1, Done: 2, Status: 503, Phase: "outage", RetryAfter: "Mon, 30 Nov 2026 23:00:05 GMT", NotBefore: 5e9, HasNotBefore: true},
 		{Client: "17", Key: "17/42", Attempt: 2, Method: "GET", Path: "/c/17/r/42", At: 5e9, Done: 5e9 + 7, Status: 200, Phase: "recovered", RateLimit: `RateLimit: "default";r=19;t=1`},
+		{Client: "17", Key: "17/43", Attempt: 1, Method: "GET", Path: "/c/17/r/43", At: 6e9, Done: 6e9 + 7, Status: 403, RetryAfter: "60", NotBefore: 66e9, HasNotBefore: true, Limit: "free/minute"},
 		{Client: "3", Key: "3/0", Attempt: 1, Method: "POST", Path: "/c/3/r/0", At: 10, Done: 20, Fault: FaultReset, Idempotent: true},
 		{Client: "x\"y\\z\n\u00e9", Key: "idem:ä", Attempt: 3, Method: "GET", Path: "/odd path?q=\x01", At: 0, Done: 0, Status: 429, NotBefore: 0, HasNotBefore: true},
 		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
