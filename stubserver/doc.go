@@ -39,18 +39,51 @@
 //	garbage     "soon, maybe"                          none
 //	fractional  "N.5" or the delay with one decimal    none
 //
-// # Rate-limit headers and quotas
+// # Quotas
+//
+// A Quota layers limits that all apply (10/s burst 20, 300/1m, 10000/1d):
+// a request is allowed only if every limit has room for its cost, and is
+// then charged to all of them at once; a rejected request is charged to
+// none. Each limit has its algorithm, key (global, per client, per API key
+// — Authorization: Bearer or X-Api-Key — or per endpoint: method and the
+// path below /c/{c}/r/{n}) and the status it answers when it rejects (429,
+// or 403 for a secondary limit as GitHub sends it). The five algorithms,
+// in memory (NewMemoryLimiter) and per key:
+//
+//	token-bucket        refills Limit per Per up to Burst (x/time/rate)   O(1)
+//	fixed-window        Limit per window aligned to the Unix epoch         O(1)
+//	sliding-window      counter: the previous window weighted by overlap   O(1)
+//	sliding-window-log  exact: one timestamp per request in the window     O(Limit)
+//	leaky-bucket        a queue of Burst draining Limit per Per: as a      O(1)
+//	                    meter it rejects what overflows; as a shaper
+//	                    (mode shape) it holds a request until its turn,
+//	                    up to MaxDelay, then rejects
+//
+// Retry-After: limiter is the longest wait of the limits that rejected.
+// Tiers give API keys their own limits (exact keys or prefixes ending in
+// "*", the longest match winning; a Default tier for other keys, an
+// Anonymous tier for requests without one; 401 where no tier applies).
+// Costs charge matching requests more than one unit of every limit. A
+// Limiter built by Options.NewLimiter may keep the state elsewhere
+// (package stubredis: one Redis shared by several stubs); when it fails,
+// the quota's OnError answers 503 with Retry-After 1 (closed, the default)
+// or lets the request through unmetered (open), and either way counts it
+// (Counts.BackendErrors) and logs at most one line a second.
+//
+// # Rate-limit headers
 //
 // In quota phases the server publishes the quota's state after each
 // decision: with Config.Headers ietf, the RateLimit-Policy and RateLimit
-// structured fields of draft-ietf-httpapi-ratelimit-headers (one policy
-// named "default": `"default";q=100;w=1` and `"default";r=42;t=1`, t the
-// seconds until the quota is whole again, rounded up); with x-ratelimit,
-// X-RateLimit-Limit, -Remaining and -Reset (epoch seconds, rounded up).
-// Other phases send none. A Limiter decides; the default is in memory
-// (token bucket over golang.org/x/time/rate, fixed window, sliding window
-// counter), keyed globally, per client, per API key (Authorization: Bearer
-// or X-Api-Key) or per endpoint (method and the path below /c/{c}/r/{n}).
+// structured fields of draft-ietf-httpapi-ratelimit-headers —
+// RateLimit-Policy lists every limit of the request's tier
+// (`"second";q=10;w=1, "minute";q=300;w=60`) and RateLimit reports the
+// binding one (`"minute";r=0;t=12`, t the seconds until it is whole again,
+// or until the request would fit, rounded up); with x-ratelimit,
+// X-RateLimit-Limit, -Remaining and -Reset (epoch seconds, rounded up) of
+// the binding limit. The binding limit is the one that rejected with the
+// longest wait, else the one with the fewest units left. A status phase
+// marked RateLimit (a 403 rate limit without a quota) sends Retry-After as
+// 429 does and, with headers, remaining 0. Other phases send none.
 //
 // # Recording and identity
 //
@@ -71,7 +104,8 @@
 // "...[truncated]". Every table keyed by such strings is bounded in count
 // and in bytes: the attempt counter holds two generations of at most 65,536
 // keys and 4 MiB of key each, the memory limiter at most 65,536 keys and
-// 4 MiB of key. With per-entry overhead the worst case is keys of 64
+// 4 MiB of key per limit (plus, for a sliding-window-log, at most 64 MiB
+// of timestamps). With per-entry overhead the worst case is keys of 64
 // bytes, where both bounds meet: measured, 14.7 MiB for the counter and
 // 14.3 MiB for a token-bucket limiter, about 30 MiB in all whatever the
 // traffic (with 256-byte keys, 9.7 and 6.6 MiB). Request headers are
