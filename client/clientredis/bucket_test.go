@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // These tests run the script on a real redis-server (see redis_test.go).
@@ -93,7 +95,11 @@ func TestSharedRateGoroutines(t *testing.T) {
 		wg  sync.WaitGroup
 	)
 	for i := range n {
-		l := newLimiter(t, srv.client(t), Options{Rate: rate, Burst: burst, Processes: n, MaxWait: 2 * window})
+		var opts []func(*redis.Options)
+		if i%2 == 1 { // both ways of calling Redis
+			opts = append(opts, heedDeadline)
+		}
+		l := newLimiter(t, srv.client(t, opts...), Options{Rate: rate, Burst: burst, Processes: n, MaxWait: 2 * window})
 		wg.Go(func() {
 			at, err := takeUntil(l, "shared", end)
 			if err != nil {
@@ -311,27 +317,43 @@ func TestRedisKilled(t *testing.T) {
 }
 
 // TestRedisHung: a server that holds its connections and answers nothing
-// costs a call Timeout (the go-redis client here has its 5 s defaults),
-// then the Limiter falls back.
+// costs a call Timeout, then the Limiter falls back: with go-redis's
+// defaults (its 5 s ReadTimeout, the context's deadline not heeded: the
+// call runs in a goroutine of its own) and with ContextTimeoutEnabled (the
+// call runs in the caller's).
 func TestRedisHung(t *testing.T) {
-	srv := startRedis(t)
-	ev := &events{}
-	l := newLimiter(t, srv.client(t), Options{Rate: 100, Observer: ev})
-	if _, _, err := l.Reserve(context.Background(), "k", time.Now()); err != nil || l.FellBack() {
-		t.Fatalf("Reserve = %v, FellBack %v; want a Redis permit", err, l.FellBack())
-	}
-	srv.pause()
-	t.Cleanup(srv.resume) // before the kill (cleanups run last first)
-	start := time.Now()
-	if _, _, err := l.Reserve(context.Background(), "k", time.Now()); err != nil {
-		t.Fatalf("Reserve on a hung server: %v; want no error", err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Reserve on a hung server took %v; want about the %v Timeout", took, DefaultTimeout)
-	}
-	got := ev.list()
-	if len(got) != 1 || !errors.Is(got[0].Err, context.DeadlineExceeded) {
-		t.Errorf("events %+v; want one fallback for the deadline", got)
+	for _, tt := range []struct {
+		name   string
+		opts   []func(*redis.Options)
+		inline bool
+	}{
+		{"defaults", nil, false},
+		{"ContextTimeoutEnabled", []func(*redis.Options){heedDeadline}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startRedis(t)
+			ev := &events{}
+			l := newLimiter(t, srv.client(t, tt.opts...), Options{Rate: 100, Observer: ev})
+			if l.inline != tt.inline {
+				t.Errorf("calls inline: %v; want %v", l.inline, tt.inline)
+			}
+			if _, _, err := l.Reserve(context.Background(), "k", time.Now()); err != nil || l.FellBack() {
+				t.Fatalf("Reserve = %v, FellBack %v; want a Redis permit", err, l.FellBack())
+			}
+			srv.pause()
+			t.Cleanup(srv.resume) // before the kill (cleanups run last first)
+			start := time.Now()
+			if _, _, err := l.Reserve(context.Background(), "k", time.Now()); err != nil {
+				t.Fatalf("Reserve on a hung server: %v; want no error", err)
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("Reserve on a hung server took %v; want about the %v Timeout", took, DefaultTimeout)
+			}
+			got := ev.list()
+			if len(got) != 1 || !errors.Is(got[0].Err, context.DeadlineExceeded) {
+				t.Errorf("events %+v; want one fallback for the deadline", got)
+			}
+		})
 	}
 }
 

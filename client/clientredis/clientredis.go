@@ -56,11 +56,16 @@ type Options struct {
 	// the fleet stays near the quota without it (zero or negative: 1).
 	Processes int
 	// Timeout bounds each Redis call (zero or negative: DefaultTimeout). A
-	// call that fails or takes longer makes the Limiter fall back. The
-	// Limiter does not rely on the Redis client to honour it (go-redis does
-	// only with ContextTimeoutEnabled): it stops waiting after Timeout and
-	// leaves the call to finish on its own; a permit reserved by such a late
-	// answer is lost, which errs under the quota.
+	// call that fails or takes longer makes the Limiter fall back.
+	//
+	// go-redis applies a context's deadline to its reads and writes only
+	// when its options set ContextTimeoutEnabled. With that set, the
+	// Limiter runs each call in the caller's goroutine; without it, it runs
+	// the call in a goroutine of its own, stops waiting after Timeout and
+	// leaves the call to finish (by the client's ReadTimeout, 5 s by
+	// default), its answer dropped: a permit reserved by such a late answer
+	// is lost, which errs under the quota. The hand-off costs each call
+	// some tens of µs (BENCHMARKS.md): set ContextTimeoutEnabled.
 	Timeout time.Duration
 	// MaxWait bounds the wait of a reservation (zero or negative:
 	// DefaultMaxWait). A permit further ahead is not reserved: Reserve
@@ -91,8 +96,9 @@ type Options struct {
 // call per ProbeInterval tries Redis again; the first that succeeds
 // recovers (the Observer is told) and takes its permit from Redis.
 type Limiter struct {
-	rdb redis.Scripter
-	o   Options
+	rdb    redis.Scripter
+	o      Options
+	inline bool // rdb heeds the context's deadline: call it in the caller's goroutine
 
 	rateArg, burstArg, maxWaitArg string
 	localRate                     rate.Limit
@@ -129,6 +135,7 @@ func New(rdb redis.Scripter, o Options) (*Limiter, error) {
 	l := &Limiter{
 		rdb:        rdb,
 		o:          o,
+		inline:     heedsDeadline(rdb),
 		rateArg:    strconv.FormatFloat(o.Rate, 'g', -1, 64),
 		burstArg:   strconv.Itoa(o.Burst),
 		maxWaitArg: strconv.FormatInt(o.MaxWait.Microseconds(), 10),
@@ -157,6 +164,20 @@ func (o Options) effective() Options {
 		o.MaxWait = DefaultMaxWait
 	}
 	return o
+}
+
+// heedsDeadline reports whether rdb applies a context's deadline to every
+// step of a call: go-redis's clients with ContextTimeoutEnabled.
+func heedsDeadline(rdb redis.Scripter) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // Options returns the Limiter's options, defaults applied.
@@ -243,25 +264,35 @@ type evalResult struct {
 }
 
 // eval runs the script on key's bucket, giving up after Options.Timeout
-// whether or not the Redis client honours the context's deadline: the
-// call then finishes in its goroutine, its answer dropped.
+// whether or not the Redis client heeds the context's deadline: if it does
+// not, the call runs in a goroutine of its own, left to finish after the
+// Timeout, its answer dropped.
 func (l *Limiter) eval(ctx context.Context, key, op, arg string) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
-	done := make(chan evalResult, 1)
-	go func() {
+	run := func() evalResult {
 		v, err := bucket.Run(ctx, l.rdb, []string{l.o.Prefix + key}, l.rateArg, l.burstArg, op, arg).Int64Slice()
-		done <- evalResult{v, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, fmt.Errorf("clientredis: bucket %q: %w", l.o.Prefix+key, r.err)
+		return evalResult{v, err}
+	}
+	var r evalResult
+	if l.inline {
+		r = run()
+	} else {
+		done := make(chan evalResult, 1)
+		go func() { done <- run() }()
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			r.err = ctx.Err()
 		}
+	}
+	switch {
+	case r.err == nil:
 		return r.v, nil
-	case <-ctx.Done():
+	case ctx.Err() != nil:
 		return nil, fmt.Errorf("clientredis: bucket %q: no answer within %v: %w", l.o.Prefix+key, l.o.Timeout, ctx.Err())
 	}
+	return nil, fmt.Errorf("clientredis: bucket %q: %w", l.o.Prefix+key, r.err)
 }
 
 // reserveLocal takes a permit from key's local bucket.

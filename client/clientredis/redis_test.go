@@ -163,14 +163,18 @@ func (s *redisServer) pause() { syscall.Kill(s.cmd.Process.Pid, syscall.SIGSTOP)
 // resume continues a paused server (SIGCONT).
 func (s *redisServer) resume() { syscall.Kill(s.cmd.Process.Pid, syscall.SIGCONT) }
 
-// client returns a go-redis client of the server with its defaults, as an
-// application would make one, closed when the test ends. It has one
+// client returns a go-redis client of the server with its defaults (but
+// for what opts change), closed when the test ends. It has one
 // connection open, as a running application's would: a first call's dial
 // and handshake can take longer than the Limiter's Timeout on a loaded
 // machine, which would make it fall back.
-func (s *redisServer) client(t testing.TB) *redis.Client {
+func (s *redisServer) client(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	o := &redis.Options{Addr: s.Addr}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -189,3 +193,6 @@ func (s *redisServer) admin(t testing.TB, args ...any) *redis.Cmd {
 	defer cancel()
 	return c.Do(ctx, args...)
 }
+
+// heedDeadline sets go-redis's ContextTimeoutEnabled.
+func heedDeadline(o *redis.Options) { o.ContextTimeoutEnabled = true }
