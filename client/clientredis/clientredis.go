@@ -105,7 +105,7 @@ type Limiter struct {
 	localBurst                    int
 
 	mu    sync.Mutex
-	local map[string]*rate.Limiter // fallback buckets, made on first use
+	local map[string]*localKey
 
 	down      atomic.Bool // pacing locally
 	stateMu   sync.Mutex  // guards the fields below and down's changes
@@ -114,6 +114,16 @@ type Limiter struct {
 }
 
 var _ client.Limiter = (*Limiter)(nil)
+
+// localKey is what a Limiter keeps of a key in its process.
+type localKey struct {
+	// until is the latest instant of a permit this process took from
+	// Redis for the key: a fallback gives no local permit before it, so
+	// the process does not add local permits to the Redis permits its
+	// callers still wait for.
+	until time.Time
+	lim   *rate.Limiter // the fallback bucket, made at its first use
+}
 
 //go:embed bucket.lua
 var bucketLua string
@@ -141,7 +151,7 @@ func New(rdb redis.Scripter, o Options) (*Limiter, error) {
 		maxWaitArg: strconv.FormatInt(o.MaxWait.Microseconds(), 10),
 		localRate:  rate.Limit(o.Rate / float64(o.Processes)),
 		localBurst: max(1, o.Burst/o.Processes),
-		local:      make(map[string]*rate.Limiter),
+		local:      make(map[string]*localKey),
 	}
 	return l, nil
 }
@@ -220,8 +230,23 @@ func (l *Limiter) Reserve(ctx context.Context, key string, now time.Time) (time.
 	if !r.done {
 		return r.wait, nil, l.tooLong(key, r.wait)
 	}
+	l.tookFromRedis(key, now.Add(r.wait))
 	at := strconv.FormatInt(r.at, 10)
 	return r.wait, func() { l.giveBack(key, at) }, nil
+}
+
+// tookFromRedis notes a permit's instant taken from Redis for key.
+func (l *Limiter) tookFromRedis(key string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lk := l.local[key]
+	if lk == nil {
+		lk = &localKey{}
+		l.local[key] = lk
+	}
+	if at.After(lk.until) {
+		lk.until = at
+	}
 }
 
 // reply is the script's answer.
@@ -295,16 +320,24 @@ func (l *Limiter) eval(ctx context.Context, key, op, arg string) ([]int64, error
 	return nil, fmt.Errorf("clientredis: bucket %q: %w", l.o.Prefix+key, r.err)
 }
 
-// reserveLocal takes a permit from key's local bucket.
+// reserveLocal takes a permit from key's local bucket, not before the last
+// permit this process took from Redis for it.
 func (l *Limiter) reserveLocal(key string, now time.Time) (time.Duration, func(), error) {
 	l.mu.Lock()
-	lim := l.local[key]
-	if lim == nil {
-		lim = rate.NewLimiter(l.localRate, l.localBurst)
-		l.local[key] = lim
+	lk := l.local[key]
+	if lk == nil {
+		lk = &localKey{}
+		l.local[key] = lk
+	}
+	if lk.lim == nil {
+		lk.lim = rate.NewLimiter(l.localRate, l.localBurst)
+	}
+	lim, from := lk.lim, now
+	if lk.until.After(from) {
+		from = lk.until
 	}
 	l.mu.Unlock()
-	res := lim.ReserveN(now, 1) // always OK: the burst is at least 1
+	res := lim.ReserveN(from, 1) // always OK: the burst is at least 1
 	wait := res.DelayFrom(now)
 	if wait > l.o.MaxWait {
 		res.CancelAt(now)

@@ -262,6 +262,34 @@ func TestFallbackAndRecovery(t *testing.T) {
 	})
 }
 
+// TestFallbackAfterRedisPermits: a process that falls back gives its first
+// local permit no sooner than the last permit it took from Redis for the
+// key, so its waiting callers are not doubled; other keys are not held.
+func TestFallbackAfterRedisPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		f := &fakeRedis{answer: func(op, arg string) ([]int64, error) {
+			w := time.Duration(n.Add(1)-1) * 100 * time.Millisecond // 0, 100 ms, 200 ms
+			return []int64{1, w.Microseconds(), 0}, nil
+		}}
+		l := newLimiter(t, f, Options{Rate: 40, Burst: 4, Processes: 4})
+		now := time.Now()
+		for range 3 {
+			l.Reserve(t.Context(), "k", now)
+		}
+		f.set(refuse, nil)
+		// 10/s, burst 1, from +200 ms.
+		for i, want := range []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond} {
+			if wait, _, err := l.Reserve(t.Context(), "k", now); err != nil || wait != want {
+				t.Errorf("local Reserve #%d of key k = %v, %v; want %v, nil", i+1, wait, err, want)
+			}
+		}
+		if wait, _, err := l.Reserve(t.Context(), "other", now); err != nil || wait != 0 {
+			t.Errorf("local Reserve of another key = %v, %v; want 0, nil", wait, err)
+		}
+	})
+}
+
 // TestOneProbeAtATime: while a probe is in flight, other calls pace
 // locally without asking Redis.
 func TestOneProbeAtATime(t *testing.T) {

@@ -48,9 +48,14 @@
 // max(1, Burst/Processes), so N processes together stay near the quota. The
 // caller sees no error. At most one call per ProbeInterval (1 s) then tries
 // Redis; the first that gets an answer recovers, the Observer is told, and
-// the buckets in Redis pace again. Permits reserved in Redis before the
-// failure are not known to the local buckets: right after a fallback a
-// process may send up to its local burst on top of them.
+// the buckets in Redis pace again.
+//
+// The hand-overs are approximate. A local bucket gives no permit before the
+// last one its process took from Redis for the key, so callers still
+// waiting for Redis permits are not joined by local ones; but permits given
+// locally are unknown to Redis when it comes back, and its bucket, full
+// after the pause, may add up to Burst on top of them. A process that loses
+// Redis while the others keep it adds up to Rate/N to the fleet's rate.
 //
 // Requires Redis 4.0 or newer (HSET with several fields; scripts that read
 // TIME and write, which Redis 3.2-4 allow after replicate_commands, the
