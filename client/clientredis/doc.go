@@ -13,12 +13,17 @@
 // go-redis client, and set it as client.Config.Limiter; the Transport's
 // Config.Rate and Burst are then only stated by its Summary:
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379"})
+//	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 //	lim, err := clientredis.New(rdb, clientredis.Options{
 //		Rate: 160, Burst: 10, Processes: 4, Observer: obs,
 //	})
 //	...
 //	tr := client.New(nil, client.Config{Limiter: lim, Quota: 200, Observer: obs})
+//
+// ContextTimeoutEnabled lets go-redis heed Options.Timeout itself, so the
+// Limiter calls Redis in the caller's goroutine; without it, each call is
+// handed to a goroutine of its own, abandoned after the Timeout (see
+// Options.Timeout).
 //
 // # The bucket
 //

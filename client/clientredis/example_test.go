@@ -17,7 +17,10 @@ import (
 // requests/s: each gives the Transport the same Redis-shared bucket at 80%
 // of it, and says how many processes there are, for when Redis is away.
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "127.0.0.1:6379",
+		ContextTimeoutEnabled: true, // Options.Timeout then reaches the socket
+	})
 	defer rdb.Close()
 
 	lim, err := clientredis.New(rdb, clientredis.Options{
