@@ -1,9 +1,10 @@
 # retrylab — build, test, benchmark.
 GO      ?= go
-# The workspace's modules (go.work): the harness, the client library, and its
-# Prometheus adapter. `./...` at the root does not descend into the nested
-# modules, so each is listed; one go command sees them all through go.work.
-MODULES ?= . ./client ./client/clientprom
+# The workspace's modules (go.work): the harness, the client library, its
+# Prometheus adapter and its Redis-shared bucket. `./...` at the root does not
+# descend into the nested modules, so each is listed; one go command sees them
+# all through go.work.
+MODULES ?= . ./client ./client/clientprom ./client/clientredis
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
 .PHONY: all build test vet fmt-check race client-deps bench fuzz run validation libraries clean
@@ -27,11 +28,16 @@ vet:
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## client-deps: the client module's own requirements (its golang.org/x/time,
-## older than the workspace's) in the module cache: internal/modules builds a
-## module on the client alone, offline.
+## client-deps: the client's and clientredis's own requirements (older than
+## the workspace's) in the module cache: internal/modules builds a module on
+## each alone, offline.
 client-deps:
 	cd client && GOWORK=off $(GO) mod download
+	@# clientredis requires the unreleased client: download through a copy of
+	@# its go.mod that replaces it with the directory.
+	tmp=$$(mktemp -d) && cp client/clientredis/go.mod client/clientredis/go.sum $$tmp/ && \
+	  cd client/clientredis && $(GO) mod edit -modfile=$$tmp/go.mod -replace=github.com/retrylab/retrylab/client=../ && \
+	  GOWORK=off $(GO) mod download -modfile=$$tmp/go.mod; rc=$$?; rm -rf $$tmp; exit $$rc
 
 ## bench: every benchmark once through; figures go to BENCHMARKS.md by hand.
 bench:

@@ -90,3 +90,24 @@ type ThrottledEvent struct {
 	RetryAfter    time.Duration // valid if HasRetryAfter
 	HasRetryAfter bool
 }
+
+// LimiterObserver is an optional interface of an Observer, for a shared
+// Limiter (Config.Limiter) that can lose its shared store and pace locally
+// instead: such a Limiter, given the same Observer, tells it when it falls
+// back and when it recovers. The Transport never calls it. Its contract is
+// Observer's: fast and safe for concurrent use.
+type LimiterObserver interface {
+	LimiterFallback(LimiterEvent)
+}
+
+// LimiterEvent describes a shared Limiter changing where it takes permits:
+// once when it falls back to local pacing, once when it recovers, not on
+// every call in between.
+type LimiterEvent struct {
+	Key      string // the quota key of the call that saw the change
+	FellBack bool   // true: now pacing locally; false: recovered
+	Err      error  // why it fell back (nil on recovery)
+	// Rate is the local rate per key, in permits per second, while fallen
+	// back (0 on recovery).
+	Rate float64
+}

@@ -1,5 +1,6 @@
 // Package clientprom owns the Prometheus export of a client.Transport's
-// events: retries, backoff waits, 429s, give-ups and budget exhaustion.
+// events: retries, backoff waits, 429s, give-ups and budget exhaustion, and
+// a shared Limiter's fallbacks to local pacing.
 package clientprom
 
 import (
@@ -26,7 +27,9 @@ type Options struct {
 
 // Observer is a client.Observer that counts a Transport's events as
 // Prometheus metrics. It is also a prometheus.Collector: register it, then
-// give it to client.Config.Observer. Labels are bounded (status codes,
+// give it to client.Config.Observer. It is a client.LimiterObserver too:
+// give it to a shared Limiter (clientredis.Options.Observer) to count its
+// fallbacks and recoveries. Labels are bounded (status codes,
 // reasons, sources), never the quota key or URL. Safe for concurrent use; one
 // Observer may serve several Transports.
 type Observer struct {
@@ -39,10 +42,13 @@ type Observer struct {
 	giveUps    *prometheus.CounterVec // reason
 	budget     prometheus.Counter
 	pacingWait *prometheus.HistogramVec // source
+	fallbacks  prometheus.Counter
+	recoveries prometheus.Counter
 	names      []string
 }
 
 var _ client.Observer = (*Observer)(nil)
+var _ client.LimiterObserver = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
 // New returns an Observer whose metrics are named after opts.
@@ -75,6 +81,8 @@ func New(opts Options) *Observer {
 	o.giveUps = prometheus.NewCounterVec(co("giveups_total", "Calls that failed, by reason (budget, attempts, canceled, not-retryable)."), []string{"reason"})
 	o.budget = prometheus.NewCounter(co("budget_exhausted_total", "Calls that failed because the retry budget ran out."))
 	o.pacingWait = prometheus.NewHistogramVec(ho("pacing_wait_seconds", "Waits imposed before attempts by the token bucket or the proactive slow-down."), []string{"source"})
+	o.fallbacks = prometheus.NewCounter(co("limiter_fallbacks_total", "Times a shared Limiter lost its store (Redis) and fell back to local pacing."))
+	o.recoveries = prometheus.NewCounter(co("limiter_recoveries_total", "Times a shared Limiter got its store back; fallbacks minus recoveries counts the Limiters pacing locally."))
 	return o
 }
 
@@ -97,7 +105,7 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.attempts, o.retries, o.backoff, o.throttled, o.giveUps, o.budget, o.pacingWait}
+	return []prometheus.Collector{o.attempts, o.retries, o.backoff, o.throttled, o.giveUps, o.budget, o.pacingWait, o.fallbacks, o.recoveries}
 }
 
 // Attempt implements client.Observer.
@@ -121,6 +129,15 @@ func (o *Observer) Throttled(client.ThrottledEvent) { o.throttled.Inc() }
 // PacingWait implements client.Observer.
 func (o *Observer) PacingWait(e client.PacingEvent) {
 	o.pacingWait.WithLabelValues(string(e.Source)).Observe(e.Wait.Seconds())
+}
+
+// LimiterFallback implements client.LimiterObserver.
+func (o *Observer) LimiterFallback(e client.LimiterEvent) {
+	if e.FellBack {
+		o.fallbacks.Inc()
+	} else {
+		o.recoveries.Inc()
+	}
 }
 
 // GiveUp implements client.Observer.

@@ -91,3 +91,24 @@ func TestPacingAndSummary(t *testing.T) {
 		}
 	})
 }
+
+// TestLimiterFallback: a shared Limiter's fallbacks and recoveries are
+// counted.
+func TestLimiterFallback(t *testing.T) {
+	obs := New(Options{})
+	var lo client.LimiterObserver = obs
+	lo.LimiterFallback(client.LimiterEvent{Key: "api.test", FellBack: true, Rate: 25})
+	lo.LimiterFallback(client.LimiterEvent{Key: "api.test"})
+	lo.LimiterFallback(client.LimiterEvent{Key: "api.test", FellBack: true, Rate: 25})
+	want := `
+# HELP retrylab_client_limiter_fallbacks_total Times a shared Limiter lost its store (Redis) and fell back to local pacing.
+# TYPE retrylab_client_limiter_fallbacks_total counter
+retrylab_client_limiter_fallbacks_total 2
+# HELP retrylab_client_limiter_recoveries_total Times a shared Limiter got its store back; fallbacks minus recoveries counts the Limiters pacing locally.
+# TYPE retrylab_client_limiter_recoveries_total counter
+retrylab_client_limiter_recoveries_total 1
+`
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(want), "retrylab_client_limiter_fallbacks_total", "retrylab_client_limiter_recoveries_total"); err != nil {
+		t.Error(err)
+	}
+}

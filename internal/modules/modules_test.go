@@ -135,12 +135,95 @@ func main() {
 			t.Fatal(err)
 		}
 	}
+	want := []string{"example.com/clientuser", "github.com/retrylab/retrylab/client", "golang.org/x/time"}
+	if modules := buildOffline(t, dir, "importing only the client"); !slices.Equal(modules, want) {
+		t.Errorf("modules in the graph = %v; want %v", modules, want)
+	}
+}
+
+// TestClientRedisModuleGraph is TestClientModuleGraph for a module that
+// imports the client and clientredis: go-redis and its own requirements
+// join the graph, still at go lines no newer than the client's, and
+// nothing of the harness (the root module, Prometheus) does. The module
+// cache must hold clientredis's requirements (`make client-deps`).
+func TestClientRedisModuleGraph(t *testing.T) {
+	root := repoRoot(t)
+	clientDir := filepath.Join(root, "client")
+	redisDir := filepath.Join(clientDir, "clientredis")
+	var sums []byte
+	for _, d := range []string{clientDir, redisDir} {
+		b, err := os.ReadFile(filepath.Join(d, "go.sum"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, b...)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/clientuser\n\ngo " + clientGoLine + "\n\n" +
+			"require (\n\tgithub.com/retrylab/retrylab/client v0.1.0\n\tgithub.com/retrylab/retrylab/client/clientredis v0.1.0\n)\n\n" +
+			"replace github.com/retrylab/retrylab/client => " + clientDir + "\n\n" +
+			"replace github.com/retrylab/retrylab/client/clientredis => " + redisDir + "\n",
+		"go.sum": string(sums),
+		"main.go": `package main
+
+import (
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientredis"
+)
+
+func main() {
+	lim, err := clientredis.New(redis.NewClient(&redis.Options{}), clientredis.Options{Rate: 10})
+	if err != nil {
+		panic(err)
+	}
+	c := &http.Client{Transport: client.New(nil, client.Config{Limiter: lim})}
+	_ = c
+}
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modules := buildOffline(t, dir, "importing the client and clientredis")
+	want := []string{
+		"example.com/clientuser",
+		"github.com/bsm/ginkgo/v2", "github.com/bsm/gomega", // go-redis's test requirements, go.mod only
+		"github.com/cespare/xxhash/v2",
+		"github.com/davecgh/go-spew", // go.uber.org/atomic's test requirements, go.mod only
+		"github.com/klauspost/cpuid/v2",
+		"github.com/pmezard/go-difflib",
+		"github.com/redis/go-redis/v9",
+		"github.com/retrylab/retrylab/client",
+		"github.com/retrylab/retrylab/client/clientredis",
+		"github.com/stretchr/testify",
+		"github.com/zeebo/xxh3",
+		"go.uber.org/atomic",
+		"golang.org/x/sys",
+		"golang.org/x/time",
+	}
+	if !slices.Equal(modules, want) {
+		t.Errorf("modules in the graph = %v; want %v", modules, want)
+	}
+}
+
+// buildOffline builds the module in dir with no workspace, no proxy and the
+// local toolchain, and returns the module paths of its graph, sorted; it
+// fails t when a module in the graph asks for a go line newer than the
+// client's or the build raised the module's own.
+func buildOffline(t *testing.T, dir, what string) []string {
+	t.Helper()
 	env := []string{"GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOTOOLCHAIN=local"}
 	goCmd(t, dir, env, "build", "-o", filepath.Join(dir, "clientuser"), ".")
 	graph := goCmd(t, dir, env, "mod", "graph")
-	t.Logf("go mod graph of a module importing only the client:\n%s", graph)
+	t.Logf("go mod graph of a module %s:\n%s", what, graph)
 
-	want := []string{"example.com/clientuser", "github.com/retrylab/retrylab/client", "golang.org/x/time"}
 	var modules []string
 	sc := bufio.NewScanner(strings.NewReader(graph))
 	for sc.Scan() {
@@ -161,9 +244,6 @@ func main() {
 		}
 	}
 	slices.Sort(modules)
-	if !slices.Equal(modules, want) {
-		t.Errorf("modules in the graph = %v; want %v", modules, want)
-	}
 	// The build kept the module's go line: nothing raised it.
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
@@ -172,6 +252,7 @@ func main() {
 	if !strings.Contains(string(mod), "\ngo "+clientGoLine+"\n") {
 		t.Errorf("go.mod after the build:\n%s\nwant its go line still %s", mod, clientGoLine)
 	}
+	return modules
 }
 
 // newerGo reports whether Go version a (1.N or 1.N.P) is newer than b.
