@@ -52,7 +52,7 @@ func TestFourProcessesShareQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := sc.Server.Quota
+	q := sc.Server.Quota.Limits[0]
 	quota := q.Limit / q.Per.Seconds()
 	if q.Key != stubserver.KeyGlobal || quota != 200 {
 		t.Fatalf("quota-steady's quota is %+v; this test expects 200/s for all callers", q)
@@ -137,7 +137,7 @@ func runFleet(t *testing.T, sc *scenarios.Scenario, addr, mode string, requests 
 	served := make(chan error, 1)
 	go func() { served <- stub.Serve(ln) }()
 
-	q := sc.Server.Quota
+	q := sc.Server.Quota.Limits[0]
 	prefix := fmt.Sprintf("sharedbucket-test:%d:", time.Now().UnixNano())
 	var (
 		cmds [procs]*exec.Cmd
