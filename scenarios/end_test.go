@@ -246,3 +246,31 @@ fleet: {clients: 3, requests: 2, timeout: 1m}
 		t.Errorf("over at %v; want within StopGrace of the 300ms cap", sum.Flushed)
 	}
 }
+
+// A detached run (the CLI's) returns once its timeline is whole, leaving
+// its fleet parked on the stub: clients retrying through an outage and
+// then hanging are in flight at the cap, and every one gets its canceled
+// outcome before the end record.
+func TestRunDetach(t *testing.T) {
+	sc := mustParse(t, `
+duration: 300ms
+server: {phases: [{for: 100ms, respond: {status: 503}}, {respond: {fault: hang}}]}
+fleet: {clients: 4, requests: 2, timeout: 1m}
+subject: {policy: {base: 10ms, budget: 1m}}
+`)
+	var buf bytes.Buffer
+	sum, err := Run(t.Context(), sc, RunOptions{Subject: mustSubject(t, "retrylab"), Timeline: &buf, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end := decodeEnd(t, buf.Bytes())
+	if end.Reason != timeline.EndDuration || end.InFlight != 4 || end.Unstarted != 4 || len(end.Errors) != 0 {
+		t.Errorf("end = %+v; want duration, 4 in flight, 4 unstarted, no errors", end)
+	}
+	if sum.Flushed < 300*time.Millisecond || sum.Flushed > 300*time.Millisecond+StopGrace {
+		t.Errorf("over at %v; want within StopGrace of the 300ms cap", sum.Flushed)
+	}
+	if sum.Attempts == 0 {
+		t.Errorf("attempts = 0; want the clients' retries recorded up to the cap")
+	}
+}

@@ -57,6 +57,14 @@ type RunOptions struct {
 	// Start is the wall-clock time zero written into the meta record and
 	// used by the stub (zero: time.Now() when the run starts).
 	Start time.Time
+	// Detach makes Run return as soon as the timeline is whole and
+	// flushed, without canceling the fleet's calls or closing the stub's
+	// connections (seconds of work with 100,000 clients in flight): the
+	// stub holds every request from then on, unrecorded, so the fleet
+	// sits idle. For a process that exits after the run, such as the
+	// CLI's run; a caller that runs again in the same process, or checks
+	// for leaked goroutines, must not set it.
+	Detach bool
 }
 
 // Progress is a snapshot of a running run.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -41,18 +42,32 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 			case <-t.C:
 			}
 		}
+		// Launch no further ahead of the scheduler than launchBacklog
+		// clients: a burst of a million would otherwise queue a million
+		// goroutines that have not run yet, and everything the runner
+		// does after them (seal at the cap) would wait behind them. The
+		// clients start late either way; their lateness is recorded.
+		for r.unstarted.Load() >= launchBacklog && ctx.Err() == nil && !r.sealed.Load() {
+			runtime.Gosched()
+		}
 		if ctx.Err() != nil || r.sealed.Load() {
 			return
 		}
 		wg.Add(1)
+		r.unstarted.Add(1)
 		go func() {
 			defer wg.Done()
+			r.unstarted.Add(-1)
 			r.client(ctx, i, at)
 		}()
 	}
 	// Every client has been launched (at least 1: 0 means unknown).
 	r.fleetReady.Store(max(1, r.since()))
 }
+
+// launchBacklog is how many launched clients may wait for their first
+// run at once (see launch).
+const launchBacklog = 1024
 
 // fleetGrace bounds how long an exec fleet may take to wind down once the
 // run has stopped (on top of exec's 1 s WaitDelay); processes still running

@@ -51,7 +51,9 @@ type runner struct {
 	// past the grace: in flight, with no outcome.
 	dropped atomic.Int64
 	results [len(resultNames)]atomic.Int64
-	late    *loghist.Atomic // start lateness
+	// unstarted counts clients launched whose goroutine has not run yet.
+	unstarted atomic.Int64
+	late      *loghist.Atomic // start lateness
 }
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
@@ -123,10 +125,21 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 
 	// The run stops at its duration cap, on ctx (a signal), or at the
 	// first timeline write error, whichever comes first.
+	//
+	// A goroutine fleet's context is not canceled by the cap itself:
+	// waitFleet's timer ends the wait, seal records what is in flight,
+	// and only then are the calls canceled (stop below). Canceling at the
+	// cap would wake every client at the instant seal needs the CPU, and
+	// with a million clients seal would take seconds among them. An exec
+	// fleet's processes are killed at the cap by its context.
 	r.capAt = r.start.Add(sc.Duration)
-	capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)
-	defer capCancel()
-	runCtx, stop := context.WithCancelCause(capCtx)
+	fleetCtx := ctx
+	if pf != nil {
+		capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)
+		defer capCancel()
+		fleetCtx = capCtx
+	}
+	runCtx, stop := context.WithCancelCause(fleetCtx)
 	defer stop(nil)
 	if r.rec != nil {
 		go func() {
@@ -150,22 +163,17 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	// recorded canceled, whether or not their goroutines have run since
 	// the run stopped (with 100,000 clients they may not for seconds).
 	pending := r.seal()
-	// Then the fleet's calls are canceled (if the cap's timer has not done
-	// it already), the stub's listener is closed (a call that fails and
-	// retries is refused at once), and the server releases hanging requests
-	// and waits for the active ones.
-	stop(nil)
-	l.Close()
+	// Then the stub stops recording: it releases hanging requests and
+	// waits only for the requests being handled to hand over their
+	// records. The timeline is then whole, and is closed and flushed
+	// before anything wakes the fleet: canceling a hundred thousand calls
+	// and closing their connections takes seconds that the timeline need
+	// not wait for.
 	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	shErr := srv.Shutdown(shCtx)
-	shCancel()
+	sealErr := srv.Seal(shCtx)
 	stopped, end := r.stopReason(ctx, stoppedAt)
-
-	<-served
-	r.tr.CloseIdleConnections()
 	stopProgress()
-
-	r.fillEnd(&end, pf, shErr)
+	r.fillEnd(&end, pf, sealErr)
 	recErr := r.closeRecorder()
 	if enc != nil && recErr == nil {
 		if recErr = writeEnd(enc, pending, &end); recErr != nil && end.Reason != timeline.EndWriteError {
@@ -173,8 +181,30 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 			end.Errors = append(end.Errors, recErr.Error())
 		}
 	}
-
 	flushed := time.Since(r.start)
+
+	// Last, the fleet's calls are canceled, the stub's listener and
+	// connections are closed, and the handlers still running (answering
+	// without a record since Seal) are waited for. With 200,000 calls in
+	// flight this takes seconds; a caller that exits after the run
+	// (RunOptions.Detach) skips it.
+	teardown := func() error {
+		defer shCancel()
+		stop(nil)
+		l.Close()
+		err := srv.Close(shCtx)
+		<-served
+		r.tr.CloseIdleConnections()
+		return err
+	}
+	shErr := sealErr
+	if opts.Detach {
+		// Left as it is: the fleet's calls wait on the stub, which holds
+		// them (Seal), so the process exits without the teardown's work.
+		shCancel()
+	} else if err := teardown(); shErr == nil {
+		shErr = err
+	}
 
 	sum = r.summary(elapsed, flushed, stopped, end)
 	if cw != nil {

@@ -97,12 +97,15 @@ type Server struct {
 	startMu      sync.Mutex
 	openRecorder func(time.Time) *timeline.Recorder
 
-	httpSrv  *http.Server
-	fresh    sync.Map // net.Conn → struct{}: connections that have not sent a request yet
-	stopping chan struct{}
-	stopOnce sync.Once
-	inflight atomic.Int64  // recorded requests being handled
-	idle     chan struct{} // a token when inflight drops to 0 after stopping
+	httpSrv   *http.Server
+	fresh     sync.Map // net.Conn → struct{}: connections that have not sent a request yet
+	stopping  chan struct{}
+	sealed    atomic.Bool   // Seal has begun: hold requests, unrecorded
+	closing   chan struct{} // closed by Shutdown and Close: release them
+	closeOnce sync.Once
+	stopOnce  sync.Once
+	inflight  atomic.Int64  // recorded requests being handled
+	idle      chan struct{} // a token when inflight drops to 0 after stopping
 }
 
 // phase is a Phase laid out in run time.
@@ -131,6 +134,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		rand:         rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
 		stopping:     make(chan struct{}),
 		idle:         make(chan struct{}, 1),
+		closing:      make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -298,6 +302,7 @@ func (s *Server) Serve(l net.Listener) error {
 // handed to the Recorder; the caller then closes the Recorder.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
+	s.closeOnce.Do(func() { close(s.closing) })
 	// http.Server.Shutdown waits 5s for a connection that was opened but
 	// never used (a client's spare keep-alive connection): close those now.
 	s.fresh.Range(func(c, _ any) bool {
@@ -314,6 +319,50 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("stubserver: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Seal stops the recording: it releases hanging and delayed requests,
+// waits for the requests being handled to hand their records to the
+// Recorder (or ctx to end), and from then on holds every new request,
+// unrecorded and uncounted, until its client gives up or Shutdown or
+// Close ends it with a 503. The caller may close the Recorder once Seal returns nil,
+// while connections still wind down: a run that stopped at its cap writes
+// its timeline whole first, then calls Shutdown or Close.
+func (s *Server) Seal(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.sealed.Store(true)
+	for s.inflight.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return fmt.Errorf("stubserver: seal: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close stops the server at once: it releases hanging and delayed
+// requests, closes the listeners and every connection without waiting for
+// them to go idle, then waits for the handlers still running to hand their
+// records to the Recorder (or ctx to end). A request cut off this way is
+// recorded abandoned, as for a client that went away. The runner stops a
+// capped run this way: a graceful Shutdown would wait, polling, for
+// thousands of connections to wind down one by one.
+func (s *Server) Close(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.closeOnce.Do(func() { close(s.closing) })
+	err := s.httpSrv.Close()
+	for s.inflight.Load() > 0 && err == nil {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("stubserver: close: %w", err)
 	}
 	return nil
 }
@@ -349,6 +398,7 @@ func (s *Server) phaseAt(at int64) (int, *phase) {
 var (
 	contentTypeText = []string{"text/plain; charset=utf-8"}
 	healthBody      = []byte("ok\n")
+	connClose       = []string{"close"}
 	statusBodies    = func() [][]byte {
 		b := make([][]byte, 600)
 		for i := 200; i < 600; i++ {
@@ -380,6 +430,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.inflight.Add(1)
+	if s.sealed.Load() {
+		s.handled() // Seal waits only for requests that record
+		// Seal has handed the Recorder back: hold the request without a
+		// record (a client answered at once would retry at once, and keep
+		// the CPU busy while its run's timeline is judged) until the
+		// client gives up or the server closes.
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		w.Header()["Connection"] = connClose
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	defer s.handled()
 	arrive := time.Now()
 	if !s.started.Load() {

@@ -77,6 +77,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			}
 			ro := o
 			ro.seed = o.seed + int64(k)
+			ro.noDetach = true // the next run must not share the CPU with this one's wind-down
 			runDir, err := scenarios.NewRunDir(dir, fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed))
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)

@@ -27,7 +27,9 @@ var version = "dev"
 
 func main() {
 	ctx, stop := notifySignals(context.Background())
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// The process exits after the command: a run need not wait for its
+	// fleet and stub to wind down once its timeline is written.
+	err := runEnv(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, tty: isTerminal(os.Stderr), exits: true}, os.Args[1:])
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
@@ -131,6 +133,10 @@ type env struct {
 	// createTimeline creates a run's timeline file (nil: createTimeline);
 	// tests give one that fails as a full disk does.
 	createTimeline func(path string) (*os.File, error)
+	// exits is true in the process's main, which exits when the command
+	// returns: `run` then leaves its fleet to wind down in the background
+	// (scenarios.RunOptions.Detach). Tests run commands in-process.
+	exits bool
 }
 
 type command struct {

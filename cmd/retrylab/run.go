@@ -32,6 +32,9 @@ type runOptions struct {
 	quiet    bool
 	noReport bool
 	verdict  verdictFlags
+	// noDetach: wait for every run's fleet to wind down (compare runs
+	// again in the same process).
+	noDetach bool
 }
 
 func (o *runOptions) register(fs interface {
@@ -219,6 +222,7 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 		TimelinePath: path,
 		Progress:     bars.update,
 		Tool:         version,
+		Detach:       e.exits && !o.noDetach,
 	})
 	bars.finish()
 	if cerr := f.Close(); err == nil && cerr != nil {

@@ -1,0 +1,84 @@
+package stubserver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestSeal: Seal waits for the requests being handled to hand over their
+// records (a delayed one is released, not waited out), after which the
+// Recorder can be closed while requests still arrive: they are held,
+// unrecorded and uncounted, until Close answers them 503.
+func TestSeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Phases: []Phase{{Name: "slow", Latency: time.Hour, Respond: Respond{Kind: RespondOK}}}}, 1)
+		serve := func(path string) chan *httptest.ResponseRecorder {
+			done := make(chan *httptest.ResponseRecorder, 1)
+			go func() {
+				w := httptest.NewRecorder()
+				h.s.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+				done <- w
+			}()
+			return done
+		}
+		before := serve("/c/1/r/1")
+		synctest.Wait() // held in its hour of latency
+		start := time.Now()
+		if err := h.s.Seal(context.Background()); err != nil {
+			t.Fatalf("Seal() = %v", err)
+		}
+		if el := time.Since(start); el != 0 {
+			t.Errorf("Seal took %v; want it to release the delayed request at once", el)
+		}
+		if w := <-before; w.Code != http.StatusOK {
+			t.Errorf("request before Seal answered %d; want 200", w.Code)
+		}
+		as := h.attempts() // closes the Recorder: Seal handed it back
+		if len(as) != 1 || as[0].Key != "1/1" || as[0].Status != http.StatusOK {
+			t.Fatalf("records = %+v; want the one request made before Seal", as)
+		}
+
+		after := serve("/c/2/r/1")
+		synctest.Wait()
+		select {
+		case w := <-after:
+			t.Fatalf("request after Seal answered %d at once; want it held", w.Code)
+		default:
+		}
+		if err := h.s.Close(context.Background()); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		if w := <-after; w.Code != http.StatusServiceUnavailable || w.Header().Get("Connection") != "close" {
+			t.Errorf("request after Seal answered %d, Connection %q; want 503 and close once the server closes", w.Code, w.Header().Get("Connection"))
+		}
+		if st := h.s.Stats(); st.Attempts != 1 || st.Unavailable503 != 0 {
+			t.Errorf("Stats() = %+v; want the 1 request before Seal counted, none after", st)
+		}
+	})
+}
+
+// TestSealReleasedByClient: a request held after Seal ends when its client
+// gives up, without waiting for Close.
+func TestSealReleasedByClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, 1)
+		if err := h.s.Seal(context.Background()); err != nil {
+			t.Fatalf("Seal() = %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		w := httptest.NewRecorder()
+		h.s.ServeHTTP(w, httptest.NewRequest("GET", "/c/1/r/1", nil).WithContext(ctx))
+		if el := time.Since(start); el != 3*time.Second {
+			t.Errorf("held %v; want until the client's 3s timeout", el)
+		}
+		if as := h.attempts(); len(as) != 0 {
+			t.Errorf("records = %+v; want none after Seal", as)
+		}
+	})
+}
