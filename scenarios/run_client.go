@@ -64,7 +64,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			case <-sleep.C:
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || r.sealed.Load() {
 			return
 		}
 		out := timeline.Outcome{

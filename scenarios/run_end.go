@@ -81,14 +81,14 @@ func (s *slot) end(r *runner, o *timeline.Outcome) bool {
 }
 
 // seal stops the fleet for good: no request starts after it, and every
-// goroutine client's request still in flight gets a "canceled" outcome,
+// goroutine client's request still in flight gets a "canceled" outcome
+// ending at now (when the run stopped),
 // counted now and returned for the caller to write once the recorder is
 // closed (straight to the encoder: no goroutine but the caller's need be
 // scheduled). It then waits for the outcome writes clients claimed before
 // it; after it returns no goroutine client writes an outcome.
-func (r *runner) seal() []timeline.Outcome {
+func (r *runner) seal(now int64) []timeline.Outcome {
 	r.sealed.Store(true)
-	now := r.since()
 	var pending []timeline.Outcome
 	for i := range r.slots {
 		s := &r.slots[i]

@@ -140,7 +140,15 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		fleetCtx = capCtx
 	}
 	runCtx, stop := context.WithCancelCause(fleetCtx)
-	defer stop(nil)
+	detached := false
+	defer func() {
+		// Canceling wakes every client in flight, each context of the
+		// hundreds of thousands derived from runCtx in turn: a detached
+		// run leaves them be.
+		if !detached {
+			stop(nil)
+		}
+	}()
 	if r.rec != nil {
 		go func() {
 			select {
@@ -159,16 +167,19 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	stoppedAt := r.since()
 	elapsed := time.Since(r.start)
+	// First the stub stops answering: it holds every new request,
+	// unrecorded, so the fleet waiting on it goes quiet and leaves the CPU
+	// to what follows.
+	srv.Hold()
 	// From here no client writes an outcome: requests still in flight are
 	// recorded canceled, whether or not their goroutines have run since
 	// the run stopped (with 100,000 clients they may not for seconds).
-	pending := r.seal()
-	// Then the stub stops recording: it releases hanging requests and
-	// waits only for the requests being handled to hand over their
-	// records. The timeline is then whole, and is closed and flushed
-	// before anything wakes the fleet: canceling a hundred thousand calls
-	// and closing their connections takes seconds that the timeline need
-	// not wait for.
+	pending := r.seal(stoppedAt)
+	// Then the stub releases hanging requests and waits for the requests
+	// being handled to hand over their records. The timeline is then
+	// whole, and is closed and flushed before anything wakes the fleet:
+	// canceling a hundred thousand calls and closing their connections
+	// takes seconds that the timeline need not wait for.
 	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	sealErr := srv.Seal(shCtx)
 	stopped, end := r.stopReason(ctx, stoppedAt)
@@ -201,6 +212,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if opts.Detach {
 		// Left as it is: the fleet's calls wait on the stub, which holds
 		// them (Seal), so the process exits without the teardown's work.
+		detached = true
 		shCancel()
 	} else if err := teardown(); shErr == nil {
 		shErr = err

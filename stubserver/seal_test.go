@@ -82,3 +82,45 @@ func TestSealReleasedByClient(t *testing.T) {
 		}
 	})
 }
+
+// TestHold: Hold holds new requests but leaves the one being handled (a
+// hang) alone; Seal then releases the hang, which is recorded, and the
+// held request stays unrecorded.
+func TestHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Phases: []Phase{{Name: "down", Respond: Respond{Kind: RespondFault, Fault: FaultHang}}}}, 1)
+		serve := func(path string) chan struct{} {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer func() { recover() }() // a hang ends by aborting the handler
+				h.s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
+			}()
+			return done
+		}
+		hanging := serve("/c/1/r/1")
+		synctest.Wait()
+		h.s.Hold()
+		held := serve("/c/2/r/1")
+		synctest.Wait()
+		for name, ch := range map[string]chan struct{}{"the hang": hanging, "the request after Hold": held} {
+			select {
+			case <-ch:
+				t.Errorf("%s ended on Hold; want it still waiting", name)
+			default:
+			}
+		}
+		if err := h.s.Seal(context.Background()); err != nil {
+			t.Fatalf("Seal() = %v", err)
+		}
+		<-hanging
+		as := h.attempts()
+		if len(as) != 1 || as[0].Key != "1/1" || as[0].Fault != FaultHang {
+			t.Fatalf("records = %+v; want only the released hang", as)
+		}
+		if err := h.s.Close(context.Background()); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		<-held
+	})
+}

@@ -323,6 +323,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// Hold makes the server hold every request that arrives from now on,
+// unrecorded and uncounted, until its client gives up or Shutdown or Close
+// ends it with a 503; requests already being handled go on as before.
+// Seal begins with it; a caller holds first when it must stop its clients
+// from being answered before it releases the hanging requests.
+func (s *Server) Hold() { s.sealed.Store(true) }
+
 // Seal stops the recording: it releases hanging and delayed requests,
 // waits for the requests being handled to hand their records to the
 // Recorder (or ctx to end), and from then on holds every new request,
@@ -331,8 +338,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // while connections still wind down: a run that stopped at its cap writes
 // its timeline whole first, then calls Shutdown or Close.
 func (s *Server) Seal(ctx context.Context) error {
+	s.Hold()
 	s.stopOnce.Do(func() { close(s.stopping) })
-	s.sealed.Store(true)
 	for s.inflight.Load() > 0 {
 		select {
 		case <-s.idle:
