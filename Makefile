@@ -7,7 +7,7 @@ GO      ?= go
 MODULES ?= . ./client ./client/clientprom ./client/clientredis
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
-.PHONY: all build test vet fmt-check race client-deps bench fuzz run validation libraries clean
+.PHONY: all build test vet fmt-check race client-deps manifests bench fuzz run validation libraries clean
 
 all: build test
 
@@ -16,7 +16,7 @@ build:
 
 ## test: what CI runs — formatting, vet, and every test under the race
 ## detector, in every module of the workspace.
-test: fmt-check vet race
+test: fmt-check vet race manifests
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -27,6 +27,12 @@ vet:
 
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## manifests: deploy/kubernetes decoded strictly against the official API
+## types, in a module of its own (internal/k8sapi, outside go.work) so that
+## no other module requires Kubernetes' packages.
+manifests:
+	cd internal/k8sapi && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
 
 ## client-deps: the client's and clientredis's own requirements (older than
 ## the workspace's) in the module cache: internal/modules builds a module on
