@@ -83,7 +83,7 @@ func TestOnRetryFacts(t *testing.T) {
 		return got, an.Result()
 	}
 	retry := func(n int, prev, at time.Duration, status int) Retry {
-		return Retry{Client: "c", Key: "k", Attempt: n, Number: n - 1, Status: status, Prev: ns(prev), At: ns(at)}
+		return Retry{Client: "c", Key: "k", Attempt: n, Number: n - 1, Status: status, Class: ResponseUnavailable, Prev: ns(prev), At: ns(at)}
 	}
 	r1 := retry(2, 2*ms, 499*ms, 503)
 	r1.Paced, r1.NotBefore, r1.Own = true, ns(502*ms), 0 // honoured within the 5ms tolerance
