@@ -237,7 +237,7 @@ func statFacts(s Stats) []fact {
 		{"logical requests", strconv.FormatInt(s.Requests, 10)},
 		{"retries", pct(s.Retries, s.Attempts)},
 		{"2xx", pct(s.OK, s.Attempts)},
-		{"429", pct(s.Throttled, s.Attempts)},
+		{rateLimitName(s.RateLimitStatuses), pct(s.Throttled, s.Attempts)},
 		{"503", pct(s.Unavailable, s.Attempts)},
 		{"other 4xx/5xx", pct(s.OtherErrors, s.Attempts)},
 		{"faults", pct(s.Faults, s.Attempts)},

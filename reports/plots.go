@@ -137,7 +137,7 @@ func (c *Collector) plotAttempts() drawn {
 			ring = append(ring, plotter.XY{X: float64(i+1) * binW, Y: lower[i]}, plotter.XY{X: float64(i) * binW, Y: lower[i]})
 		}
 		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
-		p.Legend.Add(fmt.Sprintf("%s (%s)", classNames[cl], fmtTick(float64(total), 0)), swatch{classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%s)", c.className(cl), fmtTick(float64(total), 0)), swatch{classColors[cl]})
 	}
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max = padMax(0, float64(used)*binW)
@@ -244,7 +244,7 @@ func (c *Collector) plotRaster() drawn {
 			continue
 		}
 		p.Add(&plotter.Polygon{XYs: rings[cl], Color: classColors[cl]})
-		p.Legend.Add(classNames[cl], swatch{classColors[cl]})
+		p.Legend.Add(c.className(cl), swatch{classColors[cl]})
 	}
 	top, bottom := ys[0]+halves[0]/0.4*0.5, ys[n-1]-halves[n-1]/0.4*0.5
 	if numeric {
