@@ -15,7 +15,7 @@ import (
 
 // Outcome classes of an attempt, in stacking order.
 const (
-	class2xx = iota
+	class2xx   = iota
 	class429   // a rate limit: 429, or another status the analyzer's rule makes one
 	class503   // a 503 that is not a rate limit
 	classOther // any other status: 1xx, 3xx, other 4xx and 5xx
