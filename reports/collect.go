@@ -43,7 +43,7 @@ func classOf(a *timeline.Attempt) int {
 }
 
 // className is the legend's name of class cl: the rate limits are "429"
-// while every one was a 429, else "rate limit" with their statuses.
+// while every one was a 429, else "rate limit 403/429" (their statuses).
 func (c *Collector) className(cl int) string {
 	if cl == class429 {
 		return rateLimitName(c.rateLimitStatuses())
@@ -60,7 +60,7 @@ func rateLimitName(statuses []int) string {
 	for i, st := range statuses {
 		ss[i] = strconv.Itoa(st)
 	}
-	return "rate limit (" + strings.Join(ss, ", ") + ")"
+	return "rate limit " + strings.Join(ss, "/")
 }
 
 // Bounds of the collector's memory.
@@ -192,6 +192,9 @@ type Collector struct {
 	hists map[string]*logHist // completion by result
 	all   logHist
 
+	quota   *quotaSeries // nil unless the meta lists limits
+	quotaPh int          // index of the phase of the last attempt (inQuotaPhase)
+
 	stats Stats
 	// throttledBy marks the statuses of the rate limits (Stats.Throttled);
 	// index 0 stands for any status outside 1–599.
@@ -251,6 +254,7 @@ func NewCollector(meta *timeline.Meta, opts Options) *Collector {
 	for i := range c.counts {
 		c.counts[i] = make([]uint64, timeBinCount)
 	}
+	c.quota = newQuotaSeries(meta, timeBinCount)
 	if f := meta.Fleet; f != nil && f.Clients > opts.MaxClients {
 		c.stride = (f.Clients + opts.MaxClients - 1) / opts.MaxClients
 	}
@@ -269,6 +273,9 @@ func (c *Collector) fold() {
 	}
 	for _, r := range c.rows {
 		foldOr(r.cells)
+	}
+	if c.quota != nil {
+		c.quota.fold()
 	}
 }
 
@@ -316,6 +323,9 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 	c.seeEnd(a.Done)
 	bin := c.bins.index(a.At, c.fold)
 	c.counts[cl][bin]++
+	if c.quota != nil && c.inQuotaPhase(a.At) {
+		c.quota.add(a, bin)
+	}
 	if r := c.row(a.Client); r != nil {
 		r.cells[bin] |= 1 << cl
 	}

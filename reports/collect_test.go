@@ -440,7 +440,7 @@ func TestRateLimitClass(t *testing.T) {
 	if !reflect.DeepEqual(s.RateLimitStatuses, []int{403, 429}) {
 		t.Errorf("RateLimitStatuses = %v; want [403 429]", s.RateLimitStatuses)
 	}
-	if got, want := c.className(class429), "rate limit (403, 429)"; got != want {
+	if got, want := c.className(class429), "rate limit 403/429"; got != want {
 		t.Errorf("className(429) = %q; want %q", got, want)
 	}
 	if got := collect(&timeline.Meta{Recorder: "run"}, Options{}, att("0", "z", 1, 0, ms, 429)).className(class429); got != "429" {

@@ -170,12 +170,24 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 			add(&pd.Fleet, "watchdog", fmtDur(time.Duration(f.Timeout)))
 		}
 	}
-	if q := m.Quota; q != nil {
+	if len(m.Limits) > 0 {
+		ls := make([]string, len(m.Limits))
+		for i := range m.Limits {
+			ls[i] = limitLabel(&m.Limits[i])
+			if alg := m.Limits[i].Algorithm; alg != "" {
+				ls[i] += ", " + alg
+			}
+		}
+		add(&pd.Fleet, "server limits", strings.Join(ls, "; "))
+		if q := m.Quota; q != nil {
+			add(&pd.Fleet, "most restrictive (pacing)", limitLabel(q))
+		}
+	} else if q := m.Quota; q != nil {
 		s := fmt.Sprintf("%s, %s/s", q.Algorithm, fmtNum(q.Rate))
 		if q.Burst > 0 {
 			s += fmt.Sprintf(", burst %d", q.Burst)
 		}
-		if q.Key != "" {
+		if q.Key != "" && q.Key != "global" {
 			s += ", per " + q.Key
 		}
 		add(&pd.Fleet, "server quota", s)

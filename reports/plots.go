@@ -55,9 +55,14 @@ type drawn struct {
 
 func seconds(ns float64) float64 { return ns / 1e9 }
 
-// plots builds every per-run plot from the collected data.
+// plots builds every per-run plot from the collected data; the quota plot
+// only when the meta lists the published limits.
 func (c *Collector) plots() []drawn {
-	return []drawn{c.plotAttempts(), c.plotRaster(), c.plotRetryAfter(), c.plotBackoff(), c.plotCompletion()}
+	ds := []drawn{c.plotAttempts()}
+	if c.quota != nil {
+		ds = append(ds, c.plotQuota())
+	}
+	return append(ds, c.plotRaster(), c.plotRetryAfter(), c.plotBackoff(), c.plotCompletion())
 }
 
 // phaseBands lays the scenario's phases out on the time axis, in unit u;

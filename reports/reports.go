@@ -81,7 +81,10 @@ func (o Options) withDefaults() Options {
 type Report struct {
 	Dir   string // the directory written to
 	HTML  string // path of report.html
-	Plots []Plot // in report order, including the ones not drawn (see Plot.Note)
+	// Plots are in report order, including the ones not drawn (see
+	// Plot.Note); the quota plot (PlotQuota) is in it only when the
+	// timeline's meta lists the published limits.
+	Plots []Plot
 	Stats Stats  // the report's own figures
 }
 
