@@ -43,6 +43,7 @@ type sim struct {
 	budget      time.Duration                                               // give up when the next wait would pass it (0: none)
 	overrun     time.Duration                                               // a buggy client: ignores the budget by this much
 	retry4xx    bool
+	stop403     bool          // stops on every 403, a rate limit too (as most libraries do)
 	hang        bool          // outcomes of failed requests are "hung"
 	raExtra     time.Duration // fixed extra wait on top of Retry-After
 
@@ -120,7 +121,7 @@ func (s *sim) records() []timeline.Record {
 				}
 				// A correct client retries what the server asks it to:
 				// 429, 5xx and other rate limits (a 403 with Retry-After).
-				if !ClassifyResponse(&a).Retryable() && !s.retry4xx {
+				if (!ClassifyResponse(&a).Retryable() && !s.retry4xx) || (st == 403 && s.stop403) {
 					result = timeline.ResultNonRetryable
 					break
 				}

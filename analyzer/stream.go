@@ -479,7 +479,13 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
 	a.results[o.Result]++
 	a.fidelityOutcome(o)
-	a.giveUpOutcome(o)
+	// Did the client stop on a rate limit? Its last attempt says.
+	limited := false
+	if st := a.keys[o.Key]; st != nil && len(st.att) > 0 {
+		last := &st.att[len(st.att)-1]
+		limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
+	}
+	a.giveUpOutcome(o, limited)
 	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End
