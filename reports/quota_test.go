@@ -337,3 +337,25 @@ func drawnText(t *testing.T, d drawn) string {
 	}
 	return html.UnescapeString(buf.String())
 }
+
+// TestQuotaPlotAgreesWithPacing: the quota plot's rejections are the
+// requests the pacing check counts as rate-limited (with no warm-up, over
+// every quota phase): one rule decides both. The retry counts agree too.
+func TestQuotaPlotAgreesWithPacing(t *testing.T) {
+	data := layeredSynth{seed: 2}.write(t)
+	opts := judgedChecks(t, "pacing:warmup=0")
+	assertAgree(t, "layered quota", data, opts)
+	c, err := Collect(bytes.NewReader(data), Options{Analyzer: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rejected int64
+	for _, n := range c.quota.totals {
+		rejected += n
+	}
+	p := c.Verdict().Check("pacing")
+	bad := int64(p.Figure*float64(p.Samples)/100 + 0.5)
+	if p.Status == "skip" || rejected == 0 || bad != rejected || p.Samples != rejected+c.quota.accTotal {
+		t.Errorf("quota plot: %d rejected of %d; pacing: %s, %d of %d (%s)", rejected, rejected+c.quota.accTotal, p.Status, bad, p.Samples, p.Reason)
+	}
+}
