@@ -62,15 +62,15 @@ func (c ResponseClass) Retryable() bool { return c == ResponseRateLimit || c == 
 //     X-RateLimit-Remaining: 0); or
 //   - the status is a 4xx and it carried a Retry-After the server recorded
 //     a not_before for (a.HasNotBefore: a value that parses, including one
-//     that allows an immediate retry, a past date or 0). Outside 429 and
-//     503, RFC 9110 gives Retry-After no other meaning on a 4xx than "come
-//     back later". On a 5xx a Retry-After is the outage's, not a rate
-//     limit's.
+//     that allows an immediate retry, a past date or 0). RFC 9110 defines
+//     Retry-After for 503 and 3xx responses (RFC 6585 for 429); on another
+//     4xx it can only mean "come back later". On a 5xx a Retry-After is
+//     the outage's, not a rate limit's.
 //
 // A malformed Retry-After alone (no not_before) does not make a 4xx a rate
-// limit: no client can read when to come back. Any status may be one (403
-// as GitHub sends it, 400 or 418 as others do): the signal decides, not the
-// status. Otherwise 1xx–3xx are ResponseSuccess, other 5xx
+// limit: no client can read when to come back. Any error status may be
+// one (403 as GitHub answers its secondary limits): the signal decides,
+// not the status. Otherwise 1xx–3xx are ResponseSuccess, other 5xx
 // ResponseUnavailable, and everything else ResponseRefusal.
 func ClassifyResponse(a *timeline.Attempt) ResponseClass {
 	st := a.Status
