@@ -359,3 +359,27 @@ func TestQuotaPlotAgreesWithPacing(t *testing.T) {
 		t.Errorf("quota plot: %d rejected of %d; pacing: %s, %d of %d (%s)", rejected, rejected+c.quota.accTotal, p.Status, bad, p.Samples, p.Reason)
 	}
 }
+
+// TestQuotaPlotScale: the y axis fits the traffic and the lowest limit's
+// line; a limit far above both is said to be above the plot rather than
+// flattening it.
+func TestQuotaPlotScale(t *testing.T) {
+	meta := &timeline.Meta{Recorder: "run", Limits: []timeline.Quota{
+		{Name: "low", Rate: 1, Limit: 1, Window: int64(time.Second)},
+		{Name: "high", Rate: 1000, Limit: 1000, Window: int64(time.Second)},
+	}}
+	var recs []timeline.Record
+	for i := range 40 {
+		at := int64(i) * 500 * ms // 2/s for 20 s
+		recs = append(recs, att("1", strconv.Itoa(i), 1, at, at+ms, 200))
+	}
+	d := collect(meta, Options{}, recs...).plotQuota()
+	p := plotOf(t, d)
+	if p.Y.Max < 2 || p.Y.Max > 10 {
+		t.Errorf("y axis ends at %v; want it to fit 2/s of traffic and the 1/s line", p.Y.Max)
+	}
+	text := drawnText(t, d)
+	if !strings.Contains(text, "high 1000/s: none rejected (line above the plot)") || strings.Contains(text, "low 1/s: none rejected (line above") {
+		t.Errorf("legend %q; want only the 1000/s line above the plot", text)
+	}
+}
