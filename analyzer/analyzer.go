@@ -292,6 +292,13 @@ type Analyzer struct {
 	wv     wavesState
 	wvJ    *wavesJudgement // during Result
 
+	// nonrSent counts responses with a status in the non-retryable set
+	// that were not rate limits (the check's population); nonrLimited the
+	// rate limits among them (not judged).
+	nonrSent, nonrLimited int64
+	// paceBy counts pacing's offenders by the limit that rejected them.
+	paceBy limitCounts
+
 	// reuseKeys: an attempt after a 2xx/3xx starts a new logical request on
 	// the same key (serve recordings, whose clients reuse URLs); never in a
 	// fleet run, where every logical request has a key of its own.

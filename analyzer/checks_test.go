@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,22 @@ func TestChecks(t *testing.T) {
 		{"fixed delay over bounds", sim{server: outage(5*s1, ""), delay: fixed(s1)}, Options{}, CheckJitterBounds, StatusFail, false, false},
 		{"off by one exponent", sim{server: outage(5*s1, ""), delay: noJitter(200*ms, 5*s1)}, Options{}, CheckJitterBounds, StatusFail, false, false},
 		{"no stated policy", sim{server: outage(5*s1, ""), delay: full, policy: &timeline.Policy{}}, Options{}, CheckJitterBounds, StatusSkip, false, false},
+		// 403 rate limits: judged as a 429 would be, everywhere.
+		{"403 rate limit: retrying is correct", sim{server: limited(3*s1, "delta1"), honorRA: true, delay: full}, Options{}, CheckNonRetryable, StatusSkip, false, false},
+		{"403 rate limit by headers: retrying is correct", sim{server: limited(3*s1, ""), mark: markLimited("headers"), delay: full}, Options{}, CheckNonRetryable, StatusSkip, false, false},
+		{"plain 403 retried", sim{server: limited(3*s1, ""), mark: markLimited(""), retry4xx: true, delay: full, maxAttempts: 3}, Options{}, CheckNonRetryable, StatusFail, false, false},
+		{"plain 403 with a malformed Retry-After retried", sim{server: always(403), mark: func(a *timeline.Attempt) { a.RetryAfter = "soon" }, retry4xx: true, delay: full, maxAttempts: 3}, Options{}, CheckNonRetryable, StatusFail, false, false},
+		{"stops on a plain 403", sim{server: limited(3*s1, ""), delay: full}, Options{}, CheckNonRetryable, StatusPass, false, false},
+		{"honours a 403's Retry-After", sim{server: limited(3*s1, "delta1"), honorRA: true, delay: full}, Options{}, CheckRetryAfter, StatusPass, false, false},
+		{"ignores a 403's Retry-After", sim{server: limited(3*s1, "delta1"), delay: full}, Options{}, CheckRetryAfter, StatusFail, false, false},
+		{"no backoff after a 403 with headers at 0", sim{server: limited(3*s1, ""), mark: markLimited("headers"), delay: instant()}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"no backoff after a 403 with RateLimit r=0", sim{server: limited(3*s1, ""), mark: markLimited("ietf"), delay: instant()}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"no backoff after a 403 a limit rejected", sim{server: limited(3*s1, ""), mark: markLimited("limit"), delay: instant()}, Options{}, CheckInstantRetry, StatusFail, false, false},
+		{"backoff after a 403 rate limit", sim{server: limited(3*s1, ""), mark: markLimited("headers"), delay: full}, Options{}, CheckInstantRetry, StatusPass, false, false},
+		{"no instant retries judged after plain 403s", sim{server: limited(3*s1, ""), retry4xx: true, delay: instant(), maxAttempts: 3}, Options{}, CheckInstantRetry, StatusSkip, false, false},
+		{"no jitter after 403 rate limits", sim{server: limited(5*s1, ""), mark: markLimited("headers"), delay: noJitter(100*ms, 5*s1)}, Options{}, CheckWaves, StatusFail, false, false},
+		{"full jitter after 403 rate limits", sim{server: limited(5*s1, ""), mark: markLimited("headers"), delay: full}, Options{}, CheckWaves, StatusPass, false, false},
+		{"a 403's Retry-After honoured is the server's pacing", sim{server: limited(5*s1, "delta1"), honorRA: true, delay: full}, Options{}, CheckWaves, StatusSkip, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -277,5 +294,34 @@ func TestKeysAreNotReusedInARun(t *testing.T) {
 				t.Errorf("attempts = %s %v; want fail 4 of 2", c.Status, c.Figure)
 			}
 		})
+	}
+}
+
+// TestRateLimit403Paced: a fleet that waits exactly as a 403 rate limit's
+// Retry-After said is paced by the server, as after a 429: no waves, the
+// server-synchronization warning, every retry server-paced and judged by
+// retry-after, none by non-retryable.
+func TestRateLimit403Paced(t *testing.T) {
+	s := sim{clients: 300, server: limited(3*s1, "delta1"), honorRA: true, delay: fullJitter(100*ms, s1), seed: 1,
+		policy: policy(100*ms, s1, 5, 20*s1, "full")}
+	v := s.verdict(Options{})
+	warned := false
+	for _, w := range v.Warnings {
+		warned = warned || w.ID == WarnServerSync
+	}
+	if !warned {
+		t.Errorf("no %s warning; warnings %+v", WarnServerSync, v.Warnings)
+	}
+	if v.Figures.ServerPaced == 0 || v.Figures.ClientPaced != 0 {
+		t.Errorf("server-paced %d, client-paced %d; want every retry server-paced", v.Figures.ServerPaced, v.Figures.ClientPaced)
+	}
+	if c := v.Check(CheckRetryAfter); c.Status != StatusPass || c.Samples != v.Figures.Retries {
+		t.Errorf("retry-after = %s over %d retries (%s); want pass over all %d", c.Status, c.Samples, c.Reason, v.Figures.Retries)
+	}
+	if c := v.Check(CheckNonRetryable); c.Status != StatusSkip || !strings.Contains(c.Reason, "rate limits") {
+		t.Errorf("non-retryable = %s (%s); want skip naming the rate limits", c.Status, c.Reason)
+	}
+	if !v.Pass {
+		t.Errorf("verdict %s: %s", v.Status, describe(v))
 	}
 }

@@ -13,7 +13,7 @@ import (
 // fmtFigure renders a figure or threshold in its unit.
 func fmtFigure(v float64, unit string) string {
 	switch unit {
-	case "%", "% 429":
+	case "%", "% rate-limited":
 		return strconv.FormatFloat(v, 'f', 1, 64) + "%"
 	case "× full jitter":
 		if v >= maxWaveIndex {
@@ -34,9 +34,9 @@ func fmtFigure(v float64, unit string) string {
 // that fmtFigure already shows.
 func unitWord(unit string) string {
 	switch unit {
-	case "%", "× full jitter", "% 429":
-		if unit == "% 429" {
-			return "429"
+	case "%", "× full jitter", "% rate-limited":
+		if unit == "% rate-limited" {
+			return "rate-limited"
 		}
 		return ""
 	}

@@ -49,3 +49,30 @@ func Example() {
 	//   ↷ pacing.......... skipped: not in the scenario's expect.checks
 	//   ↷ jitter-bounds... skipped: not in the scenario's expect.checks
 }
+
+// Which responses are rate limits: a 403 is one when the server said so
+// (GitHub's secondary limit: Retry-After, or rate-limit headers at 0),
+// and a refusal otherwise.
+func ExampleClassifyResponse() {
+	for _, x := range []struct {
+		what string
+		a    timeline.Attempt
+	}{
+		{"429", timeline.Attempt{Status: 429}},
+		{"403 with Retry-After: 60", timeline.Attempt{Status: 403, RetryAfter: "60", NotBefore: 60e9, HasNotBefore: true}},
+		{"403 with X-RateLimit-Remaining: 0", timeline.Attempt{Status: 403, RateLimit: "X-RateLimit-Limit: 5000; X-RateLimit-Remaining: 0"}},
+		{"403 from the minute limit", timeline.Attempt{Status: 403, Limit: "minute"}},
+		{"403", timeline.Attempt{Status: 403}},
+		{"503 with Retry-After: 5", timeline.Attempt{Status: 503, RetryAfter: "5", NotBefore: 5e9, HasNotBefore: true}},
+	} {
+		c := analyzer.ClassifyResponse(&x.a)
+		fmt.Printf("%s: %s (retry: %v)\n", x.what, c, c.Retryable())
+	}
+	// Output:
+	// 429: rate-limit (retry: true)
+	// 403 with Retry-After: 60: rate-limit (retry: true)
+	// 403 with X-RateLimit-Remaining: 0: rate-limit (retry: true)
+	// 403 from the minute limit: rate-limit (retry: true)
+	// 403: refusal (retry: false)
+	// 503 with Retry-After: 5: unavailable (retry: true)
+}

@@ -74,13 +74,20 @@ func (a *Analyzer) servedBy(from, until int64) *timeline.Phase {
 // serving phase was in effect before its start + within was lost to
 // impatience. Requests stopped by the run, by the watchdog (budget's
 // business), by a non-retryable status, or by the harness are not judged.
-func (a *Analyzer) giveUpOutcome(o *timeline.Outcome) {
+// A request the client called non-retryable after a rate limit
+// (limited: its last attempt's response was one, a 403 with Retry-After
+// say) is judged as one that gave up: a rate limit is not a refusal.
+func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited bool) {
 	if o.Harness || o.Result == timeline.ResultCanceled || o.Result == timeline.ResultHung {
 		return
 	}
 	a.gu.judged++
 	switch o.Result {
 	case timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultError:
+	case timeline.ResultNonRetryable:
+		if !limited {
+			return
+		}
 	default:
 		return
 	}
@@ -93,8 +100,12 @@ func (a *Analyzer) giveUpOutcome(o *timeline.Outcome) {
 	}
 	if a.gu.hit(a.maxEx) {
 		at := max(ph.Start, o.Start)
+		what := o.Result
+		if limited && o.Result == timeline.ResultNonRetryable {
+			what = fmt.Sprintf("non-retryable on a %d rate limit", o.Status)
+		}
 		a.gu.ex = append(a.gu.ex, Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: o.Attempts, At: o.End, Prev: o.Start,
-			Detail: fmt.Sprintf("%s after %s (%d attempts), but phase %s served from %s, %s after the request started and within its %s", o.Result, fmtDur(o.End-o.Start), o.Attempts, ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
+			Detail: fmt.Sprintf("%s after %s (%d attempts), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), o.Attempts, ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
 	}
 }
 

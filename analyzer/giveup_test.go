@@ -16,6 +16,14 @@ func outagePhases(end time.Duration) []timeline.Phase {
 	}
 }
 
+// limitedPhases lays out limited(end): 403 until end, then ok.
+func limitedPhases(end time.Duration) []timeline.Phase {
+	return []timeline.Phase{
+		{Name: "limited", Start: 0, End: int64(end), Respond: "status 403"},
+		{Name: "recovered", Start: int64(end), Respond: "ok"},
+	}
+}
+
 // TestGiveUp: a request that fails although the server began serving
 // within its budget is lost to impatience; one the server would not have
 // served in time, one stopped by a non-retryable status, and one the
@@ -43,6 +51,12 @@ func TestGiveUp(t *testing.T) {
 			policy: &timeline.Policy{}}, Options{}, StatusFail, "(the default 30s)"},
 		{"a non-retryable status is not impatience", sim{server: always(404), phases: []timeline.Phase{{Name: "mix", Respond: "mix 200:90 404:10"}}, delay: full, maxAttempts: 3,
 			policy: policy(100*ms, 2*s1, 3, 20*s1, "full")}, Options{}, StatusPass, "0 of 300"},
+		{"stopping on a 403 rate limit is impatience", sim{server: limited(5*s1, "delta1"), phases: limitedPhases(5 * s1), stop403: true, delay: full, maxAttempts: 30,
+			policy: policy(100*ms, 2*s1, 30, 20*s1, "full")}, Options{}, StatusFail, "non-retryable on a 403 rate limit"},
+		{"waiting out a 403 rate limit", sim{server: limited(5*s1, "delta1"), phases: limitedPhases(5 * s1), honorRA: true, delay: full, maxAttempts: 30,
+			policy: policy(100*ms, 2*s1, 30, 20*s1, "full")}, Options{}, StatusPass, "0 of 300"},
+		{"stopping on a plain 403 is right", sim{server: limited(5*s1, ""), phases: limitedPhases(5 * s1), stop403: true, delay: full, maxAttempts: 30,
+			policy: policy(100*ms, 2*s1, 30, 20*s1, "full")}, Options{}, StatusPass, "0 of 300"},
 		{"no phases: unknown", sim{server: outage(5*s1, ""), delay: full, maxAttempts: 1, policy: policy(100*ms, 2*s1, 1, 20*s1, "full")},
 			Options{}, StatusSkip, "states no phases"},
 	}

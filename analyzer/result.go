@@ -5,6 +5,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // fullJitterCV is the coefficient of variation of a uniform delay on [0, b]:
@@ -139,7 +142,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		r.Examples = a.ra.ex
 	case CheckInstantRetry:
 		if a.inst.judged == 0 {
-			return skip("no retry followed a 429/5xx without a Retry-After that paced it")
+			return skip("no retry followed a 429/5xx or other rate limit without a Retry-After that paced it")
 		}
 		def, why := defaultInstant, ""
 		if a.policy != nil && a.policy.Base > 0 {
@@ -147,22 +150,26 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			def = max(defaultInstant, min(90, exp+10))
 			why = fmt.Sprintf("; the stated policy's jitter gives %.1f%%", exp)
 		}
-		r = verdict(c, pct(a.inst.bad, a.inst.judged), def, a.inst.judged, fmt.Sprintf("%d of %d retries after a 429/5xx without a usable Retry-After came within %s%s",
+		r = verdict(c, pct(a.inst.bad, a.inst.judged), def, a.inst.judged, fmt.Sprintf("%d of %d retries after a 429/5xx or other rate limit without a usable Retry-After came within %s%s",
 			a.inst.bad, a.inst.judged, fmtDur(a.instWindow), why))
 		r.Examples = a.inst.ex
 	case CheckWaves:
 		return a.judgeWaves(c, a.wvJ)
 	case CheckNonRetryable:
-		var sent int64
-		for s, on := range a.nonRetry {
-			if on {
-				sent += a.statuses[s]
+		// Rate limits answered with a status of the set (a 403 with
+		// Retry-After) are not in the population: retrying them is correct.
+		if a.nonrSent == 0 {
+			why := fmt.Sprintf("the server sent no %s", a.nonRetryList())
+			if a.nonrLimited > 0 {
+				why += fmt.Sprintf(" other than %d rate limits (retrying a rate limit is correct)", a.nonrLimited)
 			}
+			return skip(why)
 		}
-		if sent == 0 {
-			return skip(fmt.Sprintf("the server sent no %s", a.nonRetryList()))
+		why := fmt.Sprintf("retries after %d responses %s", a.nonrSent, a.nonRetryList())
+		if a.nonrLimited > 0 {
+			why += fmt.Sprintf("; %d rate limits with those statuses were not judged (retrying a rate limit is correct)", a.nonrLimited)
 		}
-		r = verdict(c, float64(a.nonr.bad), 0, sent, fmt.Sprintf("retries after %d responses %s", sent, a.nonRetryList()))
+		r = verdict(c, float64(a.nonr.bad), 0, a.nonrSent, why)
 		r.Examples = a.nonr.ex
 	case CheckIdempotency:
 		if a.idem.judged == 0 {
@@ -225,7 +232,12 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.pace.judged == 0 {
 			return skip(fmt.Sprintf("no steady-state attempt in a quota phase (the first %s of each is warm-up)", fmtDur(a.warmup)))
 		}
-		r = verdict(c, pct(a.pace.bad, a.pace.judged), defaultPacing, a.pace.judged, fmt.Sprintf("%d of %d steady-state attempts in quota phases got 429 (the first %s of each phase is warm-up)", a.pace.bad, a.pace.judged, fmtDur(a.warmup)))
+		why := fmt.Sprintf("%d of %d steady-state attempts in quota phases were rate-limited", a.pace.bad, a.pace.judged)
+		if a.pace.bad > 0 {
+			why += " (" + a.paceBy.String() + ")"
+		}
+		why += fmt.Sprintf("; the first %s of each phase is warm-up; the most restrictive published limit is %s", fmtDur(a.warmup), QuotaText(a.meta.Quota))
+		r = verdict(c, pct(a.pace.bad, a.pace.judged), defaultPacing, a.pace.judged, why)
 		r.Examples = a.pace.ex
 	case CheckJitterBounds:
 		switch {
@@ -290,4 +302,55 @@ func (a *Analyzer) nonRetryList() string {
 		}
 	}
 	return strings.Join(s, ", ")
+}
+
+// QuotaText describes a published limit for people: its name, how it is
+// published and its sustained rate, its algorithm, burst, key and tier
+// when stated: "minute: 300/1m (5/s), fixed-window, per client".
+func QuotaText(q *timeline.Quota) string {
+	if q == nil {
+		return "none"
+	}
+	var b strings.Builder
+	if q.Name != "" {
+		b.WriteString(q.Name)
+		if q.Tier != "" {
+			b.WriteString(" of tier " + q.Tier)
+		}
+		b.WriteString(": ")
+	}
+	rate := strconv.FormatFloat(q.Rate, 'g', 4, 64) + "/s"
+	switch {
+	case q.Limit > 0 && q.Window == int64(time.Second):
+		fmt.Fprintf(&b, "%d/s", q.Limit)
+	case q.Limit > 0 && q.Window > 0:
+		fmt.Fprintf(&b, "%d/%s (%s)", q.Limit, fmtWindow(q.Window), rate)
+	default:
+		b.WriteString(rate)
+	}
+	if q.Algorithm != "" {
+		b.WriteString(", " + q.Algorithm)
+	}
+	if q.Burst > 0 {
+		fmt.Fprintf(&b, ", burst %d", q.Burst)
+	}
+	if q.Key != "" && q.Key != "global" {
+		b.WriteString(", per " + q.Key)
+	}
+	return b.String()
+}
+
+// fmtWindow prints a limit's window as it is published: 1s, 1m, 1h, 1d,
+// 100ms, 90s.
+func fmtWindow(ns int64) string {
+	d := time.Duration(ns)
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d >= u.d && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return d.String()
 }

@@ -20,8 +20,11 @@ type Retry struct {
 	// logical request it is (1 for the second attempt), as jitter-bounds
 	// and waves count them.
 	Attempt, Number int
-	// Status is the previous attempt's status (0: it met a fault).
+	// Status is the previous attempt's status (0: it met a fault), and
+	// Class what it asked of the client (ClassifyResponse): a 403 with
+	// Class ResponseRateLimit is a rate limit the client may retry.
 	Status int
+	Class  ResponseClass
 	// Prev is the previous attempt's response; At the retry's arrival.
 	Prev, At int64
 

@@ -83,7 +83,7 @@ func TestOnRetryFacts(t *testing.T) {
 		return got, an.Result()
 	}
 	retry := func(n int, prev, at time.Duration, status int) Retry {
-		return Retry{Client: "c", Key: "k", Attempt: n, Number: n - 1, Status: status, Prev: ns(prev), At: ns(at)}
+		return Retry{Client: "c", Key: "k", Attempt: n, Number: n - 1, Status: status, Class: ResponseUnavailable, Prev: ns(prev), At: ns(at)}
 	}
 	r1 := retry(2, 2*ms, 499*ms, 503)
 	r1.Paced, r1.NotBefore, r1.Own = true, ns(502*ms), 0 // honoured within the 5ms tolerance
@@ -187,5 +187,30 @@ func TestOnRetryAgreesWithVerdict(t *testing.T) {
 				t.Errorf("%s (shuffled %v): jitter-bounds judged %d, bad %d; facts: %d bounded, %d beyond", name, shuffled, j, b, tally.bounded, tally.beyond)
 			}
 		}
+	}
+}
+
+// TestOnRetryClass: each retry carries what the response before it asked
+// (ClassifyResponse), so a consumer tells a 403 rate limit from a refusal
+// without a rule of its own.
+func TestOnRetryClass(t *testing.T) {
+	var got []ResponseClass
+	an := New(&timeline.Meta{Recorder: "run"}, Options{OnRetry: func(r Retry) { got = append(got, r.Class) }})
+	prev := []timeline.Attempt{
+		{Status: 403, Limit: "minute"},
+		{Status: 403},
+		{Status: 429},
+		{Status: 503},
+		{Status: 403, RateLimit: "X-RateLimit-Remaining: 0"},
+		{Fault: timeline.FaultReset},
+	}
+	for i, a := range append(prev, timeline.Attempt{Status: 200}) {
+		a.Client, a.Key, a.Attempt, a.Method = "c", "k", i+1, "GET"
+		a.At, a.Done = int64(i)*int64(s1), int64(i)*int64(s1)+int64(ms)
+		an.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: a})
+	}
+	want := []ResponseClass{ResponseRateLimit, ResponseRefusal, ResponseRateLimit, ResponseUnavailable, ResponseRateLimit, ResponseNone}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("classes %v; want %v", got, want)
 	}
 }

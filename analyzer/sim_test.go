@@ -30,6 +30,9 @@ type sim struct {
 	// server answers an attempt arriving at `at`: status, and the
 	// Retry-After it sends (raw) with its not_before (has=false: none/unusable).
 	server func(at time.Duration) (status int, ra string, notBefore time.Duration, has bool)
+	// mark, when set, completes each attempt the server answered (the
+	// rate-limit headers it sent, the limit that rejected it).
+	mark func(a *timeline.Attempt)
 
 	// client behaviour
 	delay       func(k int, r *rand.Rand, prev time.Duration) time.Duration // delay before retry k (1-based); prev: the last delay
@@ -40,6 +43,7 @@ type sim struct {
 	budget      time.Duration                                               // give up when the next wait would pass it (0: none)
 	overrun     time.Duration                                               // a buggy client: ignores the budget by this much
 	retry4xx    bool
+	stop403     bool          // stops on every 403, a rate limit too (as most libraries do)
 	hang        bool          // outcomes of failed requests are "hung"
 	raExtra     time.Duration // fixed extra wait on top of Retry-After
 
@@ -105,6 +109,9 @@ func (s *sim) records() []timeline.Record {
 				if has {
 					a.NotBefore, a.HasNotBefore = int64(nb), true
 				}
+				if s.mark != nil {
+					s.mark(&a)
+				}
 				evs = append(evs, &ev{done, timeline.Record{Type: timeline.TypeAttempt, Attempt: a}})
 				status = st
 				t = done
@@ -112,7 +119,9 @@ func (s *sim) records() []timeline.Record {
 					result = timeline.ResultOK
 					break
 				}
-				if st < 500 && st != 429 && !s.retry4xx {
+				// A correct client retries what the server asks it to:
+				// 429, 5xx and other rate limits (a 403 with Retry-After).
+				if (!ClassifyResponse(&a).Retryable() && !s.retry4xx) || (st == 403 && s.stop403) {
 					result = timeline.ResultNonRetryable
 					break
 				}
@@ -224,6 +233,39 @@ func outage(end time.Duration, form string) func(time.Duration) (int, string, ti
 			return 503, "soon", 0, false
 		}
 		return 503, "", 0, false
+	}
+}
+
+// limited answers 403 until end, a rate limit as how marks it (see
+// markLimited), then 200: with form "delta1" a Retry-After of 1 s.
+func limited(end time.Duration, form string) func(time.Duration) (int, string, time.Duration, bool) {
+	return func(at time.Duration) (int, string, time.Duration, bool) {
+		if at >= end {
+			return 200, "", 0, false
+		}
+		if form == "delta1" {
+			return 403, "1", at + 2*time.Millisecond + time.Second, true
+		}
+		return 403, "", 0, false
+	}
+}
+
+// markLimited marks 403s as rate limits without a Retry-After: "headers"
+// by X-RateLimit-Remaining: 0, "ietf" by RateLimit r=0, "limit" by the
+// quota's limit "minute" rejecting them; "" leaves them plain 403s.
+func markLimited(how string) func(a *timeline.Attempt) {
+	return func(a *timeline.Attempt) {
+		if a.Status != 403 {
+			return
+		}
+		switch how {
+		case "headers":
+			a.RateLimit = "X-RateLimit-Limit: 60; X-RateLimit-Remaining: 0; X-RateLimit-Reset: 1767225600"
+		case "ietf":
+			a.RateLimit = `RateLimit: "default";r=0;t=1`
+		case "limit":
+			a.Limit = "minute"
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ var checkDefs = []checkDef{
 	{CheckBudget, "requests", map[string]paramKind{"tolerance": kindDuration, "budget": kindDuration}},
 	{CheckGiveUp, "% lost", map[string]paramKind{"within": kindDuration}},
 	{CheckAmplification, "attempts/request", map[string]paramKind{"retry_share": kindNumber}},
-	{CheckPacing, "% 429", map[string]paramKind{"warmup": kindDuration}},
+	{CheckPacing, "% rate-limited", map[string]paramKind{"warmup": kindDuration}},
 	{CheckJitterBounds, "%", map[string]paramKind{"tolerance": kindDuration, "first_exponent": kindNumber}},
 }
 

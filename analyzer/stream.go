@@ -3,6 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ const closeGrace = int64(500 * time.Millisecond)
 type attemptLite struct {
 	n        int32
 	status   int32
+	class    ResponseClass // ClassifyResponse of the record
 	fault    bool
 	hasNB    bool
 	prevDone bool // paired with its predecessor (or the first attempt)
@@ -115,19 +117,27 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	} else {
 		a.fig.Retries++
 	}
+	class := ClassifyResponse(r)
 	if r.Fault != "" {
 		a.faults[r.Fault]++
 	} else if r.Status > 0 && r.Status < len(a.statuses) {
 		a.statuses[r.Status]++
+		if a.nonRetry[r.Status] {
+			if class == ResponseRateLimit {
+				a.nonrLimited++
+			} else {
+				a.nonrSent++
+			}
+		}
 	}
 
 	if a.pacingOn {
-		a.pacingAttempt(r)
+		a.pacingAttempt(r, class)
 	}
 
 	// Pairwise checks.
 	x := attemptLite{
-		n: int32(r.Attempt), status: int32(r.Status), fault: r.Fault != "",
+		n: int32(r.Attempt), status: int32(r.Status), class: class, fault: r.Fault != "",
 		hasNB: r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
 	}
 	if x.fault {
@@ -262,13 +272,11 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 			}
 		}
 	}
-	if p.status > 0 && int(p.status) < len(a.nonRetry) && a.nonRetry[p.status] {
+	// A rate limit is never non-retryable, whatever its status.
+	if p.class != ResponseRateLimit && p.status > 0 && int(p.status) < len(a.nonRetry) && a.nonRetry[p.status] {
 		if a.nonr.hit(a.maxEx) {
 			a.nonr.ex = append(a.nonr.ex, ex(fmt.Sprintf("retried after a %d: attempt %d at %s, %s after the response", p.status, x.n, fmtNS(x.at), fmtDur(gap))))
 		}
-	}
-	if p.status > 0 && int(p.status) < len(a.nonRetry) {
-		a.nonr.judged++
 	}
 
 	// The retry's own wait starts at the response, or at the instant a
@@ -281,12 +289,16 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	a.waveRetry(st, key, k, p, x, base, honoured)
 
 	unadvised := !paced
-	if unadvised && (p.status == 429 || p.status >= 500) {
+	if unadvised && p.class.Retryable() {
 		a.inst.judged++
 		a.instEx += a.instantProb(k)
 		if gap < a.instWindow {
 			if a.inst.hit(a.maxEx) {
-				a.inst.ex = append(a.inst.ex, ex(fmt.Sprintf("retry %d came %s after a %d without a usable Retry-After", k, fmtDur(gap), p.status)))
+				what := strconv.Itoa(int(p.status))
+				if p.class == ResponseRateLimit && p.status != 429 {
+					what += " rate limit"
+				}
+				a.inst.ex = append(a.inst.ex, ex(fmt.Sprintf("retry %d came %s after a %s without a usable Retry-After", k, fmtDur(gap), what)))
 			}
 		}
 	}
@@ -307,7 +319,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		}
 	}
 	if a.onRetry != nil {
-		r := Retry{Client: st.client, Key: st.key, Attempt: int(x.n), Number: k, Status: int(p.status), Prev: p.done, At: x.at,
+		r := Retry{Client: st.client, Key: st.key, Attempt: int(x.n), Number: k, Status: int(p.status), Class: p.class, Prev: p.done, At: x.at,
 			Paced: paced, Early: early, Own: x.at - base, Bounded: bounded, Bound: b, Beyond: beyond}
 		if paced {
 			r.NotBefore = p.nb
@@ -364,7 +376,7 @@ func (a *Analyzer) instantProb(k int) float64 {
 	}
 }
 
-func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
+func (a *Analyzer) pacingAttempt(r *timeline.Attempt, class ResponseClass) {
 	start := int64(0)
 	if phases := a.meta.Phases; len(phases) > 0 {
 		// The phase containing the arrival; records come nearly in time
@@ -392,20 +404,88 @@ func (a *Analyzer) pacingAttempt(r *timeline.Attempt) {
 		return
 	}
 	a.pace.judged++
-	if r.Status == 429 {
-		a.pace.bad++
-		if len(a.pace.ex) < a.maxEx {
-			a.pace.ex = append(a.pace.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
-				Detail: fmt.Sprintf("429 at %s, in the steady state of a quota phase", fmtNS(r.At))})
-		}
+	if class != ResponseRateLimit {
+		return
 	}
+	a.pace.bad++
+	a.paceBy.add(r.Limit)
+	if len(a.pace.ex) < a.maxEx {
+		by := "no limit named"
+		if r.Limit != "" {
+			by = "rejected by limit " + r.Limit
+		}
+		a.pace.ex = append(a.pace.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
+			Detail: fmt.Sprintf("%d at %s (%s), in the steady state of a quota phase", r.Status, fmtNS(r.At), by)})
+	}
+}
+
+// maxLimitNames bounds the limit names pacing counts apart; the rest share
+// one count.
+const maxLimitNames = 64
+
+// limitCounts counts rate limits by the name of the limit that rejected
+// ("" when none was named), for at most maxLimitNames names.
+type limitCounts struct {
+	n     map[string]int64
+	other int64 // beyond maxLimitNames names
+}
+
+func (l *limitCounts) add(name string) {
+	if n, ok := l.n[name]; ok {
+		l.n[name] = n + 1
+		return
+	}
+	if len(l.n) >= maxLimitNames {
+		l.other++
+		return
+	}
+	if l.n == nil {
+		l.n = make(map[string]int64)
+	}
+	l.n[strings.Clone(name)] = 1
+}
+
+// String lists the counts, most first: "minute: 40, second: 3".
+func (l *limitCounts) String() string {
+	type kv struct {
+		k string
+		v int64
+	}
+	var kvs []kv
+	for k, v := range l.n {
+		kvs = append(kvs, kv{k, v})
+	}
+	sort.Slice(kvs, func(i, j int) bool {
+		if kvs[i].v != kvs[j].v {
+			return kvs[i].v > kvs[j].v
+		}
+		return kvs[i].k < kvs[j].k
+	})
+	var parts []string
+	for _, x := range kvs {
+		name := x.k
+		if name == "" {
+			name = "no limit named"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d", name, x.v))
+	}
+	if l.other > 0 {
+		parts = append(parts, fmt.Sprintf("other limits: %d", l.other))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
 	a.results[o.Result]++
 	a.fidelityOutcome(o)
-	a.giveUpOutcome(o)
+	// Did the client stop on a rate limit? Its last attempt says.
+	limited := false
+	if st := a.keys[o.Key]; st != nil && len(st.att) > 0 {
+		last := &st.att[len(st.att)-1]
+		limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
+	}
+	a.giveUpOutcome(o, limited)
 	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End

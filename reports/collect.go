@@ -15,9 +15,9 @@ import (
 
 // Outcome classes of an attempt, in stacking order.
 const (
-	class2xx = iota
-	class429
-	class503
+	class2xx   = iota
+	class429   // a rate limit: 429, or another status the analyzer's rule makes one
+	class503   // a 503 that is not a rate limit
 	classOther // any other status: 1xx, 3xx, other 4xx and 5xx
 	classFault // a fault (reset, hang) or no status at all
 	numClasses
@@ -25,18 +25,42 @@ const (
 
 var classNames = [numClasses]string{"2xx", "429", "503", "other 4xx/5xx", "fault"}
 
+// classOf is the class an attempt is drawn in. Which responses are rate
+// limits is the analyzer's rule (analyzer.ClassifyResponse), so a 403 the
+// verdict treats as a rate limit is drawn with the 429s.
 func classOf(a *timeline.Attempt) int {
 	switch {
 	case a.Fault != "" || a.Status == 0:
 		return classFault
+	case analyzer.ClassifyResponse(a) == analyzer.ResponseRateLimit:
+		return class429
 	case a.Status >= 200 && a.Status < 300:
 		return class2xx
-	case a.Status == 429:
-		return class429
 	case a.Status == 503:
 		return class503
 	}
 	return classOther
+}
+
+// className is the legend's name of class cl: the rate limits are "429"
+// while every one was a 429, else "rate limit 403/429" (their statuses).
+func (c *Collector) className(cl int) string {
+	if cl == class429 {
+		return rateLimitName(c.rateLimitStatuses())
+	}
+	return classNames[cl]
+}
+
+// rateLimitName names the rate-limit class for the statuses it held.
+func rateLimitName(statuses []int) string {
+	if len(statuses) == 0 || len(statuses) == 1 && statuses[0] == 429 {
+		return "429"
+	}
+	ss := make([]string, len(statuses))
+	for i, st := range statuses {
+		ss[i] = strconv.Itoa(st)
+	}
+	return "rate limit " + strings.Join(ss, "/")
 }
 
 // Bounds of the collector's memory.
@@ -55,7 +79,7 @@ const (
 type Stats struct {
 	Attempts    int64 // requests the server saw
 	OK          int64 // attempts answered 2xx
-	Throttled   int64 // attempts answered 429
+	Throttled   int64 // attempts answered with a rate limit: 429, or another status the analyzer makes one (a 403 with Retry-After)
 	Unavailable int64 // attempts answered 503
 	OtherErrors int64 // attempts answered any other status
 	Faults      int64 // attempts that met a fault (reset, hang) or got no status
@@ -100,6 +124,11 @@ type Stats struct {
 	// End is the last instant of the timeline (arrival, response or
 	// outcome end), from time zero.
 	End time.Duration
+
+	// RateLimitStatuses are the statuses of the Throttled attempts, in
+	// order: [429] in most runs; [403, 429] with a provider's secondary
+	// limit.
+	RateLimitStatuses []int
 }
 
 // raPoint is one retry after a usable Retry-After: the wait asked for and
@@ -163,7 +192,24 @@ type Collector struct {
 	hists map[string]*logHist // completion by result
 	all   logHist
 
+	quota   *quotaSeries // nil unless the meta lists limits
+	quotaPh int          // index of the phase of the last attempt (inQuotaPhase)
+
 	stats Stats
+	// throttledBy marks the statuses of the rate limits (Stats.Throttled);
+	// index 0 stands for any status outside 1–599.
+	throttledBy [600]bool
+}
+
+// rateLimitStatuses lists the statuses of the rate limits seen, in order.
+func (c *Collector) rateLimitStatuses() []int {
+	var out []int
+	for st, on := range c.throttledBy {
+		if on {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // settings are a collector's options with the analyzer's tolerances in
@@ -208,6 +254,7 @@ func NewCollector(meta *timeline.Meta, opts Options) *Collector {
 	for i := range c.counts {
 		c.counts[i] = make([]uint64, timeBinCount)
 	}
+	c.quota = newQuotaSeries(meta, timeBinCount)
 	if f := meta.Fleet; f != nil && f.Clients > opts.MaxClients {
 		c.stride = (f.Clients + opts.MaxClients - 1) / opts.MaxClients
 	}
@@ -226,6 +273,9 @@ func (c *Collector) fold() {
 	}
 	for _, r := range c.rows {
 		foldOr(r.cells)
+	}
+	if c.quota != nil {
+		c.quota.fold()
 	}
 }
 
@@ -257,6 +307,11 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 		s.OK++
 	case class429:
 		s.Throttled++
+		if a.Status > 0 && a.Status < len(c.throttledBy) {
+			c.throttledBy[a.Status] = true
+		} else {
+			c.throttledBy[0] = true // a status outside 1–599
+		}
 	case class503:
 		s.Unavailable++
 	case classOther:
@@ -268,6 +323,9 @@ func (c *Collector) addAttempt(a *timeline.Attempt) {
 	c.seeEnd(a.Done)
 	bin := c.bins.index(a.At, c.fold)
 	c.counts[cl][bin]++
+	if c.quota != nil && c.inQuotaPhase(a.At) {
+		c.quota.add(a, bin)
+	}
 	if r := c.row(a.Client); r != nil {
 		r.cells[bin] |= 1 << cl
 	}
@@ -394,6 +452,7 @@ func (c *Collector) Stats() Stats {
 	if s.Requests > 0 {
 		s.Amplification = float64(s.Attempts) / float64(s.Requests)
 	}
+	s.RateLimitStatuses = c.rateLimitStatuses()
 	s.P50 = time.Duration(c.all.quantile(0.50))
 	s.P99 = time.Duration(c.all.quantile(0.99))
 	return s

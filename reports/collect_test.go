@@ -75,7 +75,7 @@ func TestStats(t *testing.T) {
 		Attempts: 8, OK: 1, Throttled: 3, Unavailable: 2, OtherErrors: 1, Faults: 1, Retries: 5,
 		Requests: 3, Outcomes: 3, RetryAfterRetries: 2, EarlyRetries: 1, OwnDelays: 3, BeyondBound: 1,
 		ServerPaced: 1, ClientPaced: 4, // k1's retry came as Retry-After said
-		End: 1011 * time.Millisecond,
+		End: 1011 * time.Millisecond, RateLimitStatuses: []int{429},
 	}
 	got := s
 	got.Results, got.SuccessRate, got.Amplification, got.P50, got.P99 = nil, 0, 0, 0, 0
@@ -418,5 +418,32 @@ func TestFmt(t *testing.T) {
 		if got := fmtNum(tt.f); got != tt.want {
 			t.Errorf("fmtNum(%v) = %q; want %q", tt.f, got, tt.want)
 		}
+	}
+}
+
+// TestRateLimitClass: the report draws what the analyzer's rule calls a
+// rate limit with the 429s — a 403 with a usable Retry-After, with
+// rate-limit headers at 0, or a limit's rejection — and a plain 403 with
+// the other errors; the class's name then lists the statuses.
+func TestRateLimitClass(t *testing.T) {
+	limit := att("1", "a", 1, 0, ms, 403)
+	limit.Attempt.Limit = "minute"
+	headers := att("2", "b", 1, 0, ms, 403)
+	headers.Attempt.RateLimit = "X-RateLimit-Remaining: 0"
+	c := collect(&timeline.Meta{Recorder: "run"}, Options{},
+		att("0", "z", 1, 0, ms, 429), limit, headers,
+		withNB(att("3", "c", 1, 0, ms, 403), 2*ms), att("4", "d", 1, 0, ms, 403))
+	s := c.Stats()
+	if s.Throttled != 4 || s.OtherErrors != 1 {
+		t.Errorf("throttled %d, other errors %d; want 4 (429 and three 403 rate limits), 1 (the plain 403)", s.Throttled, s.OtherErrors)
+	}
+	if !reflect.DeepEqual(s.RateLimitStatuses, []int{403, 429}) {
+		t.Errorf("RateLimitStatuses = %v; want [403 429]", s.RateLimitStatuses)
+	}
+	if got, want := c.className(class429), "rate limit 403/429"; got != want {
+		t.Errorf("className(429) = %q; want %q", got, want)
+	}
+	if got := collect(&timeline.Meta{Recorder: "run"}, Options{}, att("0", "z", 1, 0, ms, 429)).className(class429); got != "429" {
+		t.Errorf("className(429) with only 429s = %q; want 429", got)
 	}
 }

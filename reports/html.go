@@ -170,12 +170,24 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 			add(&pd.Fleet, "watchdog", fmtDur(time.Duration(f.Timeout)))
 		}
 	}
-	if q := m.Quota; q != nil {
+	if len(m.Limits) > 0 {
+		ls := make([]string, len(m.Limits))
+		for i := range m.Limits {
+			ls[i] = limitLabel(&m.Limits[i])
+			if alg := m.Limits[i].Algorithm; alg != "" {
+				ls[i] += ", " + alg
+			}
+		}
+		add(&pd.Fleet, "server limits", strings.Join(ls, "; "))
+		if q := m.Quota; q != nil {
+			add(&pd.Fleet, "most restrictive (pacing)", limitLabel(q))
+		}
+	} else if q := m.Quota; q != nil {
 		s := fmt.Sprintf("%s, %s/s", q.Algorithm, fmtNum(q.Rate))
 		if q.Burst > 0 {
 			s += fmt.Sprintf(", burst %d", q.Burst)
 		}
-		if q.Key != "" {
+		if q.Key != "" && q.Key != "global" {
 			s += ", per " + q.Key
 		}
 		add(&pd.Fleet, "server quota", s)
@@ -237,7 +249,7 @@ func statFacts(s Stats) []fact {
 		{"logical requests", strconv.FormatInt(s.Requests, 10)},
 		{"retries", pct(s.Retries, s.Attempts)},
 		{"2xx", pct(s.OK, s.Attempts)},
-		{"429", pct(s.Throttled, s.Attempts)},
+		{rateLimitName(s.RateLimitStatuses), pct(s.Throttled, s.Attempts)},
 		{"503", pct(s.Unavailable, s.Attempts)},
 		{"other 4xx/5xx", pct(s.OtherErrors, s.Attempts)},
 		{"faults", pct(s.Faults, s.Attempts)},

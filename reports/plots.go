@@ -55,9 +55,14 @@ type drawn struct {
 
 func seconds(ns float64) float64 { return ns / 1e9 }
 
-// plots builds every per-run plot from the collected data.
+// plots builds every per-run plot from the collected data; the quota plot
+// only when the meta lists the published limits.
 func (c *Collector) plots() []drawn {
-	return []drawn{c.plotAttempts(), c.plotRaster(), c.plotRetryAfter(), c.plotBackoff(), c.plotCompletion()}
+	ds := []drawn{c.plotAttempts()}
+	if c.quota != nil {
+		ds = append(ds, c.plotQuota())
+	}
+	return append(ds, c.plotRaster(), c.plotRetryAfter(), c.plotBackoff(), c.plotCompletion())
 }
 
 // phaseBands lays the scenario's phases out on the time axis, in unit u;
@@ -137,7 +142,7 @@ func (c *Collector) plotAttempts() drawn {
 			ring = append(ring, plotter.XY{X: float64(i+1) * binW, Y: lower[i]}, plotter.XY{X: float64(i) * binW, Y: lower[i]})
 		}
 		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
-		p.Legend.Add(fmt.Sprintf("%s (%s)", classNames[cl], fmtTick(float64(total), 0)), swatch{classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%s)", c.className(cl), fmtTick(float64(total), 0)), swatch{classColors[cl]})
 	}
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max = padMax(0, float64(used)*binW)
@@ -244,7 +249,7 @@ func (c *Collector) plotRaster() drawn {
 			continue
 		}
 		p.Add(&plotter.Polygon{XYs: rings[cl], Color: classColors[cl]})
-		p.Legend.Add(classNames[cl], swatch{classColors[cl]})
+		p.Legend.Add(c.className(cl), swatch{classColors[cl]})
 	}
 	top, bottom := ys[0]+halves[0]/0.4*0.5, ys[n-1]-halves[n-1]/0.4*0.5
 	if numeric {

@@ -136,7 +136,11 @@ func TestPlotTickLabels(t *testing.T) {
 	}
 	var plots []*plot.Plot
 	names := []string{}
-	for _, d := range append(c.plots(), subMilliCollector().plots()...) {
+	layered, err := Collect(bytes.NewReader(layeredSynth{seed: 1}.write(t)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append(append(c.plots(), subMilliCollector().plots()...), layered.plotQuota()) {
 		if d.p != nil {
 			plots, names = append(plots, plotOf(t, d)), append(names, d.Name)
 		}
@@ -183,7 +187,11 @@ func TestLegendsOutsideTheData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range c.plots() {
+	layered, err := Collect(bytes.NewReader(layeredSynth{seed: 1}.write(t)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append(c.plots(), layered.plotQuota()) {
 		o, ok := d.p.(*outsideLegend)
 		if !ok {
 			t.Errorf("%s: legend inside the plot (%T)", d.Name, d.p)

@@ -93,6 +93,7 @@ var wantSize = map[string][2]int{
 	PlotRetryAfter: {576, 288},
 	PlotBackoff:    {576, 288},
 	PlotCompletion: {576, 288},
+	PlotQuota:      {576, 288},
 	PlotCompare:    {864, 248}, // 12 × 3.45 in: 3 in of panels, the key under them
 }
 

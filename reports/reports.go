@@ -79,10 +79,13 @@ func (o Options) withDefaults() Options {
 
 // Report describes what Write wrote.
 type Report struct {
-	Dir   string // the directory written to
-	HTML  string // path of report.html
-	Plots []Plot // in report order, including the ones not drawn (see Plot.Note)
-	Stats Stats  // the report's own figures
+	Dir  string // the directory written to
+	HTML string // path of report.html
+	// Plots are in report order, including the ones not drawn (see
+	// Plot.Note); the quota plot (PlotQuota) is in it only when the
+	// timeline's meta lists the published limits.
+	Plots []Plot
+	Stats Stats // the report's own figures
 }
 
 // Write reads the timeline at timelinePath in one pass and writes, in dir

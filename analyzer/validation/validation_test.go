@@ -549,7 +549,7 @@ func figure(c *analyzer.CheckResult) string {
 	f := fmtFig(c.Figure)
 	t := fmtFig(c.Threshold)
 	switch c.Unit {
-	case "%", "% 429":
+	case "%", "% rate-limited":
 		return f + "% > " + t + "%"
 	case "× full jitter":
 		if c.Figure >= 1000 {
@@ -562,7 +562,7 @@ func figure(c *analyzer.CheckResult) string {
 
 func unitFig(f float64, unit string) string {
 	switch unit {
-	case "%", "% 429":
+	case "%", "% rate-limited":
 		return fmtFig(f) + "%"
 	case "× full jitter":
 		if f >= 1000 {

@@ -334,7 +334,7 @@ func describe(t *testing.T, name string, tl []byte) (version, summary string) {
 func figure(c *analyzer.CheckResult) string {
 	f, th := num(c.Figure), num(c.Threshold)
 	switch c.Unit {
-	case "%", "% 429":
+	case "%", "% rate-limited":
 		return strconv.FormatFloat(c.Figure, 'f', 1, 64) + "% > " + strconv.FormatFloat(c.Threshold, 'f', 1, 64) + "%"
 	case "attempts/request":
 		return strconv.FormatFloat(c.Figure, 'f', 2, 64) + " attempts/request > " + strconv.FormatFloat(c.Threshold, 'f', 2, 64)
