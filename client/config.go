@@ -38,7 +38,8 @@ const (
 
 // DefaultRetryable is the status set retried when Config.Retryable is nil:
 // 429 Too Many Requests and the transient server errors 500, 502, 503, 504.
-// Every other status (400, 401, 403, 404, 422, ...) fails at once.
+// Every other status (400, 401, 403, 404, 422, ...) fails at once, but for
+// a 403 that says it is a rate limit (see Config.Retryable).
 var DefaultRetryable = []int{
 	http.StatusTooManyRequests,
 	http.StatusInternalServerError,
@@ -137,6 +138,13 @@ type Config struct {
 
 	// Retryable is the set of statuses retried (nil: DefaultRetryable). An
 	// empty non-nil slice retries no status.
+	//
+	// Whatever the set, a 403 Forbidden that says it is a rate limit, the
+	// way GitHub answers its secondary limits, is retried as a 429 is: one
+	// with a valid Retry-After (which it waits for), or with rate-limit
+	// headers that say none remain (X-RateLimit-Remaining: 0, RateLimit
+	// r=0), which it waits out until their reset. A plain 403 fails at
+	// once.
 	Retryable []int
 	// RetryError reports whether a transport error is transient and worth
 	// retrying (nil: IsTransient). It is not called for errors caused by the

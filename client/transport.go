@@ -227,10 +227,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				retry = cfg.RetryError(err)
 			}
 		default:
-			if status == http.StatusTooManyRequests {
+			if status == http.StatusForbidden {
+				retryAfter, hasRA, retry = rateLimited403(resp, retryAfter, hasRA, now)
+			}
+			if status == http.StatusTooManyRequests || retry {
 				t.obs.Throttled(ThrottledEvent{Request: req, Key: key, Attempt: attempt, RetryAfter: retryAfter, HasRetryAfter: hasRA})
 			}
-			retry = t.isRetryable(status)
+			retry = retry || t.isRetryable(status)
 		}
 		if !retry || !replayable {
 			if err != nil {
@@ -349,6 +352,19 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// rateLimited403 reports whether a 403 is a rate limit (Config.Retryable):
+// it carried a valid Retry-After, or rate-limit headers with none
+// remaining, whose reset then stands for the Retry-After it lacked.
+func rateLimited403(resp *http.Response, retryAfter time.Duration, hasRA bool, now time.Time) (time.Duration, bool, bool) {
+	if hasRA {
+		return retryAfter, true, true
+	}
+	if rl, ok := ParseRateLimit(resp.Header, now); ok && rl.Remaining == 0 && rl.Reset > 0 {
+		return rl.Reset, true, true
+	}
+	return retryAfter, hasRA, false
 }
 
 func (t *Transport) isRetryable(status int) bool {

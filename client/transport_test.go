@@ -996,3 +996,56 @@ func TestSharedLimiter(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimited403 follows GitHub's secondary rate limits: a 403 that
+// says it is a rate limit is retried after the wait it names; a plain 403,
+// or one whose only signal is unusable, fails at once.
+func TestRateLimited403(t *testing.T) {
+	tests := []struct {
+		name string
+		hdr  func(now time.Time) []string
+		want time.Duration // -1: not retried
+	}{
+		{"Retry-After seconds", func(time.Time) []string { return []string{"Retry-After", "3"} }, 3 * time.Second},
+		{"Retry-After date", func(now time.Time) []string {
+			return []string{"Retry-After", now.Add(5 * time.Second).UTC().Format(http.TimeFormat)}
+		}, 5 * time.Second},
+		// The bubble's clock is in 2000, before epoch second 10^9: the
+		// reset reads as seconds from now.
+		{"X-RateLimit exhausted", func(time.Time) []string {
+			return []string{"X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "4"}
+		}, 4 * time.Second},
+		{"IETF RateLimit exhausted", func(time.Time) []string {
+			return []string{"RateLimit-Policy", `"minute";q=60;w=60`, "RateLimit", `"minute";r=0;t=6`}
+		}, 6 * time.Second},
+		{"plain", func(time.Time) []string { return nil }, -1},
+		{"remaining left", func(time.Time) []string {
+			return []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "4"}
+		}, -1},
+		{"garbage Retry-After", func(time.Time) []string { return []string{"Retry-After", "soon, maybe"} }, -1},
+	}
+	for _, tt := range tests {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(func(n int, _ *http.Request) (*http.Response, error) {
+				if n == 0 {
+					return reply(403, tt.hdr(time.Now())...), nil
+				}
+				return reply(200), nil
+			})
+			resp, err := get(t, New(f, seeded(Config{Base: time.Hour, Cap: time.Hour})), "http://api.test/x")
+			if err != nil {
+				t.Fatalf("%s: RoundTrip error %v", tt.name, err)
+			}
+			resp.Body.Close()
+			a := f.attempts()
+			switch {
+			case tt.want < 0 && (len(a) != 1 || resp.StatusCode != 403):
+				t.Errorf("%s: %d attempts, final %d; want the 403 at once", tt.name, len(a), resp.StatusCode)
+			case tt.want >= 0 && len(a) != 2:
+				t.Errorf("%s: %d attempts; want a retry", tt.name, len(a))
+			case tt.want >= 0 && a[1].at-a[0].at != tt.want:
+				t.Errorf("%s: waited %v; want %v", tt.name, a[1].at-a[0].at, tt.want)
+			}
+		})
+	}
+}
