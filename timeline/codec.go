@@ -135,6 +135,14 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 		b = append(b, `,"limit":`...)
 		b = appendString(b, a.Limit)
 	}
+	if a.Queue != 0 {
+		b = append(b, `,"queue":`...)
+		b = strconv.AppendInt(b, a.Queue, 10)
+	}
+	if a.Service != 0 {
+		b = append(b, `,"service":`...)
+		b = strconv.AppendInt(b, a.Service, 10)
+	}
 	return append(b, '}')
 }
 

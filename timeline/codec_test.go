@@ -23,10 +23,11 @@ func sampleMeta() *Meta {
 		Policy:   &Policy{Base: int64(100 * time.Millisecond), Cap: int64(5 * time.Second), MaxAttempts: 5, Jitter: "full", Retryable: []int{429, 503}},
 		Seed:     42,
 		Start:    time.Date(2026, 11, 30, 23, 0, 0, 123, time.UTC),
-		Phases:   []Phase{{Name: "outage", Start: 0, End: int64(5 * time.Second), Respond: "status 503", RetryAfter: "date phase-end"}, {Name: "recovered", Start: int64(5 * time.Second), Respond: "quota"}},
+		Phases:   []Phase{{Name: "outage", Start: 0, End: int64(5 * time.Second), Respond: "status 503", RetryAfter: "date phase-end"}, {Name: "recovered", Start: int64(5 * time.Second), Respond: "quota", Capacity: 0.3}},
 		Fleet:    &Fleet{Clients: 1000, Requests: 3, Method: "GET"},
 		Quota:    &Quota{Algorithm: "token-bucket", Rate: 100, Burst: 20, Key: "global"},
 		Limits:   []Quota{{Algorithm: "token-bucket", Rate: 10, Burst: 20, Name: "second", Limit: 10, Window: 1e9}, {Algorithm: "leaky-bucket", Rate: 5, Burst: 5, Key: "api-key", Name: "minute", Limit: 300, Window: 60e9, Tier: "free", Mode: "shape"}},
+		Capacity: &Capacity{Concurrency: 50, Queue: 100, Service: 20e6, Dist: "exponential", Discipline: "lifo", CancelOnDisconnect: true},
 		Expect:   &Expect{Checks: []string{"waves"}, Thresholds: map[string]float64{"amplification": 3}},
 	}
 }
@@ -37,6 +38,7 @@ func sampleAttempts() []Attempt {
 		{Client: "17", Key: "17/42", Attempt: 2, Method: "GET", Path: "/c/17/r/42", At: 5e9, Done: 5e9 + 7, Status: 200, Phase: "recovered", RateLimit: `RateLimit: "default";r=19;t=1`},
 		{Client: "17", Key: "17/43", Attempt: 1, Method: "GET", Path: "/c/17/r/43", At: 6e9, Done: 6e9 + 7, Status: 403, RetryAfter: "60", NotBefore: 66e9, HasNotBefore: true, Limit: "free/minute"},
 		{Client: "3", Key: "3/0", Attempt: 1, Method: "POST", Path: "/c/3/r/0", At: 10, Done: 20, Fault: FaultReset, Idempotent: true},
+		{Client: "4", Key: "4/0", Attempt: 1, Method: "GET", Path: "/c/4/r/0", At: 10, Done: 90, Fault: FaultAbandoned, Status: 200, Queue: 60, Service: 20},
 		{Client: "x\"y\\z\n\u00e9", Key: "idem:ä", Attempt: 3, Method: "GET", Path: "/odd path?q=\x01", At: 0, Done: 0, Status: 429, NotBefore: 0, HasNotBefore: true},
 		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
 	}

@@ -106,6 +106,10 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.RateLimit, err = p.str(false)
 		case "limit":
 			a.Limit, err = p.strCached(&p.last.limit)
+		case "queue":
+			a.Queue, err = p.int64()
+		case "service":
+			a.Service, err = p.int64()
 		case "scheduled":
 			o.Scheduled, err = p.int64()
 		case "start":

@@ -86,10 +86,12 @@ type Meta struct {
 	// Quota is the limit pacing is judged against: of the quota's limits
 	// (the default tier's, under tiers) the one with the lowest sustained
 	// rate. Limits lists every limit of every tier.
-	Quota  *Quota   `json:"quota,omitempty"`
-	Limits []Quota  `json:"limits,omitempty"`
-	Expect *Expect  `json:"expect,omitempty"`
-	Notes  []string `json:"notes,omitempty"`
+	Quota  *Quota  `json:"quota,omitempty"`
+	Limits []Quota `json:"limits,omitempty"`
+	// Capacity is the stub's finite capacity, when it models one.
+	Capacity *Capacity `json:"capacity,omitempty"`
+	Expect   *Expect   `json:"expect,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
 }
 
 // Policy is the retry policy a subject states; the analyzer checks the
@@ -111,6 +113,25 @@ type Phase struct {
 	End        int64  `json:"end,omitempty"` // ns; 0 for the last phase (until the run ends)
 	Respond    string `json:"respond"`       // ok | quota | status 503 | mix ... | fault reset ...
 	RetryAfter string `json:"retry_after,omitempty"`
+	// Capacity is the share of the stub's concurrency (Meta.Capacity) this
+	// phase runs with, in (0, 1]; 0 when the phase does not scale it.
+	Capacity float64 `json:"capacity,omitempty"`
+}
+
+// Capacity is a stub's finite capacity: Concurrency workers each serving
+// one request for a service time (mean Service ns, drawn from Dist), a
+// queue of at most Queue waiting requests in Discipline order (fifo or
+// lifo); a request arriving to a full queue is rejected. A phase may scale
+// the concurrency (Phase.Capacity): the trigger of an overload.
+type Capacity struct {
+	Concurrency int    `json:"concurrency"`
+	Queue       int    `json:"queue"`
+	Service     int64  `json:"service"`        // mean service time, ns
+	Dist        string `json:"dist,omitempty"` // fixed | exponential | ...
+	Discipline  string `json:"discipline,omitempty"`
+	// CancelOnDisconnect: a queued request whose client has gone is
+	// dropped unserved instead of served for nothing.
+	CancelOnDisconnect bool `json:"cancel_on_disconnect,omitempty"`
 }
 
 // Fleet is what the simulated clients were asked to do.
@@ -176,6 +197,13 @@ type Attempt struct {
 	// Limit names the quota's limit that rejected the request ("tier/name"
 	// under tiers), "" when no limit did.
 	Limit string `json:"limit,omitempty"`
+	// Queue is how long the request waited for a free worker of a stub
+	// with finite capacity (Meta.Capacity) before its service began, ns;
+	// Service the service time it was given, ns (0: none, e.g. rejected
+	// with the queue full, or dropped from the queue once its client had
+	// gone). Work given to an attempt recorded abandoned was wasted.
+	Queue   int64 `json:"queue,omitempty"`
+	Service int64 `json:"service,omitempty"`
 }
 
 // Latency is how long the server held the request.
