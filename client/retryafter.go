@@ -74,7 +74,7 @@ type RateLimit struct {
 // `RateLimit: limit=100, remaining=5, reset=30`), the separate
 // RateLimit-Limit / -Remaining / -Reset fields, and the GitHub-style
 // X-RateLimit-Limit / -Remaining / -Reset (reset in epoch seconds, or in
-// seconds from now when smaller than 10^9). ok is false when no remaining
+// seconds from now when nearer zero than the present's epoch second). ok is false when no remaining
 // count is found or a value is malformed or negative.
 func ParseRateLimit(h http.Header, now time.Time) (rl RateLimit, ok bool) {
 	if v := h["Ratelimit"]; len(v) > 0 {
@@ -111,9 +111,13 @@ func parseTriple(remaining, limit, reset string, now time.Time, epoch bool) (Rat
 }
 
 // resetDuration turns a reset value into a wait: epoch seconds when epoch is
-// set and the value is at least 10^9, else seconds from now.
+// set and the value is nearer now's epoch second than zero, else seconds
+// from now.
 func resetDuration(n int64, now time.Time, epoch bool) time.Duration {
-	if epoch && n >= 1e9 {
+	// An epoch second is nearer the present's than zero; delay-seconds
+	// are small. (A fixed cut at 10^9 misreads epoch resets on a clock
+	// before September 2001, such as a test's virtual one in 2000.)
+	if epoch && n > now.Unix()/2 {
 		if n > maxDelaySeconds {
 			n = maxDelaySeconds
 		}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1010,9 +1011,12 @@ func TestRateLimited403(t *testing.T) {
 		{"Retry-After date", func(now time.Time) []string {
 			return []string{"Retry-After", now.Add(5 * time.Second).UTC().Format(http.TimeFormat)}
 		}, 5 * time.Second},
-		// The bubble's clock is in 2000, before epoch second 10^9: the
-		// reset reads as seconds from now.
-		{"X-RateLimit exhausted", func(time.Time) []string {
+		// The bubble's clock is in 2000, before epoch second 10^9: an
+		// epoch reset must still read as one.
+		{"X-RateLimit exhausted, epoch reset", func(now time.Time) []string {
+			return []string{"X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Add(4*time.Second).Unix(), 10)}
+		}, 4 * time.Second},
+		{"X-RateLimit exhausted, reset in seconds", func(time.Time) []string {
 			return []string{"X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "4"}
 		}, 4 * time.Second},
 		{"IETF RateLimit exhausted", func(time.Time) []string {
