@@ -58,14 +58,17 @@ func Load(path string) (*Scenario, error) {
 //
 // Defaults, for keys left out (an empty value means the same): name from
 // the file name; duration 60s; server: no added latency, no rate-limit
-// headers, no quota, one `ok` phase; a quota's algorithm token-bucket, key
-// global, burst equal to its limit; a phase's name phase-N, respond ok,
-// no Retry-After; fleet: 10 clients started in a burst, 1 request each, no
-// think time, GET, a 30s watchdog; subject retrylab with its own policy
-// defaults; expect: the analyzer's default checks and thresholds.
-// Durations are Go durations (250ms, 1m30s; a bare 0 is allowed); rates are
-// N/interval (100/s, 100/1m, 5/100ms; a bare number is per second); a
-// Retry-After value is seconds (2, 1.5), a duration, limiter or phase-end.
+// headers, no quota, one `ok` phase; a limit's algorithm token-bucket, key
+// global, burst equal to its limit, a leaky bucket's mode meter, status
+// 429; a phase's name phase-N, respond ok, no Retry-After; fleet: 10
+// clients started in a burst, 1 request each, no think time, GET, a 30s
+// watchdog, no API keys; subject retrylab with its own policy defaults;
+// expect: the analyzer's default checks and thresholds. A quota is one
+// limit's keys ({rate: 100/s, burst: 20}) or layered limits or tiers (see
+// README.md). Durations are Go durations (250ms, 1m30s; a bare 0 is
+// allowed); rates are N/interval (100/s, 100/1m, 5/100ms, 10000/1d; a bare
+// number is per second); a Retry-After value is seconds (2, 1.5), a
+// duration, limiter or phase-end.
 // Anchors, aliases and merge keys (<<: *base, <<: [*a, *b]) work as in
 // YAML: a mapping's own keys win over merged ones, earlier sources over
 // later ones.

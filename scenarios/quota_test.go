@@ -3,7 +3,9 @@ package scenarios
 import (
 	"bytes"
 	"context"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -136,4 +138,32 @@ subject: {name: retrylab, policy: {base: 10ms, cap: 100ms, budget: 5s}}
 			}
 		}
 	})
+}
+
+// TestReadmeQuotaExamples: the README's quota examples parse.
+func TestReadmeQuotaExamples(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "### Quotas: layered limits, tiers, costs")
+	if !ok {
+		t.Fatal("README.md has no quota section")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	blocks := strings.Split(section, "```yaml\n")[1:]
+	if len(blocks) != 2 {
+		t.Fatalf("quota section has %d yaml blocks; want 2", len(blocks))
+	}
+	for i, b := range blocks {
+		b, _, _ = strings.Cut(b, "```")
+		sc, err := Parse("README.md", []byte(b))
+		if err != nil {
+			t.Errorf("block %d: %v", i+1, err)
+			continue
+		}
+		if q := sc.Server.Quota; q == nil || len(q.Limits)+len(q.Tiers) < 3 {
+			t.Errorf("block %d: quota %+v; want its three limits or tiers", i+1, q)
+		}
+	}
 }
