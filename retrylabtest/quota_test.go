@@ -9,8 +9,8 @@ import (
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
-	"github.com/retrylab/retrylab/timeline"
 	_ "github.com/retrylab/retrylab/subjects/thirdparty" // retryablehttp
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // TestQuotaLayered: under a per-second token bucket and a tighter
