@@ -115,7 +115,9 @@ func TestReportAgreesWithVerdictBuiltins(t *testing.T) {
 		{"outage-date", []string{"ignore-retry-after"}, 30, 0},
 		{"outage-delta", []string{"ignore-retry-after"}, 30, 0},
 		{"post-idempotency", []string{"retryablehttp"}, 20, 0},
+		{"quota-layered", []string{"no-pacing"}, 10, 0},
 		{"quota-steady", []string{"retryablehttp"}, 20, 10},
+		{"quota-tiers", []string{"retryablehttp"}, 10, 0},
 		{"slow-server", []string{"retryablehttp"}, 20, 0},
 	}
 	var names []string

@@ -37,6 +37,10 @@ func TestBuiltinsJudge(t *testing.T) {
 		{"outage-date", "ignore-retry-after", "retry-after", 50, 0, nil},
 		{"outage-bare", "exp-no-jitter", "waves", 100, 0, nil},
 		{"quota-steady", "retryablehttp", "pacing", 0, 20, nil},
+		// Paced at 80% of the per-second limit, above the sustained one.
+		{"quota-layered", "retrylab", "pacing", 0, 0, &subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second,
+			Budget: 10 * time.Second, Jitter: "full", Rate: 8, Burst: 1}},
+		{"quota-tiers", "retryablehttp", "pacing", 0, 0, nil},
 		{"non-retryable", "retry-4xx", "non-retryable", 30, 10, nil},
 		{"budget-trip", "unbounded", "budget", 30, 0, nil},
 		// The scenario derives the attempt cap from its budget (45); a

@@ -11,7 +11,7 @@ import (
 
 func TestBuiltins(t *testing.T) {
 	want := []string{"budget-trip", "flapping", "malformed-retry-after", "non-retryable", "outage-bare",
-		"outage-date", "outage-delta", "post-idempotency", "quota-steady", "slow-server"}
+		"outage-date", "outage-delta", "post-idempotency", "quota-layered", "quota-steady", "quota-tiers", "slow-server"}
 	if got := BuiltinNames(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("BuiltinNames() = %v; want %v", got, want)
 	}
@@ -53,6 +53,21 @@ func TestBuiltinsMakeTheirChecksMeaningful(t *testing.T) {
 	fleetRate := sc.Subject.Policy.Rate * float64(sc.Fleet.Clients)
 	if q == nil || sc.Server.Headers == "none" || sc.Server.Headers == "" || fleetRate <= 0 || fleetRate >= q.Limit/q.Per.Seconds() {
 		t.Errorf("quota-steady: quota %+v, headers %q, fleet rate %v; want a published quota above the fleet's policy rate", q, sc.Server.Headers, fleetRate)
+	}
+	sc = get("quota-layered")
+	if ls := sc.Server.Quota.Limits; len(ls) != 2 || sc.Server.Headers != "" ||
+		!(sc.Subject.Policy.Rate < ls[1].Limit/ls[1].Per.Seconds() && ls[1].Limit/ls[1].Per.Seconds() < 0.8*ls[0].Limit/ls[0].Per.Seconds()) {
+		t.Errorf("quota-layered: limits %+v, headers %q, policy rate %v; want two limits, no headers (a client that reads them slows down by itself), "+
+			"the policy under the second's sustained rate, which is under 80%% of the first's", ls, sc.Server.Headers, sc.Subject.Policy.Rate)
+	}
+	sc = get("quota-tiers")
+	if q := sc.Server.Quota; len(q.Tiers) != 2 || !q.Tiers[0].Default || len(sc.Fleet.APIKeys) != 2 ||
+		!strings.HasPrefix(sc.Fleet.APIKey(0), strings.TrimSuffix(q.Tiers[0].Keys[0], "*")) ||
+		!strings.HasPrefix(sc.Fleet.APIKey(1), strings.TrimSuffix(q.Tiers[1].Keys[0], "*")) {
+		t.Errorf("quota-tiers: tiers %+v, api_keys %+v; want a default free tier and a paid one, the fleet's keys in both", q.Tiers, sc.Fleet.APIKeys)
+	}
+	if m := sc.Meta(MetaOptions{}); m.Quota == nil || m.Quota.Tier != "free" || sc.Subject.Policy.Rate >= m.Quota.Rate {
+		t.Errorf("quota-tiers: pacing judged against %+v, policy rate %v; want the free tier's tightest limit, above the policy", m.Quota, sc.Subject.Policy.Rate)
 	}
 	sc = get("budget-trip")
 	if sc.Server.Phases[0].RetryAfter.Form != "huge" || sc.Server.Phases[0].For < sc.Duration || sc.Subject.Policy.Budget == 0 || sc.Subject.Policy.Budget >= sc.Fleet.Timeout {

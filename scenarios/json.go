@@ -21,17 +21,25 @@ func (sc *Scenario) MarshalJSON() ([]byte, error) {
 	if sc.Description != "" {
 		o = append(o, kv{"description", sc.Description})
 	}
+	fleet := object{
+		{"clients", sc.Fleet.Clients},
+		{"start", sc.Fleet.Start.String()},
+		{"requests", sc.Fleet.Requests},
+		{"think", sc.Fleet.Think.String()},
+		{"method", sc.Fleet.Method},
+		{"timeout", sc.Fleet.Timeout.String()},
+	}
+	if len(sc.Fleet.APIKeys) > 0 {
+		groups := make([]object, 0, len(sc.Fleet.APIKeys))
+		for _, g := range sc.Fleet.APIKeys {
+			groups = append(groups, object{{"prefix", g.Prefix}, {"share", g.Share}})
+		}
+		fleet = append(fleet, kv{"api_keys", groups})
+	}
 	o = append(o,
 		kv{"duration", sc.Duration.String()},
 		kv{"server", serverJSON(sc.Server)},
-		kv{"fleet", object{
-			{"clients", sc.Fleet.Clients},
-			{"start", sc.Fleet.Start.String()},
-			{"requests", sc.Fleet.Requests},
-			{"think", sc.Fleet.Think.String()},
-			{"method", sc.Fleet.Method},
-			{"timeout", sc.Fleet.Timeout.String()},
-		}},
+		kv{"fleet", fleet},
 		kv{"subject", subjectJSON(sc.Subject)},
 	)
 	if e := expectJSON(sc.Expect); len(e) > 0 {
@@ -48,13 +56,8 @@ func serverJSON(c stubserver.Config) object {
 	if c.Headers != "" {
 		o = append(o, kv{"headers", c.Headers})
 	}
-	if c.Quota != nil && len(c.Quota.Limits) > 0 {
-		q := c.Quota.Limits[0]
-		qo := object{{"algorithm", q.Algorithm}, {"rate", formatRate(q.Limit, q.Per)}}
-		if q.Burst != 0 {
-			qo = append(qo, kv{"burst", q.Burst})
-		}
-		o = append(o, kv{"quota", append(qo, kv{"key", q.Key})})
+	if c.Quota != nil {
+		o = append(o, kv{"quota", quotaJSON(c.Quota)})
 	}
 	if len(c.Phases) > 0 {
 		phases := make([]object, 0, len(c.Phases))
@@ -62,6 +65,89 @@ func serverJSON(c stubserver.Config) object {
 			phases = append(phases, phaseJSON(p))
 		}
 		o = append(o, kv{"phases", phases})
+	}
+	return o
+}
+
+// quotaJSON writes a quota of one limit and no tiers in the short form
+// (the limit's keys in the quota itself), others with limits or tiers.
+func quotaJSON(q *stubserver.Quota) object {
+	var o object
+	switch {
+	case len(q.Limits) == 1 && len(q.Tiers) == 0:
+		o = limitJSON(q.Limits[0])
+	default:
+		if len(q.Limits) > 0 {
+			o = append(o, kv{"limits", limitsJSON(q.Limits)})
+		}
+		if len(q.Tiers) > 0 {
+			tiers := make([]object, 0, len(q.Tiers))
+			for _, t := range q.Tiers {
+				to := object{{"name", t.Name}}
+				if len(t.Keys) > 0 {
+					to = append(to, kv{"keys", t.Keys})
+				}
+				to = append(to, kv{"limits", limitsJSON(t.Limits)})
+				if t.Default {
+					to = append(to, kv{"default", true})
+				}
+				if t.Anonymous {
+					to = append(to, kv{"anonymous", true})
+				}
+				tiers = append(tiers, to)
+			}
+			o = append(o, kv{"tiers", tiers})
+		}
+	}
+	if len(q.Costs) > 0 {
+		costs := make([]object, 0, len(q.Costs))
+		for _, c := range q.Costs {
+			var co object
+			if c.Method != "" {
+				co = append(co, kv{"method", c.Method})
+			}
+			if c.Path != "" {
+				co = append(co, kv{"path", c.Path})
+			}
+			costs = append(costs, append(co, kv{"cost", c.Cost}))
+		}
+		o = append(o, kv{"costs", costs})
+	}
+	if q.Backend != "" {
+		o = append(o, kv{"backend", q.Backend})
+	}
+	if q.OnError != "" {
+		o = append(o, kv{"on_error", q.OnError})
+	}
+	return o
+}
+
+func limitsJSON(ls []stubserver.Limit) []object {
+	out := make([]object, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, limitJSON(l))
+	}
+	return out
+}
+
+func limitJSON(l stubserver.Limit) object {
+	var o object
+	if l.Name != "" {
+		o = append(o, kv{"name", l.Name})
+	}
+	o = append(o, kv{"algorithm", l.Algorithm}, kv{"rate", formatRate(l.Limit, l.Per)})
+	if l.Burst != 0 {
+		o = append(o, kv{"burst", l.Burst})
+	}
+	o = append(o, kv{"key", l.Key})
+	if l.Mode != "" {
+		o = append(o, kv{"mode", l.Mode})
+	}
+	if l.MaxDelay != 0 {
+		o = append(o, kv{"max_delay", l.MaxDelay.String()})
+	}
+	if l.Status != 0 {
+		o = append(o, kv{"status", l.Status})
 	}
 	return o
 }
@@ -74,7 +160,11 @@ func phaseJSON(p stubserver.Phase) object {
 	var respond any
 	switch p.Respond.Kind {
 	case stubserver.RespondStatus:
-		respond = object{{"status", p.Respond.Status}}
+		ro := object{{"status", p.Respond.Status}}
+		if p.Respond.RateLimit {
+			ro = append(ro, kv{"rate_limit", true})
+		}
+		respond = ro
 	case stubserver.RespondMix:
 		var mix object
 		for _, w := range p.Respond.Mix {

@@ -27,6 +27,8 @@ const MaxFileSize = 1 << 20
 var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	methodRE = regexp.MustCompile(`^[A-Z]+$`)
+	// keyPrefixRE: an API key prefix, in the characters of a Bearer token.
+	keyPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._~+/-]{1,64}$`)
 )
 
 // Load reads and parses the scenario file at path. Problems are reported as
@@ -56,14 +58,17 @@ func Load(path string) (*Scenario, error) {
 //
 // Defaults, for keys left out (an empty value means the same): name from
 // the file name; duration 60s; server: no added latency, no rate-limit
-// headers, no quota, one `ok` phase; a quota's algorithm token-bucket, key
-// global, burst equal to its limit; a phase's name phase-N, respond ok,
-// no Retry-After; fleet: 10 clients started in a burst, 1 request each, no
-// think time, GET, a 30s watchdog; subject retrylab with its own policy
-// defaults; expect: the analyzer's default checks and thresholds.
-// Durations are Go durations (250ms, 1m30s; a bare 0 is allowed); rates are
-// N/interval (100/s, 100/1m, 5/100ms; a bare number is per second); a
-// Retry-After value is seconds (2, 1.5), a duration, limiter or phase-end.
+// headers, no quota, one `ok` phase; a limit's algorithm token-bucket, key
+// global, burst equal to its limit, a leaky bucket's mode meter, status
+// 429; a phase's name phase-N, respond ok, no Retry-After; fleet: 10
+// clients started in a burst, 1 request each, no think time, GET, a 30s
+// watchdog, no API keys; subject retrylab with its own policy defaults;
+// expect: the analyzer's default checks and thresholds. A quota is one
+// limit's keys ({rate: 100/s, burst: 20}) or layered limits or tiers (see
+// README.md). Durations are Go durations (250ms, 1m30s; a bare 0 is
+// allowed); rates are N/interval (100/s, 100/1m, 5/100ms, 10000/1d; a bare
+// number is per second); a Retry-After value is seconds (2, 1.5), a
+// duration, limiter or phase-end.
 // Anchors, aliases and merge keys (<<: *base, <<: [*a, *b]) work as in
 // YAML: a mapping's own keys win over merged ones, earlier sources over
 // later ones.
@@ -225,21 +230,153 @@ func (d *decoder) placeOf(paths ...string) *token.Position {
 	return nil
 }
 
+// limitKeys are the keys of one limit. The short form of a quota,
+// quota: {rate: 100/s, ...}, is one limit's keys in the quota itself.
+var limitKeys = []string{"name", "algorithm", "rate", "burst", "key", "mode", "max_delay", "status"}
+
+// quota reads server.quota: the short form (one limit's keys, see
+// limitKeys) or layered limits, tiers, and in either form costs, backend
+// and on_error. The stub's Validate judges the combinations (limits with
+// tiers, mode without leaky-bucket, two default tiers, a cost no limit can
+// hold, ...); validateServer places its errors.
 func (d *decoder) quota(n ast.Node, path string) *stubserver.Quota {
-	q := &stubserver.Limit{Algorithm: stubserver.AlgTokenBucket, Key: stubserver.KeyGlobal}
+	q := &stubserver.Quota{}
 	m := d.mapping(n, path)
-	m.oneOf("algorithm", &q.Algorithm, stubserver.AlgTokenBucket, stubserver.AlgFixedWindow, stubserver.AlgSlidingWindow)
-	rn, rpath := m.take("rate")
-	if rn == nil {
-		d.fail(n, path, "quota needs a rate (e.g. rate: 100/s)")
+	if m.has("limits") || m.has("tiers") {
+		for _, k := range limitKeys {
+			if m.has(k) {
+				f := m.field(k)
+				m.take(k)
+				d.fail(f.keyNode, join(path, k), "%s belongs to a limit: with limits or tiers, write it in each limit", k)
+			}
+		}
 	} else {
-		q.Limit, q.Per = d.rateValue(rn, rpath)
+		written := slices.ContainsFunc(limitKeys, m.has)
+		l, hasRate := d.limit(m)
+		switch {
+		case hasRate:
+			q.Limits = []stubserver.Limit{l}
+			d.singleQuota = true
+		case written:
+			d.fail(n, path, "quota needs a rate (e.g. rate: 100/s)")
+		default:
+			d.fail(n, path, "quota needs a rate (e.g. rate: 100/s), limits or tiers")
+		}
 	}
-	m.integer("burst", &q.Burst, 0, 1_000_000_000)
-	m.oneOf("key", &q.Key, stubserver.KeyGlobal, stubserver.KeyClient, stubserver.KeyAPIKey, stubserver.KeyEndpoint)
+	ln, lpath := m.take("limits")
+	q.Limits = append(q.Limits, d.limits(ln, lpath)...)
+	tn, tpath := m.take("tiers")
+	for i, item := range d.sequence(tn, tpath) {
+		p := fmt.Sprintf("%s[%d]", tpath, i)
+		d.places[p] = position(item)
+		q.Tiers = append(q.Tiers, d.tier(item, p))
+	}
+	cn, cpath := m.take("costs")
+	for i, item := range d.sequence(cn, cpath) {
+		p := fmt.Sprintf("%s[%d]", cpath, i)
+		d.places[p] = position(item)
+		q.Costs = append(q.Costs, d.cost(item, p))
+	}
+	m.str("backend", &q.Backend)
+	m.oneOf("on_error", &q.OnError, stubserver.OnErrorClosed, stubserver.OnErrorOpen)
 	m.done()
-	d.singleQuota = true
-	return &stubserver.Quota{Limits: []stubserver.Limit{*q}}
+	return q
+}
+
+// limit reads one limit's keys (limitKeys) from m, filling the defaults
+// the stub would apply (algorithm token-bucket, key global, a leaky
+// bucket's mode meter); hasRate is whether m holds a rate.
+func (d *decoder) limit(m *mapping) (l stubserver.Limit, hasRate bool) {
+	l = stubserver.Limit{Algorithm: stubserver.AlgTokenBucket, Key: stubserver.KeyGlobal}
+	m.str("name", &l.Name)
+	m.oneOf("algorithm", &l.Algorithm, stubserver.AlgTokenBucket, stubserver.AlgFixedWindow, stubserver.AlgSlidingWindow,
+		stubserver.AlgSlidingWindowLog, stubserver.AlgLeakyBucket)
+	if rn, rpath := m.take("rate"); rn != nil {
+		hasRate = true
+		l.Limit, l.Per = d.rateValue(rn, rpath)
+	}
+	m.integer("burst", &l.Burst, 0, 1_000_000_000)
+	m.oneOf("key", &l.Key, stubserver.KeyGlobal, stubserver.KeyClient, stubserver.KeyAPIKey, stubserver.KeyEndpoint)
+	m.oneOf("mode", &l.Mode, stubserver.ModeMeter, stubserver.ModeShape)
+	if l.Mode == "" && l.Algorithm == stubserver.AlgLeakyBucket {
+		l.Mode = stubserver.ModeMeter
+	}
+	m.duration("max_delay", &l.MaxDelay, 0, MaxDuration)
+	m.integer("status", &l.Status, 100, 599)
+	return l, hasRate
+}
+
+// limits reads a sequence of limits (quota.limits, a tier's limits).
+func (d *decoder) limits(n ast.Node, path string) []stubserver.Limit {
+	var out []stubserver.Limit
+	for i, item := range d.sequence(n, path) {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.places[p] = position(item)
+		m := d.mapping(item, p)
+		l, hasRate := d.limit(m)
+		if !hasRate {
+			d.fail(item, p, "a limit needs a rate (e.g. rate: 100/s)")
+		}
+		m.done()
+		out = append(out, l)
+	}
+	return out
+}
+
+// tier reads one of quota.tiers: {name, keys, limits, default, anonymous}.
+func (d *decoder) tier(n ast.Node, path string) stubserver.Tier {
+	var t stubserver.Tier
+	m := d.mapping(n, path)
+	m.str("name", &t.Name)
+	kn, kpath := m.take("keys")
+	for i, item := range d.sequence(kn, kpath) {
+		p := fmt.Sprintf("%s[%d]", kpath, i)
+		d.places[p] = position(item)
+		if s, ok := scalarText(d.resolve(item, p)); ok {
+			t.Keys = append(t.Keys, s)
+		} else {
+			d.fail(item, p, "want an API key or a prefix ending in *, got %s", describe(d.resolve(item, p)))
+		}
+	}
+	ln, lpath := m.take("limits")
+	t.Limits = d.limits(ln, lpath)
+	m.boolean("default", &t.Default)
+	m.boolean("anonymous", &t.Anonymous)
+	m.done()
+	return t
+}
+
+// cost reads one of quota.costs: {method, path, cost}.
+func (d *decoder) cost(n ast.Node, path string) stubserver.Cost {
+	var c stubserver.Cost
+	m := d.mapping(n, path)
+	if mn, mpath := m.take("method"); mn != nil {
+		c.Method, _ = d.method(mn, mpath)
+	}
+	if pn, ppath := m.take("path"); pn != nil {
+		if s, ok := scalarText(pn); !ok || !strings.HasPrefix(s, "/") {
+			d.fail(pn, ppath, "want a path pattern below /c/{client}/r/{n}, starting with / (e.g. /search, /items/*), got %s", quoteNode(pn))
+		} else {
+			c.Path = s
+		}
+	}
+	if un, upath := m.take("cost"); un == nil {
+		d.fail(n, path, "a cost needs cost: N (the units each matching request spends)")
+	} else if v, ok := d.intValue(un, upath, 1, 1_000_000_000); ok {
+		c.Cost = v
+	}
+	m.done()
+	return c
+}
+
+// method reads an upper-case HTTP method.
+func (d *decoder) method(n ast.Node, path string) (string, bool) {
+	s, _ := scalarText(n)
+	if !methodRE.MatchString(s) {
+		d.fail(n, path, "want an upper-case HTTP method like GET or POST, got %s", quoteNode(n))
+		return "", false
+	}
+	return s, true
 }
 
 // rateValue reads "100/s" (or a bare number: per second).
@@ -277,7 +414,8 @@ func (d *decoder) phase(n ast.Node, path string, last bool) stubserver.Phase {
 	return ph
 }
 
-// respond reads ok | quota | {status: N} | {mix: {...}} | {fault: F}.
+// respond reads ok | quota | {status: N} (with rate_limit: true, a rate
+// limit) | {mix: {...}} | {fault: F}.
 func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 	var r stubserver.Respond
 	if n == nil {
@@ -294,17 +432,28 @@ func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 		return r
 	}
 	m := d.mapping(n, path)
-	if len(m.fields) != 1 {
-		if !d.failed() {
+	// rate_limit: true goes with {status: N}; it is not a kind of answer.
+	var kinds []string
+	for _, f := range m.fields {
+		if f.key != "rate_limit" {
+			kinds = append(kinds, f.key)
+		}
+	}
+	if len(kinds) != 1 {
+		switch f := m.field("rate_limit"); {
+		case len(kinds) == 0 && f != nil:
+			d.fail(f.keyNode, join(path, f.key), "rate_limit marks a {status: N} answer as a rate limit: add status (e.g. {status: 403, rate_limit: true})")
+		case !d.failed():
 			d.fail(n, path, "%s", want)
 		}
 		m.pairs()
 		return r
 	}
-	switch m.fields[0].key {
+	switch kinds[0] {
 	case "status":
 		r.Kind = stubserver.RespondStatus
 		m.integer("status", &r.Status, 200, 599)
+		m.boolean("rate_limit", &r.RateLimit)
 	case "mix":
 		r.Kind = stubserver.RespondMix
 		mn, mpath := m.take("mix")
@@ -316,6 +465,10 @@ func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 		m.take("status")
 		m.take("mix")
 		m.take("fault")
+	}
+	if f := m.field("rate_limit"); f != nil && !f.used {
+		m.take("rate_limit")
+		d.fail(f.keyNode, join(path, "rate_limit"), "rate_limit goes with {status: N} only")
 	}
 	m.done()
 	return r
@@ -436,14 +589,39 @@ func (d *decoder) fleet(n ast.Node, path string) Fleet {
 	m.integer("requests", &f.Requests, 1, MaxRequests)
 	m.duration("think", &f.Think, 0, MaxDuration)
 	if mn, mpath := m.take("method"); mn != nil {
-		s, _ := scalarText(mn)
-		if !methodRE.MatchString(s) {
-			d.fail(mn, mpath, "want an upper-case HTTP method like GET or POST, got %s", quoteNode(mn))
-		} else {
+		if s, ok := d.method(mn, mpath); ok {
 			f.Method = s
 		}
 	}
 	m.duration("timeout", &f.Timeout, time.Nanosecond, MaxDuration)
+	kn, kpath := m.take("api_keys")
+	items := d.sequence(kn, kpath)
+	if kn != nil && len(items) == 0 {
+		d.fail(kn, kpath, "want at least one {prefix: P}, or leave api_keys out")
+	}
+	if len(items) > MaxKeyGroups {
+		d.fail(kn, kpath, "%d groups, at most %d", len(items), MaxKeyGroups)
+		items = nil
+	}
+	var prefixes []string
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", kpath, i)
+		g := KeyGroup{Share: 1}
+		km := d.mapping(item, p)
+		if pn, ppath := km.take("prefix"); pn == nil {
+			d.fail(item, p, "a key group needs a prefix (e.g. prefix: free-)")
+		} else if s, ok := scalarText(pn); !ok || !keyPrefixRE.MatchString(s) {
+			d.fail(pn, ppath, "want a key prefix of 1-64 letters, digits or -._~+/, got %s", quoteNode(pn))
+		} else if j := slices.IndexFunc(prefixes, func(p string) bool { return p != "" && (strings.HasPrefix(s, p) || strings.HasPrefix(p, s)) }); j >= 0 {
+			d.fail(pn, ppath, "prefix %q and prefix %q of %s[%d] could make the same key; make neither begin the other", s, prefixes[j], kpath, j)
+		} else {
+			g.Prefix = s
+		}
+		prefixes = append(prefixes, g.Prefix)
+		km.integer("share", &g.Share, 1, 1_000_000)
+		km.done()
+		f.APIKeys = append(f.APIKeys, g)
+	}
 	m.done()
 	return f
 }

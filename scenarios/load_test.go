@@ -98,7 +98,7 @@ func TestParseDefaults(t *testing.T) {
 	}
 	wantFleet := Fleet{Clients: DefaultClients, Start: Arrival{Kind: ArrivalBurst}, Requests: DefaultRequests,
 		Method: DefaultMethod, Timeout: DefaultTimeout}
-	if sc.Fleet != wantFleet {
+	if !reflect.DeepEqual(sc.Fleet, wantFleet) {
 		t.Errorf("Fleet = %+v; want %+v", sc.Fleet, wantFleet)
 	}
 	if sc.Subject.Name != DefaultSubject {
@@ -131,6 +131,40 @@ func TestParseValues(t *testing.T) {
 		}},
 		{"server: {quota: {rate: 50}}", func(sc *Scenario) (any, any) {
 			return sc.Server.Quota.Limits[0].Limit / sc.Server.Quota.Limits[0].Per.Seconds(), 50.0
+		}},
+		{"server: {quota: {limits: [{name: second, rate: 10/s, burst: 20}, {name: minute, rate: 300/1m, algorithm: sliding-window}, {rate: 10000/1d, algorithm: fixed-window, key: api-key}]}}", func(sc *Scenario) (any, any) {
+			return sc.Server.Quota, &stubserver.Quota{Limits: []stubserver.Limit{
+				{Name: "second", Algorithm: "token-bucket", Limit: 10, Per: time.Second, Burst: 20, Key: "global"},
+				{Name: "minute", Algorithm: "sliding-window", Limit: 300, Per: time.Minute, Key: "global"},
+				{Algorithm: "fixed-window", Limit: 10000, Per: 24 * time.Hour, Key: "api-key"}}}
+		}},
+		{"server: {quota: {rate: 5/s, algorithm: leaky-bucket, burst: 3, key: client, status: 403, costs: [{method: POST, path: /search, cost: 2}], backend: redis://127.0.0.1:6379/0, on_error: open}}", func(sc *Scenario) (any, any) {
+			return sc.Server.Quota, &stubserver.Quota{
+				Limits:  []stubserver.Limit{{Algorithm: "leaky-bucket", Mode: "meter", Limit: 5, Per: time.Second, Burst: 3, Key: "client", Status: 403}},
+				Costs:   []stubserver.Cost{{Method: "POST", Path: "/search", Cost: 2}},
+				Backend: "redis://127.0.0.1:6379/0", OnError: "open"}
+		}},
+		{"server: {quota: {limits: [{rate: 2/s, algorithm: leaky-bucket, mode: shape, max_delay: 500ms}], costs: [{cost: 1}]}}", func(sc *Scenario) (any, any) {
+			return []any{sc.Server.Quota.Limits[0].Mode, sc.Server.Quota.Limits[0].MaxDelay, sc.Server.Quota.Costs}, []any{"shape", 500 * time.Millisecond, []stubserver.Cost{{Cost: 1}}}
+		}},
+		{`server:
+  quota:
+    tiers:
+      - {name: free, keys: ["free-*"], default: true, limits: [{rate: 2/s, key: api-key}]}
+      - {name: paid, keys: ["paid-*", vip], limits: [{rate: 20/s, key: api-key}, {name: day, rate: 1000/1d}]}
+      - {name: anon, anonymous: true, limits: [{rate: 1/s}]}
+`, func(sc *Scenario) (any, any) {
+			return sc.Server.Quota.Tiers, []stubserver.Tier{
+				{Name: "free", Keys: []string{"free-*"}, Default: true, Limits: []stubserver.Limit{{Algorithm: "token-bucket", Limit: 2, Per: time.Second, Key: "api-key"}}},
+				{Name: "paid", Keys: []string{"paid-*", "vip"}, Limits: []stubserver.Limit{{Algorithm: "token-bucket", Limit: 20, Per: time.Second, Key: "api-key"},
+					{Name: "day", Algorithm: "token-bucket", Limit: 1000, Per: 24 * time.Hour, Key: "global"}}},
+				{Name: "anon", Anonymous: true, Limits: []stubserver.Limit{{Algorithm: "token-bucket", Limit: 1, Per: time.Second, Key: "global"}}}}
+		}},
+		{"server: {phases: [{respond: {status: 403, rate_limit: true}, retry_after: {form: delta, value: 60}}]}", func(sc *Scenario) (any, any) {
+			return sc.Server.Phases[0].Respond, stubserver.Respond{Kind: "status", Status: 403, RateLimit: true}
+		}},
+		{"fleet: {clients: 4, api_keys: [{prefix: free-, share: 3}, {prefix: paid-}]}", func(sc *Scenario) (any, any) {
+			return sc.Fleet.APIKeys, []KeyGroup{{Prefix: "free-", Share: 3}, {Prefix: "paid-", Share: 1}}
 		}},
 		{"server: {phases: [{respond: {mix: {200: 90, 500: 5, reset: 2, hang: 0.5}}}]}", func(sc *Scenario) (any, any) {
 			return sc.Server.Phases[0].Respond, stubserver.Respond{Kind: "mix", Mix: []stubserver.Weighted{
@@ -229,6 +263,61 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3:40: server.phases[0].retry_after.value: phase-end on the last phase, which never ends`},
 		{"server:\n  quota: {rate: 0.5/s, algorithm: fixed-window}\n",
 			`t.yaml:2:17: server.quota.rate: a fixed-window limit needs at least 1 request per window, got 0.5`},
+		// server.quota: layered limits, tiers, costs, backend, on_error
+		{"server:\n  quota: {limits: [{rate: 1/s}], rate: 2/s}\n", `t.yaml:2:34: server.quota.rate: rate belongs to a limit: with limits or tiers, write it in each limit`},
+		{"server:\n  quota: {rate: 1/s, tiers: []}\n", `t.yaml:2:11: server.quota.rate: rate belongs to a limit: with limits or tiers, write it in each limit`},
+		{"server:\n  quota: {backend: memory}\n", `t.yaml:2:10: server.quota: quota needs a rate (e.g. rate: 100/s), limits or tiers`},
+		{"server:\n  quota: {limitz: []}\n", `t.yaml:2:10: server.quota: quota needs a rate (e.g. rate: 100/s), limits or tiers`},
+		{"server:\n  quota: {limits: [{rate: 1/s}], tierz: []}\n", `t.yaml:2:34: server.quota.tierz: unknown key "tierz" (want one of limits, tiers, costs, backend, on_error)`},
+		{"server:\n  quota: {limits: [{burst: 3}]}\n", `t.yaml:2:20: server.quota.limits[0]: a limit needs a rate (e.g. rate: 100/s)`},
+		{"server:\n  quota: {limits: [{rate: 1/s, algorithm: gcra}]}\n", `t.yaml:2:43: server.quota.limits[0].algorithm: want one of token-bucket, fixed-window, sliding-window, sliding-window-log, leaky-bucket, got "gcra"`},
+		{"server:\n  quota: {limits: [{rate: 1/s, per: 1s}]}\n", `t.yaml:2:32: server.quota.limits[0].per: unknown key "per" (want one of name, algorithm, rate, burst, key, mode, max_delay, status)`},
+		{"server:\n  quota: {limits: [{rate: 1/s, mode: shape}]}\n", `t.yaml:2:38: server.quota.limits[0].mode: mode is the leaky bucket's; this limit is token-bucket`},
+		{"server:\n  quota: {rate: 1/s, mode: shape}\n", `t.yaml:2:28: server.quota.mode: mode is the leaky bucket's; this limit is token-bucket`},
+		{"server:\n  quota: {limits: [{rate: 1/s, algorithm: leaky-bucket, mode: drip}]}\n", `t.yaml:2:63: server.quota.limits[0].mode: want one of meter, shape, got "drip"`},
+		{"server:\n  quota: {limits: [{rate: 1/s, algorithm: leaky-bucket, max_delay: 1s}]}\n", `t.yaml:2:68: server.quota.limits[0].max_delay: max_delay bounds a shaper's hold; set mode: shape`},
+		{"server:\n  quota: {limits: [{rate: 1/s, algorithm: leaky-bucket, mode: shape, max_delay: -1s}]}\n", `t.yaml:2:81: server.quota.limits[0].max_delay: negative duration "-1s"`},
+		{"server:\n  quota: {limits: [{rate: 1/s, status: 404}]}\n", `t.yaml:2:40: server.quota.limits[0].status: a limit answers 429, 403 or 503, not 404`},
+		{"server:\n  quota: {limits: [{rate: 1/s, status: 700}]}\n", `t.yaml:2:40: server.quota.limits[0].status: 700 is out of range [100, 599]`},
+		{"server:\n  quota: {limits: [{rate: 1/s}, {rate: 2/s}]}\n", `t.yaml:2:33: server.quota.limits[1].name: limits[0] and limits[1] are both named "second"; name them`},
+		{"server:\n  quota: {limits: [{name: a/b, rate: 1/s}]}\n", `t.yaml:2:27: server.quota.limits[0].name: limit name "a/b" holds a '/', '"', '\' or NUL`},
+		{"server:\n  quota: {limits: [{rate: 70000/s, algorithm: sliding-window-log}]}\n", `t.yaml:2:27: server.quota.limits[0].rate: a sliding-window-log keeps one timestamp per request: at most 65536 per window, got 70000`},
+		{"server:\n  quota: {limits: [{rate: 1/s}], tiers: [{name: a, limits: [{rate: 1/s}]}]}\n", `t.yaml:2:19: server.quota.limits: limits and tiers both set; with tiers, each tier has its own limits`},
+		{"server:\n  quota:\n    tiers:\n      - {name: a, keys: [a-*], default: true, limits: [{rate: 1/s}]}\n      - {name: b, keys: [b-*], default: true, limits: [{rate: 1/s}]}\n",
+			`t.yaml:5:41: server.quota.tiers[1].default: tier "b" is default, and so is tier "a"; at most one may be`},
+		{"server:\n  quota:\n    tiers:\n      - {name: a, anonymous: true, limits: [{rate: 1/s}]}\n      - {name: b, anonymous: true, limits: [{rate: 1/s}]}\n",
+			`t.yaml:5:30: server.quota.tiers[1].anonymous: tier "b" is anonymous, and so is tier "a"; at most one may be`},
+		{"server:\n  quota: {tiers: [{name: a, limits: [{rate: 1/s}], default: yes}]}\n", `t.yaml:2:61: server.quota.tiers[0].default: want true or false, got "yes"`},
+		{"server:\n  quota: {tiers: [{name: a, keys: [\"x*y\"], limits: [{rate: 1/s}]}]}\n", `t.yaml:2:36: server.quota.tiers[0].keys[0]: key "x*y": "*" may only end a prefix`},
+		{"server:\n  quota: {tiers: [{name: a, keys: [k], limits: [{rate: 1/s}]}, {name: b, keys: [k], limits: [{rate: 1/s}]}]}\n",
+			`t.yaml:2:81: server.quota.tiers[1].keys[0]: key "k" already in tier "a"`},
+		{"server:\n  quota: {tiers: [{name: a, keys: [[k]], limits: [{rate: 1/s}]}]}\n", `t.yaml:2:36: server.quota.tiers[0].keys[0]: want an API key or a prefix ending in *, got a sequence`},
+		{"server:\n  quota: {tiers: [{keys: [k], limits: [{rate: 1/s}]}]}\n", `t.yaml:2:19: server.quota.tiers[0].name: a tier needs a name`},
+		{"server:\n  quota: {tiers: [{name: a}]}\n", `t.yaml:2:19: server.quota.tiers[0].limits: tier "a" has no limits`},
+		{"server:\n  quota: {tiers: [{name: a, limits: [{rate: 1/fortnight}]}]}\n", `t.yaml:2:45: server.quota.tiers[0].limits[0].rate: bad rate "1/fortnight": interval "fortnight" is not a duration (want e.g. 100/s, 100/1m, 5/100ms)`},
+		{"server:\n  quota: {tiers: [{name: a, plan: pro, limits: [{rate: 1/s}]}]}\n", `t.yaml:2:29: server.quota.tiers[0].plan: unknown key "plan" (want one of name, keys, limits, default, anonymous)`},
+		{"server:\n  quota:\n    limits: [{rate: 10/s, burst: 4}]\n    costs: [{method: POST, path: /search, cost: 5}]\n",
+			`t.yaml:4:49: server.quota.costs[0].cost: cost 5 exceeds limit "default"'s capacity of 4: such requests could never be allowed`},
+		{"server:\n  quota:\n    limits: [{rate: 10/s}]\n    costs: [{path: \"/[\", cost: 1}]\n", `t.yaml:4:20: server.quota.costs[0].path: bad path pattern "/[": syntax error in pattern`},
+		{"server:\n  quota:\n    limits: [{rate: 10/s}]\n    costs: [{path: search, cost: 1}]\n",
+			`t.yaml:4:20: server.quota.costs[0].path: want a path pattern below /c/{client}/r/{n}, starting with / (e.g. /search, /items/*), got "search"`},
+		{"server:\n  quota:\n    limits: [{rate: 10/s}]\n    costs: [{method: POST}]\n", `t.yaml:4:13: server.quota.costs[0]: a cost needs cost: N (the units each matching request spends)`},
+		{"server:\n  quota:\n    limits: [{rate: 10/s}]\n    costs: [{method: post, cost: 1}]\n", `t.yaml:4:22: server.quota.costs[0].method: want an upper-case HTTP method like GET or POST, got "post"`},
+		{"server:\n  quota:\n    limits: [{rate: 10/s}]\n    costs: [{cost: 0}]\n", `t.yaml:4:20: server.quota.costs[0].cost: 0 is out of range [1, 1000000000]`},
+		{"server:\n  quota: {rate: 1/s, backend: mysql://x}\n", `t.yaml:2:31: server.quota.backend: unknown backend "mysql://x" (want memory or a redis://HOST:PORT/DB URL)`},
+		{"server:\n  quota: {rate: 1/s, on_error: maybe}\n", `t.yaml:2:32: server.quota.on_error: want one of closed, open, got "maybe"`},
+		// respond: {status: N, rate_limit: true}
+		{"server:\n  phases:\n    - respond: {status: 200, rate_limit: true}\n", `t.yaml:3:42: server.phases[0].respond.rate_limit: status 200 is not an error; a rate limit answers 4xx or 5xx`},
+		{"server:\n  phases:\n    - respond: {rate_limit: true}\n", `t.yaml:3:17: server.phases[0].respond.rate_limit: rate_limit marks a {status: N} answer as a rate limit: add status (e.g. {status: 403, rate_limit: true})`},
+		{"server:\n  phases:\n    - respond: {fault: reset, rate_limit: true}\n", `t.yaml:3:31: server.phases[0].respond.rate_limit: rate_limit goes with {status: N} only`},
+		{"server:\n  phases:\n    - respond: {status: 403, rate_limit: 1}\n", `t.yaml:3:42: server.phases[0].respond.rate_limit: want true or false, got "1"`},
+		// fleet.api_keys
+		{"fleet:\n  api_keys: [{prefix: free-, share: 2}, {prefix: free-x}]\n", `t.yaml:2:50: fleet.api_keys[1].prefix: prefix "free-x" and prefix "free-" of fleet.api_keys[0] could make the same key; make neither begin the other`},
+		{"fleet:\n  api_keys: [{prefix: \"a b\"}]\n", `t.yaml:2:23: fleet.api_keys[0].prefix: want a key prefix of 1-64 letters, digits or -._~+/, got "a b"`},
+		{"fleet:\n  api_keys: [{share: 2}]\n", `t.yaml:2:14: fleet.api_keys[0]: a key group needs a prefix (e.g. prefix: free-)`},
+		{"fleet:\n  api_keys: [{prefix: a-, share: 0}]\n", `t.yaml:2:34: fleet.api_keys[0].share: 0 is out of range [1, 1000000]`},
+		{"fleet:\n  api_keys: [{prefix: a-, key: x}]\n", `t.yaml:2:27: fleet.api_keys[0].key: unknown key "key" (want one of prefix, share)`},
+		{"fleet:\n  api_keys: []\n", `t.yaml:2:13: fleet.api_keys: want at least one {prefix: P}, or leave api_keys out`},
 		{"fleet:\n  clients: 0\n", `t.yaml:2:12: fleet.clients: 0 is out of range [1, 1000000]`},
 		{"fleet:\n  clients: many\n", `t.yaml:2:12: fleet.clients: want an integer, got "many"`},
 		{"fleet:\n  clients: 2.5\n", `t.yaml:2:12: fleet.clients: want an integer, got "2.5"`},
@@ -362,6 +451,12 @@ func TestParseRate(t *testing.T) {
 		{"NaN/s", 0, 0, true},
 		{"Inf/s", 0, 0, true},
 		{"1e10/1ns", 0, 0, true},
+		{"10000/1d", 10000, 24 * time.Hour, false},
+		{"1/d", 1, 24 * time.Hour, false},
+		{"7/0.5d", 7, 12 * time.Hour, false},
+		{"1/xd", 0, 0, true},
+		{"1/-1d", 0, 0, true},
+		{"1/1e9d", 0, 0, true},
 	}
 	for _, tt := range tests {
 		count, per, err := parseRate(tt.in)
@@ -371,10 +466,53 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
+// quotaExample uses every key of a layered, tiered quota, a rate-limit
+// status phase and the fleet's API keys.
+const quotaExample = `
+server:
+  headers: x-ratelimit
+  quota:
+    tiers:
+      - name: free
+        keys: ["free-*", trial]
+        default: true
+        limits:
+          - {name: second, rate: 5/s, burst: 5, key: api-key}
+          - {rate: 100/1m, algorithm: sliding-window-log, key: api-key, status: 403}
+      - name: paid
+        keys: ["paid-*"]
+        limits:
+          - {rate: 50/s, algorithm: leaky-bucket, mode: shape, max_delay: 250ms, burst: 10, key: api-key}
+          - {name: day, rate: 100000/1d, algorithm: fixed-window}
+          - {name: ten, rate: 300/10s, algorithm: sliding-window, key: endpoint, status: 503}
+      - {name: anon, anonymous: true, limits: [{rate: 5/s}]}
+    costs: [{method: POST, path: /search, cost: 3}, {path: "/bulk/*", cost: 2}]
+    backend: memory
+    on_error: open
+  phases:
+    - {name: gh, for: 1s, respond: {status: 403, rate_limit: true}, retry_after: {form: delta, value: 1}}
+    - {respond: quota, retry_after: {form: delta, value: limiter}}
+fleet:
+  api_keys: [{prefix: free-, share: 3}, {prefix: paid-}]
+`
+
+func TestFleetAPIKey(t *testing.T) {
+	f := Fleet{APIKeys: []KeyGroup{{Prefix: "free-", Share: 3}, {Prefix: "paid-", Share: 1}}}
+	want := []string{"free-0", "free-1", "free-2", "paid-3", "free-4", "free-5", "free-6", "paid-7"}
+	for id, w := range want {
+		if got := f.APIKey(id); got != w {
+			t.Errorf("APIKey(%d) = %q; want %q", id, got, w)
+		}
+	}
+	if got := (&Fleet{}).APIKey(3); got != "" {
+		t.Errorf("APIKey without api_keys = %q; want none", got)
+	}
+}
+
 // TestJSONRoundTrip: the JSON kept in the timeline's meta parses back into
 // the same scenario.
 func TestJSONRoundTrip(t *testing.T) {
-	srcs := []string{designExample, "{}", `
+	srcs := []string{designExample, "{}", quotaExample, "server: {quota: {limits: [{rate: 1/s}]}}", `
 server:
   quota: {rate: 5/100ms, algorithm: sliding-window, key: endpoint, burst: 3}
   phases:
@@ -413,6 +551,9 @@ func checkRoundTrip(t *testing.T, src []byte) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(designExample))
+	f.Add([]byte(quotaExample))
+	f.Add([]byte("server: {quota: {limits: [{name: s, rate: 10/s, burst: 20}, {rate: 300/1m, algorithm: sliding-window}], costs: [{method: POST, cost: 2}]}}"))
+	f.Add([]byte("server: {quota: {rate: 1/s, algorithm: leaky-bucket, mode: shape, max_delay: 1s, status: 403}, phases: [{respond: {status: 403, rate_limit: true}}]}"))
 	f.Add([]byte("server: {phases: [{for: 1s, respond: {mix: {200: 1, reset: 1}}}, {respond: {fault: hang}}]}"))
 	f.Add([]byte("fleet: {start: poisson 5/100ms, clients: 3}\nexpect: {checks: [waves]}"))
 	f.Add([]byte("server:\n  phases:\n    - &x {for: 2s}\n    - *x\n"))

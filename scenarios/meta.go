@@ -1,8 +1,10 @@
 package scenarios
 
 import (
+	"cmp"
 	"encoding/json"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/retrylab/retrylab/stubserver"
@@ -29,7 +31,8 @@ type MetaOptions struct {
 }
 
 // Meta builds the timeline's meta record for a run of sc: the typed
-// schedule, fleet, quota and expectations the analyzer reads, the
+// schedule, fleet, quota (every limit, and the one pacing is judged
+// against; see metaLimits) and expectations the analyzer reads, the
 // subject's stated policy, and Source, the scenario as JSON (see
 // MarshalJSON), so the timeline stands alone and reproduces the run.
 func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
@@ -45,8 +48,8 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Start:       o.Start,
 		Shard:       o.Shard,
 		Phases:      o.Phases,
-		Quota:       metaQuota(sc.Server.Quota),
 	}
+	m.Quota, m.Limits = metaLimits(sc.Server.Quota)
 	if m.Recorder == "" {
 		m.Recorder = "run"
 	}
@@ -92,21 +95,73 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	return m
 }
 
-// metaQuota is the published quota as the timeline records it, with the
-// stub's defaults filled in: a second's period, and a burst of the limit
-// (at least 1) when none is written.
-func metaQuota(quota *stubserver.Quota) *timeline.Quota {
-	if quota == nil || len(quota.Limits) == 0 {
-		return nil
+// metaLimits lists every limit of quota, every tier's, as the timeline
+// records them (timeline.Meta.Limits), with the stub's defaults filled in:
+// the names the stub publishes, a second's window, algorithm token-bucket
+// and key global, a leaky bucket's mode meter, and as burst the most
+// requests the limit admits at once: a token or leaky bucket's burst, the
+// limit (at least 1) when none is written and for the windows. pacing is
+// the limit pacing is judged against (timeline.Meta.Quota): of the limits
+// every request meets without tiers, or of the default tier's (a client
+// without a listed key gets it), the one with the lowest sustained rate,
+// the first among equals. Tiers without a default tier have no limit every
+// client meets: the lowest sustained rate of every tier's limits is taken.
+func metaLimits(quota *stubserver.Quota) (pacing *timeline.Quota, all []timeline.Quota) {
+	if quota == nil {
+		return nil, nil
 	}
-	q := quota.Limits[0]
-	per := q.Per
+	type group struct {
+		tier   string
+		limits []stubserver.Limit
+		dflt   bool
+	}
+	groups := []group{{limits: quota.Limits}}
+	if len(quota.Tiers) > 0 {
+		groups = groups[:0]
+		for _, t := range quota.Tiers {
+			groups = append(groups, group{t.Name, t.Limits, t.Default})
+		}
+	}
+	hasDefault := len(quota.Tiers) == 0 || slices.ContainsFunc(quota.Tiers, func(t stubserver.Tier) bool { return t.Default })
+	pick := -1
+	for _, g := range groups {
+		for _, l := range stubserver.Named(g.limits) {
+			all = append(all, metaLimit(g.tier, l))
+			if hasDefault && !g.dflt && g.tier != "" {
+				continue
+			}
+			if pick < 0 || all[len(all)-1].Rate < all[pick].Rate {
+				pick = len(all) - 1
+			}
+		}
+	}
+	if pick < 0 {
+		return nil, all
+	}
+	q := all[pick]
+	return &q, all
+}
+
+// metaLimit is one limit as the timeline records it (see metaLimits).
+func metaLimit(tier string, l stubserver.Limit) timeline.Quota {
+	per := l.Per
 	if per <= 0 {
 		per = time.Second
 	}
-	burst := q.Burst
-	if burst == 0 {
-		burst = max(1, int(q.Limit))
+	q := timeline.Quota{
+		Name: l.Name, Tier: tier, Algorithm: cmp.Or(l.Algorithm, stubserver.AlgTokenBucket),
+		Rate: l.Limit / per.Seconds(), Key: cmp.Or(l.Key, stubserver.KeyGlobal),
+		Limit: max(1, int(l.Limit)), Window: int64(per), Mode: l.Mode,
 	}
-	return &timeline.Quota{Algorithm: q.Algorithm, Rate: q.Limit / per.Seconds(), Burst: burst, Key: q.Key}
+	q.Burst = q.Limit // a window admits its whole limit at once
+	switch q.Algorithm {
+	case stubserver.AlgLeakyBucket:
+		q.Mode = cmp.Or(q.Mode, stubserver.ModeMeter)
+		fallthrough
+	case stubserver.AlgTokenBucket:
+		if l.Burst > 0 {
+			q.Burst = l.Burst
+		}
+	}
+	return q
 }

@@ -84,7 +84,11 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 		go func() {
 			defer pf.wg.Done()
 			url := base + strings.TrimSuffix(stubserver.RequestPath(id, 0), "/r/0")
-			p.lines, p.err = prog.RunReady(pf.ctx, url, id, r.sc.Fleet.Requests, nil, func() { pf.markReady(id) })
+			var env []string
+			if key := r.sc.Fleet.APIKey(id); key != "" {
+				env = []string{"RETRYLAB_API_KEY=" + key}
+			}
+			p.lines, p.err = prog.RunReady(pf.ctx, url, id, r.sc.Fleet.Requests, env, func() { pf.markReady(id) })
 			p.ended = time.Now()
 			close(p.done)
 			// A process that exits before the barrier does not hold it up;

@@ -43,6 +43,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 		Virtual: r.opts.Virtual,
 	})
 	clientID := strconv.Itoa(id)
+	apiKey := sc.Fleet.APIKey(id)
 	scheduled := int64(at)
 	var w *worker
 	defer func() {
@@ -81,7 +82,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 		if w == nil {
 			w = r.newWorker(ctx, caller)
 		}
-		res, ok := w.call(r, r.base+stubserver.RequestPath(id, seq))
+		res, ok := w.call(r, r.base+stubserver.RequestPath(id, seq), apiKey)
 		if !ok {
 			w.abandon()
 			w = nil
@@ -146,10 +147,10 @@ func (w *worker) stop() {
 // canceled, and it exits when the call returns.
 func (w *worker) abandon() { w.stop() }
 
-// call makes one logical request under the watchdog. ok is false when the
-// call did not return (hung, or the run stopped): the worker is then busy
-// and must be abandoned.
-func (w *worker) call(r *runner, url string) (res result, ok bool) {
+// call makes one logical request under the watchdog, with apiKey as its
+// Bearer token unless "". ok is false when the call did not return (hung,
+// or the run stopped): the worker is then busy and must be abandoned.
+func (w *worker) call(r *runner, url, apiKey string) (res result, ok bool) {
 	sc := r.sc
 	var body io.Reader
 	if sc.Fleet.Method != http.MethodGet && sc.Fleet.Method != http.MethodHead {
@@ -161,6 +162,9 @@ func (w *worker) call(r *runner, url string) (res result, ok bool) {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
 	w.jobs <- req
 	if w.watchdog == nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -344,7 +345,7 @@ func TestMeta(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse(meta.Source) = %v", err)
 	}
-	if back.Fleet != sc.Fleet || back.Name != sc.Name {
+	if !reflect.DeepEqual(back.Fleet, sc.Fleet) || back.Name != sc.Name {
 		t.Errorf("meta.Source parses to %+v; want the scenario", back)
 	}
 }

@@ -79,6 +79,43 @@ type Fleet struct {
 	// Timeout is the watchdog per logical request: past it the outcome is
 	// "hung" (DefaultTimeout).
 	Timeout time.Duration
+	// APIKeys gives the clients API keys, for quotas keyed or tiered by
+	// API key (none when empty); see APIKey.
+	APIKeys []KeyGroup
+}
+
+// MaxKeyGroups is the most groups fleet.api_keys may list.
+const MaxKeyGroups = 64
+
+// KeyGroup is one group of fleet.api_keys: its clients send the API key
+// Prefix followed by their client id ("free-17").
+type KeyGroup struct {
+	Prefix string
+	// Share is the group's weight, a whole number (1 when unwritten):
+	// clients take the groups in turn, each group Share clients in a row.
+	Share int
+}
+
+// APIKey is the API key client id sends as "Authorization: Bearer KEY"
+// ("" for none): the groups of f.APIKeys are dealt in turn, each Share
+// clients in a row, so with shares 3 and 1 clients 0-2 are in the first
+// group, 3 in the second, 4-6 in the first again, and so on.
+func (f *Fleet) APIKey(id int) string {
+	total := 0
+	for _, g := range f.APIKeys {
+		total += max(1, g.Share)
+	}
+	if total == 0 {
+		return ""
+	}
+	i := id % total
+	for _, g := range f.APIKeys {
+		if i < max(1, g.Share) {
+			return g.Prefix + strconv.Itoa(id)
+		}
+		i -= max(1, g.Share)
+	}
+	return ""
 }
 
 // Arrival is the fleet's start schedule: `burst`, `ramp 10s` or

@@ -27,8 +27,9 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// parseRate parses "N/UNIT" or "N/DURATION" ("100/s", "100/1m", "5/100ms");
-// a bare positive number is per second. It returns count N per interval.
+// parseRate parses "N/UNIT" or "N/DURATION" ("100/s", "100/1m", "5/100ms",
+// "10000/1d"); a bare positive number is per second. It returns count N per
+// interval.
 func parseRate(s string) (count float64, per time.Duration, err error) {
 	s = strings.TrimSpace(s)
 	num, unit, slash := strings.Cut(s, "/")
@@ -45,7 +46,7 @@ func parseRate(s string) (count float64, per time.Duration, err error) {
 		if unit != "" && (unit[0] < '0' || unit[0] > '9') {
 			unit = "1" + unit
 		}
-		per, perr = time.ParseDuration(unit)
+		per, perr = parseInterval(unit)
 		if perr != nil {
 			return 0, 0, fmt.Errorf("bad rate %q: interval %q is not a duration (want e.g. 100/s, 100/1m, 5/100ms)", s, strings.TrimPrefix(unit, "1"))
 		}
@@ -57,6 +58,19 @@ func parseRate(s string) (count float64, per time.Duration, err error) {
 		return 0, 0, fmt.Errorf("rate %q is over 1e9/s", s)
 	}
 	return count, per, nil
+}
+
+// parseInterval parses a rate's interval: a Go duration, or days ("1d",
+// "7d"), which Go durations do not have.
+func parseInterval(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseFloat(n, 64)
+		if err != nil || math.IsNaN(days) || math.Abs(days) > 100_000 {
+			return 0, fmt.Errorf("bad interval %q", s)
+		}
+		return time.Duration(days * float64(24*time.Hour)), nil
+	}
+	return time.ParseDuration(s)
 }
 
 // parseArrival parses a fleet start: "burst", "ramp 10s", "poisson 200/s".

@@ -272,6 +272,20 @@ func (m *mapping) take(key string) (ast.Node, string) {
 	return nil, path
 }
 
+// field returns key's field, nil when the mapping has no such key; it does
+// not take it.
+func (m *mapping) field(key string) *field {
+	for _, f := range m.fields {
+		if f.key == key {
+			return f
+		}
+	}
+	return nil
+}
+
+// has reports whether the mapping holds key (even with a null value).
+func (m *mapping) has(key string) bool { return m.field(key) != nil }
+
 // done reports every key that was never taken.
 func (m *mapping) done() {
 	for _, f := range m.fields {
@@ -359,6 +373,20 @@ func quoteNode(n ast.Node) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return describe(n)
+}
+
+// boolean reads true or false.
+func (m *mapping) boolean(key string, dst *bool) {
+	n, path := m.take(key)
+	if n == nil {
+		return
+	}
+	b, ok := n.(*ast.BoolNode)
+	if !ok {
+		m.d.fail(n, path, "want true or false, got %s", quoteNode(n))
+		return
+	}
+	*dst = b.Value
 }
 
 // integer reads an integer in [lo, hi].

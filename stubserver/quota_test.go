@@ -408,9 +408,9 @@ func TestValidateQuota(t *testing.T) {
 			{Name: "a", Keys: []string{"k-*", "x*y"}, Default: true},
 		}}, []string{`quota.tiers[1].name: tier "a" named twice`, `quota.tiers[1].limits: tier "a" has no limits`,
 			`quota.tiers[1].keys[0]: key "k-*" already in tier "a"`, `quota.tiers[1].keys[1]: key "x*y": "*" may only end a prefix`,
-			"quota.tiers: 2 tiers are default"}},
-		{Quota{Limits: []Limit{{Limit: 1}}, Costs: []Cost{{Path: "[", Cost: 1}, {Cost: 0}}}, []string{"quota.costs[0]: bad path pattern", "quota.costs[1]: cost 0"}},
-		{Quota{Limits: []Limit{{Limit: 10, Burst: 4}}, Costs: []Cost{{Path: "/big", Cost: 5}}}, []string{`quota.costs[0]: cost 5 exceeds limit "default"'s capacity of 4`}},
+			`quota.tiers[1].default: tier "a" is default, and so is tier "a"`}},
+		{Quota{Limits: []Limit{{Limit: 1}}, Costs: []Cost{{Path: "[", Cost: 1}, {Cost: 0}}}, []string{"quota.costs[0].path: bad path pattern", "quota.costs[1].cost: cost 0"}},
+		{Quota{Limits: []Limit{{Limit: 10, Burst: 4}}, Costs: []Cost{{Path: "/big", Cost: 5}}}, []string{`quota.costs[0].cost: cost 5 exceeds limit "default"'s capacity of 4`}},
 		{Quota{Limits: []Limit{{Limit: 1}}, Backend: "mysql://x", OnError: "maybe"}, []string{"quota.backend: unknown backend", `quota.on_error: unknown "maybe"`}},
 	}
 	for _, tt := range tests {

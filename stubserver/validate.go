@@ -176,7 +176,7 @@ func (q *Quota) validate() []error {
 	errs = append(errs, validateLimits("quota.limits", q.Limits)...)
 	names := map[string]bool{}
 	keys := map[string]string{}
-	var defaults, anonymous int
+	var dflt, anon string
 	for i, t := range q.Tiers {
 		at := fmt.Sprintf("tiers[%d].", i)
 		switch {
@@ -203,26 +203,26 @@ func (q *Quota) validate() []error {
 			}
 			keys[k] = t.Name
 		}
-		if t.Default {
-			defaults++
+		switch {
+		case t.Default && dflt != "":
+			bad(at+"default", "tier %q is default, and so is tier %q; at most one may be", t.Name, dflt)
+		case t.Default:
+			dflt = t.Name
 		}
-		if t.Anonymous {
-			anonymous++
+		switch {
+		case t.Anonymous && anon != "":
+			bad(at+"anonymous", "tier %q is anonymous, and so is tier %q; at most one may be", t.Name, anon)
+		case t.Anonymous:
+			anon = t.Name
 		}
-	}
-	if defaults > 1 {
-		bad("tiers", "%d tiers are default; at most one may be", defaults)
-	}
-	if anonymous > 1 {
-		bad("tiers", "%d tiers are anonymous; at most one may be", anonymous)
 	}
 	for i, c := range q.Costs {
-		at := fmt.Sprintf("costs[%d]", i)
+		at := fmt.Sprintf("costs[%d].", i)
 		if c.Cost < 1 {
-			bad(at, "cost %d; want a whole number of units, at least 1", c.Cost)
+			bad(at+"cost", "cost %d; want a whole number of units, at least 1", c.Cost)
 		}
 		if _, err := path.Match(c.Path, ""); err != nil {
-			bad(at, "bad path pattern %q: %v", c.Path, err)
+			bad(at+"path", "bad path pattern %q: %v", c.Path, err)
 		}
 		all := [][]Limit{q.Limits}
 		for _, t := range q.Tiers {
@@ -231,7 +231,7 @@ func (q *Quota) validate() []error {
 		for _, ls := range all {
 			for j, l := range Named(ls) {
 				if n := l.capacity(); l.Limit > 0 && c.Cost > n {
-					bad(at, "cost %d exceeds limit %q's capacity of %d: such requests could never be allowed", c.Cost, ls[j].name(len(ls), j), n)
+					bad(at+"cost", "cost %d exceeds limit %q's capacity of %d: such requests could never be allowed", c.Cost, ls[j].name(len(ls), j), n)
 				}
 			}
 		}

@@ -32,6 +32,8 @@ var ErrProgramOutput = errors.New("subjects: bad program output")
 //	RETRYLAB_BASE_URL  the client's base URL, ending in /c/{client}
 //	RETRYLAB_CLIENT    the client id
 //	RETRYLAB_REQUESTS  the number of logical requests N
+//	RETRYLAB_API_KEY   the client's API key, when the scenario gives it
+//	                   one (fleet.api_keys): send it as Authorization: Bearer
 //
 // and it must request $RETRYLAB_BASE_URL/r/0 … /r/N-1 (retrying as its
 // library does) and print one line per logical request on stdout: "ok

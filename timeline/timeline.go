@@ -84,8 +84,9 @@ type Meta struct {
 	Phases []Phase `json:"phases,omitempty"`
 	Fleet  *Fleet  `json:"fleet,omitempty"`
 	// Quota is the limit pacing is judged against: of the quota's limits
-	// (the default tier's, under tiers) the one with the lowest sustained
-	// rate. Limits lists every limit of every tier.
+	// (the default tier's, under tiers; every tier's when none is the
+	// default) the one with the lowest sustained rate. Limits lists every
+	// limit of every tier.
 	Quota  *Quota  `json:"quota,omitempty"`
 	Limits []Quota `json:"limits,omitempty"`
 	// Capacity is the stub's finite capacity, when it models one.

@@ -43,6 +43,8 @@ var fleets = map[string][2]int{
 	"outage-date":           {60, 0},
 	"outage-bare":           {60, 0},
 	"quota-steady":          {0, 20},
+	"quota-layered":         {0, 0},
+	"quota-tiers":           {0, 0},
 	"non-retryable":         {30, 10},
 	"budget-trip":           {30, 0},
 	"malformed-retry-after": {30, 0},
@@ -134,7 +136,9 @@ var expected = map[string]map[string][]string{
 		"post-idempotency": {analyzer.CheckIdempotency},
 	},
 	"no-pacing": {
-		"quota-steady": {analyzer.CheckPacing},
+		"quota-steady":  {analyzer.CheckPacing},
+		"quota-layered": {analyzer.CheckPacing},
+		"quota-tiers":   {analyzer.CheckPacing},
 	},
 }
 

@@ -68,6 +68,7 @@ func TestServeMetaMatchesRun(t *testing.T) {
 				{"description", served.Description, ran.Description},
 				{"phases", served.Phases, ran.Phases},
 				{"quota", served.Quota, ran.Quota},
+				{"limits", served.Limits, ran.Limits},
 				{"expect", served.Expect, ran.Expect},
 				{"source", string(served.Source), string(ran.Source)},
 				{"seed", served.Seed, ran.Seed},
@@ -76,14 +77,22 @@ func TestServeMetaMatchesRun(t *testing.T) {
 					t.Errorf("%s: serve recorded %s; run recorded %s", f.field, show(f.got), show(f.want))
 				}
 			}
-			if sc.Server.Quota != nil {
-				q := sc.Server.Quota.Limits[0]
-				want := q.Burst
-				if want == 0 {
-					want = int(q.Limit) // the stub's default
+			if q := sc.Server.Quota; q != nil {
+				limits := q.Limits
+				for _, tier := range q.Tiers {
+					limits = append(limits, tier.Limits...)
 				}
-				if served.Quota == nil || served.Quota.Burst != want {
-					t.Errorf("serve's quota %s; want burst %d", show(served.Quota), want)
+				if len(served.Limits) != len(limits) || served.Quota == nil {
+					t.Fatalf("serve recorded limits %s, quota %s; want the scenario's %d limits and one to pace by", show(served.Limits), show(served.Quota), len(limits))
+				}
+				for i, l := range limits {
+					want := l.Burst
+					if want == 0 || (l.Algorithm != stubserver.AlgTokenBucket && l.Algorithm != stubserver.AlgLeakyBucket) {
+						want = int(l.Limit) // the stub's default; a window admits its limit at once
+					}
+					if served.Limits[i].Burst != want {
+						t.Errorf("serve's limit %d %s; want burst %d", i, show(served.Limits[i]), want)
+					}
 				}
 			}
 			// What serve does not share: it schedules nothing and its
