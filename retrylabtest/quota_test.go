@@ -87,3 +87,37 @@ func TestQuotaTiers(t *testing.T) {
 	res := retrylabtest.Run(t, "quota-tiers", "retryablehttp")
 	res.AssertFails(t, analyzer.CheckPacing)
 }
+
+// secondary403 answers like GitHub's secondary rate limit: 403 with a
+// Retry-After for 3 s, then 200s. The 403 is a rate limit, not a refusal.
+const secondary403 = `
+name: secondary-403
+duration: 30s
+server:
+  phases:
+    - {name: limited, for: 3s, respond: {status: 403, rate_limit: true}, retry_after: {form: delta, value: phase-end}}
+    - {name: ok, respond: ok}
+fleet: {clients: 30, start: ramp 1s, requests: 2, timeout: 20s}
+subject: {policy: {base: 100ms, cap: 2s, budget: 10s, jitter: full}}
+expect: {require: [retry-after, give-up]}
+`
+
+// TestRateLimited403: the reference client waits out a 403 rate limit and
+// passes, without being blamed for retrying a non-retryable status; the
+// controls, which take any 403 for a refusal, lose their requests
+// (give-up).
+func TestRateLimited403(t *testing.T) {
+	sc, err := scenarios.Parse("secondary-403.yaml", []byte(secondary403))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := retrylabtest.Run(t, sc, "retrylab")
+	res.AssertPass(t)
+	if c := res.Verdict.Check(analyzer.CheckNonRetryable); c.Status == analyzer.StatusFail {
+		t.Errorf("non-retryable failed the reference client for retrying a 403 rate limit: %s", c.Reason)
+	}
+	for _, subj := range []string{"no-retry", "ignore-retry-after"} {
+		res = retrylabtest.Run(t, sc, subj)
+		res.AssertFails(t, analyzer.CheckGiveUp)
+	}
+}
