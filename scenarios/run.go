@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -57,6 +58,11 @@ type RunOptions struct {
 	// Start is the wall-clock time zero written into the meta record and
 	// used by the stub (zero: time.Now() when the run starts).
 	Start time.Time
+	// NewLimiter builds the stub's quota limiters
+	// (stubserver.Options.NewLimiter; nil: in memory, whatever the
+	// quota's Backend). The CLI gives stubredis's for a redis:// Backend,
+	// so that this package links no Redis client.
+	NewLimiter func(stubserver.LimiterSpec) (stubserver.Limiter, error)
 }
 
 // Progress is a snapshot of a running run.
