@@ -16,7 +16,11 @@ import (
 // pool_size, ...: see redis.ParseURL) and this package's timeout, a Go
 // duration above 0 (Options.Timeout; default DefaultTimeout). The client
 // options have ContextTimeoutEnabled set, so that go-redis heeds the
-// Timeout itself. An error names the URL with its password redacted.
+// Timeout itself, and DialerRetries 1, so that a Redis that refuses
+// connections fails a call at once; without max_retries in the URL,
+// MaxRetries is -1: no call is retried (a retried script may charge
+// twice). An error names the URL with its
+// password redacted.
 func ParseURL(raw string) (*redis.Options, Options, error) {
 	var o Options
 	u, err := url.Parse(raw)
@@ -55,5 +59,15 @@ func ParseURL(raw string) (*redis.Options, Options, error) {
 		return nil, o, fmt.Errorf("stubredis: backend %s: %w", shown, err)
 	}
 	ro.ContextTimeoutEnabled = true
+	if !q.Has("max_retries") {
+		// No retry: within a Timeout of milliseconds go-redis's backoff
+		// (8-512 ms) mostly waits, and a script retried after Redis ran
+		// it would charge twice.
+		ro.MaxRetries = -1
+	}
+	// One dial per attempt, not go-redis's five 100 ms apart: a Redis that
+	// refuses connections fails the call at once rather than at the
+	// Timeout.
+	ro.DialerRetries = 1
 	return ro, o, nil
 }

@@ -59,6 +59,12 @@ func TestParseURL(t *testing.T) {
 	if ro, _, err := ParseURL("redis://u:p%40ss@h:1/0?timeout=5ms"); err != nil || ro.Username != "u" || ro.Password != "p@ss" {
 		t.Errorf("credentials: %+v, %v; want user u, password p@ss", ro, err)
 	}
+	if ro, _, err := ParseURL("redis://h/0"); err != nil || ro.MaxRetries != -1 || ro.DialerRetries != 1 {
+		t.Errorf("retries: %+v, %v; want MaxRetries -1 (none), DialerRetries 1", ro, err)
+	}
+	if ro, _, err := ParseURL("redis://h/0?max_retries=2"); err != nil || ro.MaxRetries != 2 {
+		t.Errorf("max_retries=2: %+v, %v; want MaxRetries 2", ro, err)
+	}
 }
 
 // FuzzParseURL: ParseURL never panics; what it accepts is a redis:// or
