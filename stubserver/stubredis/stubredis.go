@@ -181,9 +181,9 @@ func fillTime(burst int, perUnit float64) time.Duration {
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 func fmtInt(i int64) string     { return strconv.FormatInt(i, 10) }
 
-// Key returns the Redis key of limit i's state for key (a Charge's
-// Keys[i]): Prefix, the tier, the limit's name and algorithm, and key,
-// joined by "/" after the prefix.
+// Key returns the Redis key of limit i's state (0 <= i < the number of
+// limits) for key, a Charge's Keys[i]: Prefix, the tier, the limit's name
+// and algorithm, and key, joined by "/" after the prefix.
 func (l *Limiter) Key(i int, key string) string { return l.layers[i].prefix + key }
 
 // Take implements stubserver.Limiter with one script call (EVALSHA, EVAL
