@@ -36,46 +36,59 @@ func (w *benchNopWriter) Header() http.Header         { return w.h }
 func (w *benchNopWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *benchNopWriter) WriteHeader(code int)        { w.code = code }
 
-// benchSetup is one redis-server, a stub on it recording to a file, and
-// the same Limiter's keys and arguments for raw calls of its script.
+// benchSetup is one redis-server, a stub on it, and a Limiter of the
+// same limits whose keys and arguments the raw calls of the script use.
 type benchSetup struct {
 	rdb  *redis.Client
 	stub *stubserver.Server
 	lim  *Limiter
-	rec  *timeline.Recorder
 }
 
-func newBenchSetup(b *testing.B) *benchSetup {
+// newBenchSetup starts a redis-server and a stub on it, recording to a
+// file when record is set.
+func newBenchSetup(b *testing.B, record bool) *benchSetup {
 	b.Helper()
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 16})
 	b.Cleanup(func() { rdb.Close() })
-	f, err := os.Create(filepath.Join(b.TempDir(), "timeline.ndjson"))
-	if err != nil {
+	s := &benchSetup{rdb: rdb}
+	o := Options{Prefix: "bench:", Timeout: time.Second}
+	var err error
+	if s.lim, err = NewLimiter(rdb, o, stubserver.LimiterSpec{Limits: stubserver.Named(benchLimits)}); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { f.Close() })
-	enc := timeline.NewEncoder(f)
-	enc.EncodeMeta(&timeline.Meta{Format: timeline.Format, Recorder: "serve"})
-	s := &benchSetup{rdb: rdb, rec: timeline.NewRecorder(enc, 4096)}
-	b.Cleanup(func() { s.rec.Close() })
+	s.stub = s.newStub(b, record, o)
+	return s
+}
+
+// newStub is a stub on s's Redis, recording to a file when record is set.
+func (s *benchSetup) newStub(b *testing.B, record bool, o Options) *stubserver.Server {
+	b.Helper()
+	var rec *timeline.Recorder
+	if record {
+		f, err := os.Create(filepath.Join(b.TempDir(), "timeline.ndjson"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		enc := timeline.NewEncoder(f)
+		enc.EncodeMeta(&timeline.Meta{Format: timeline.Format, Recorder: "serve"})
+		rec = timeline.NewRecorder(enc, 4096)
+		b.Cleanup(func() { rec.Close() })
+	}
 	cfg := stubserver.Config{Headers: stubserver.HeadersIETF,
 		Quota: &stubserver.Quota{Limits: benchLimits},
 		Phases: []stubserver.Phase{{Name: "quota", Respond: stubserver.Respond{Kind: stubserver.RespondQuota},
 			RetryAfter: stubserver.RetryAfter{Form: stubserver.FormDelta, Value: stubserver.ValueLimiter}}}}
-	o := Options{Prefix: "bench:", Timeout: time.Second}
-	s.stub, err = stubserver.New(cfg, stubserver.Options{Recorder: s.rec, NewLimiter: New(rdb, o)})
+	stub, err := stubserver.New(cfg, stubserver.Options{Recorder: rec, NewLimiter: New(s.rdb, o)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if s.lim, err = NewLimiter(rdb, o, stubserver.LimiterSpec{Limits: stubserver.Named(benchLimits)}); err != nil {
-		b.Fatal(err)
-	}
-	return s
+	return stub
 }
 
-// handlerLoop serves request i (client i%50) through the stub.
-func (s *benchSetup) handlerLoop(b *testing.B) func(i int) {
+// handlerLoop serves request i (client i%50) through stub.
+func handlerLoop(b *testing.B, stub *stubserver.Server) func(i int) {
 	paths := make([]string, 1000)
 	for i := range paths {
 		paths[i] = stubserver.RequestPath(i%50, i)
@@ -86,7 +99,7 @@ func (s *benchSetup) handlerLoop(b *testing.B) func(i int) {
 	return func(i int) {
 		r.URL.Path = paths[i%len(paths)]
 		clear(w.h)
-		s.stub.ServeHTTP(w, r)
+		stub.ServeHTTP(w, r)
 		if w.code != 200 {
 			b.Fatalf("stub answered %d; want 200", w.code)
 		}
@@ -117,35 +130,44 @@ func (s *benchSetup) rawLoop(b *testing.B) func(i int) {
 }
 
 // BenchmarkRedisQuota is the stub's handler with its quota of three
-// layers in Redis (one EVALSHA per request, recording on) against raw
-// EVALSHA calls of the same script with the same keys and arguments from
-// Go, on one local redis-server. The ratio sub-benchmarks time both in
-// one loop, alternating batches, from 1 caller and from 8 at once, and
-// report raw/handler time: the handler's share of the raw calls'
-// throughput (target ≥ 0.8).
+// layers in Redis (one EVALSHA per request) against raw EVALSHA calls of
+// the same script with the same keys and arguments from Go, on one local
+// redis-server. The ratio sub-benchmarks time, in one loop, alternating
+// batches, from 1 caller and from 8 at once: the raw calls, the handler
+// without recording, and the handler recording every attempt to a file;
+// they report raw/handler time, the handler's share of the raw calls'
+// throughput (target ≥ 0.8), without and with recording.
 func BenchmarkRedisQuota(b *testing.B) {
 	b.Run("raw-evalsha", func(b *testing.B) {
-		s := newBenchSetup(b)
+		s := newBenchSetup(b, false)
 		next := s.rawLoop(b)
 		for i := 0; b.Loop(); i++ {
 			next(i)
 		}
 	})
-	b.Run("handler", func(b *testing.B) {
-		s := newBenchSetup(b)
-		next := s.handlerLoop(b)
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			next(i)
+	for _, record := range []bool{false, true} {
+		name := "handler-unrecorded"
+		if record {
+			name = "handler-recorded"
 		}
-	})
+		b.Run(name, func(b *testing.B) {
+			s := newBenchSetup(b, record)
+			next := handlerLoop(b, s.stub)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				next(i)
+			}
+		})
+	}
 	for _, callers := range []int{1, 8} {
 		b.Run("ratio-callers="+strconv.Itoa(callers), func(b *testing.B) {
-			s := newBenchSetup(b)
-			raws := make([]func(int), callers)
-			handlers := make([]func(int), callers)
-			for c := range callers {
-				raws[c], handlers[c] = s.rawLoop(b), s.handlerLoop(b)
+			s := newBenchSetup(b, false)
+			recorded := s.newStub(b, true, Options{Prefix: "bench:", Timeout: time.Second})
+			loops := make([][]func(int), 3) // raw, unrecorded, recorded
+			for range callers {
+				loops[0] = append(loops[0], s.rawLoop(b))
+				loops[1] = append(loops[1], handlerLoop(b, s.stub))
+				loops[2] = append(loops[2], handlerLoop(b, recorded))
 			}
 			const batch = 200
 			run := func(fs []func(int)) time.Duration {
@@ -163,14 +185,18 @@ func BenchmarkRedisQuota(b *testing.B) {
 				wg.Wait()
 				return time.Since(start)
 			}
-			var tRaw, tHandler time.Duration
+			var t [3]time.Duration
 			for b.Loop() {
-				tRaw += run(raws)
-				tHandler += run(handlers)
+				for k := range loops {
+					t[k] += run(loops[k])
+				}
 			}
-			b.ReportMetric(float64(tRaw)/float64(tHandler), "throughput-ratio")
-			b.ReportMetric(float64(tHandler)/float64(b.N*batch*callers), "handler-ns/req")
-			b.ReportMetric(float64(tRaw)/float64(b.N*batch*callers), "raw-ns/req")
+			reqs := float64(b.N * batch * callers)
+			b.ReportMetric(float64(t[0])/float64(t[1]), "ratio-unrecorded")
+			b.ReportMetric(float64(t[0])/float64(t[2]), "ratio-recorded")
+			b.ReportMetric(float64(t[0])/reqs, "raw-ns/req")
+			b.ReportMetric(float64(t[1])/reqs, "unrecorded-ns/req")
+			b.ReportMetric(float64(t[2])/reqs, "recorded-ns/req")
 		})
 	}
 }
