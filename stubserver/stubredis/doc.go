@@ -85,7 +85,10 @@
 // answers later than that makes Take fail, and a reply of the wrong shape
 // is an error too. With go-redis's ContextTimeoutEnabled (ParseURL sets
 // it) the call runs in the caller's goroutine; without it, it runs in one
-// of its own that Take stops waiting for after the Timeout. The Server
+// of its own that Take stops waiting for after the Timeout. A client from
+// ParseURL neither retries a call nor redials (unless the URL sets
+// max_retries): a Redis that refuses connections fails a Take at once,
+// and no script runs twice for one request. The Server
 // then follows the quota's OnError: closed (the default) answers 503 with
 // Retry-After 1 and spends nothing; open lets the request through
 // unmetered. Either way it counts the failure (Counts.BackendErrors,
