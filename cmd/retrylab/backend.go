@@ -76,7 +76,11 @@ func runPrefix(runID string) string { return stubredis.DefaultPrefix + "run:" + 
 func checkBackend(sc *scenarios.Scenario) error {
 	if q := sc.Server.Quota; q != nil && isRedisURL(q.Backend) {
 		if _, _, err := stubredis.ParseURL(q.Backend); err != nil {
-			return badInput(fmt.Errorf("scenario %s: server.quota.backend: %w", sc.Name, err))
+			where := sc.File
+			if where == "" {
+				where = "scenario " + sc.Name
+			}
+			return badInput(fmt.Errorf("%s: server.quota.backend: %w", where, err))
 		}
 	}
 	return nil

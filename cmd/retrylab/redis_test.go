@@ -535,3 +535,23 @@ func redisLen(t *testing.T, addr, key string) int64 {
 	}
 	return n
 }
+
+// TestCheckBackend: run and compare refuse, before any run, a scenario
+// whose redis:// backend does not parse: bad input naming the file and
+// the key, the password hidden.
+func TestCheckBackend(t *testing.T) {
+	sc, err := scenarios.Builtin("quota-steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkBackend(sc); err != nil {
+		t.Errorf("memory backend: %v", err)
+	}
+	sc.File = "ci.yaml"
+	sc.Server = withBackend(sc.Server, "redis://u:hunter2@127.0.0.1:1/x")
+	err = checkBackend(sc)
+	var out strings.Builder
+	if code := exitCode(err, &out); code != exitUsage || !strings.Contains(out.String(), "ci.yaml: server.quota.backend: stubredis: backend redis://u:xxxxx@127.0.0.1:1/x: redis: invalid database number") {
+		t.Errorf("bad backend: exit %d, %q; want 2 naming ci.yaml and server.quota.backend, no password", code, out.String())
+	}
+}
