@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -65,6 +66,11 @@ type RunOptions struct {
 	// CLI's run; a caller that runs again in the same process, or checks
 	// for leaked goroutines, must not set it.
 	Detach bool
+	// NewLimiter builds the stub's quota limiters
+	// (stubserver.Options.NewLimiter; nil: in memory, whatever the
+	// quota's Backend). The CLI gives stubredis's for a redis:// Backend,
+	// so that this package links no Redis client.
+	NewLimiter func(stubserver.LimiterSpec) (stubserver.Limiter, error)
 }
 
 // Progress is a snapshot of a running run.

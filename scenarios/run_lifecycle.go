@@ -97,7 +97,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if enc != nil {
 		r.rec = timeline.NewRecorder(enc, 4096)
 	}
-	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed})
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter})
 	if err != nil {
 		r.abortPrograms(pf)
 		l.Close()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -403,4 +404,52 @@ func TestConnCap(t *testing.T) {
 			t.Errorf("connCap(%d, %d, %v, %d) = %d; want %d", tt.requested, tt.clients, tt.virtual, tt.limit, got, tt.want)
 		}
 	}
+}
+
+// countingLimiter counts the Takes of a memory limiter.
+type countingLimiter struct {
+	stubserver.Limiter
+	mu    sync.Mutex
+	takes int
+}
+
+func (c *countingLimiter) Take(ctx context.Context, ch stubserver.Charge, now time.Time) (stubserver.Decision, error) {
+	c.mu.Lock()
+	c.takes++
+	c.mu.Unlock()
+	return c.Limiter.Take(ctx, ch, now)
+}
+
+// TestRunNewLimiter: RunOptions.NewLimiter builds the stub's quota
+// limiter, and every quota decision of the run is its.
+func TestRunNewLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := mustParse(t, `
+name: q
+duration: 20s
+server:
+  quota: {rate: 5/s, burst: 2}
+  phases: [{name: q, respond: quota, retry_after: {form: delta, value: limiter}}]
+fleet: {clients: 4, requests: 2, think: 100ms, start: ramp 400ms, timeout: 10s}
+subject: {name: retrylab, policy: {base: 50ms, cap: 1s, max_attempts: 5, budget: 8s}}
+`)
+		var specs []stubserver.LimiterSpec
+		var lim *countingLimiter
+		sum, err := Run(context.Background(), sc, RunOptions{Virtual: true, Seed: 3,
+			NewLimiter: func(spec stubserver.LimiterSpec) (stubserver.Limiter, error) {
+				specs = append(specs, spec)
+				mem, err := stubserver.NewMemoryLimiter(spec)
+				lim = &countingLimiter{Limiter: mem}
+				return lim, err
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(specs) != 1 || len(specs[0].Limits) != 1 || specs[0].Limits[0].Limit != 5 {
+			t.Fatalf("NewLimiter got %+v; want the quota's one spec, 5/s", specs)
+		}
+		if lim.takes != int(sum.Attempts) || sum.Throttled429 == 0 {
+			t.Errorf("%d Takes for %d attempts (%d 429s); want one Take per attempt, some rejected", lim.takes, sum.Attempts, sum.Throttled429)
+		}
+	})
 }

@@ -64,11 +64,14 @@
 // "*", the longest match winning; a Default tier for other keys, an
 // Anonymous tier for requests without one; 401 where no tier applies).
 // Costs charge matching requests more than one unit of every limit. A
-// Limiter built by Options.NewLimiter may keep the state elsewhere
-// (package stubredis: one Redis shared by several stubs); when it fails,
-// the quota's OnError answers 503 with Retry-After 1 (closed, the default)
-// or lets the request through unmetered (open), and either way counts it
-// (Counts.BackendErrors) and logs at most one line a second.
+// Limiter built by Options.NewLimiter may keep the state elsewhere:
+// package stubredis keeps it in one Redis shared by several stubs, with
+// the memory limiter's decisions (one script per request checks every
+// limit and charges all or none, on Redis's clock). When it fails or is
+// slower than its timeout, the quota's OnError answers 503 (closed, the
+// default; Retry-After: limiter is then 1 s) or lets the request through
+// unmetered (open), and either way counts it (Counts.BackendErrors) and
+// logs at most one line a second, the backend's password hidden.
 //
 // # Rate-limit headers
 //

@@ -3,6 +3,7 @@ package stubserver
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"path"
 	"sort"
 	"strconv"
@@ -27,6 +28,7 @@ type quotaState struct {
 	costs    []Cost
 
 	lastLog atomic.Int64 // unix ns of the last backend error logged
+	backend string       // q.Backend as logged: its password redacted
 }
 
 type tierPrefix struct {
@@ -48,7 +50,7 @@ type tierState struct {
 
 // newQuotaState builds the limiters of q through newLim.
 func newQuotaState(q *Quota, newLim func(LimiterSpec) (Limiter, error)) (*quotaState, error) {
-	qs := &quotaState{q: q, exact: map[string]int{}, dflt: -1, anon: -1, costs: q.Costs}
+	qs := &quotaState{q: q, exact: map[string]int{}, dflt: -1, anon: -1, costs: q.Costs, backend: redactURL(q.Backend)}
 	if newLim == nil {
 		newLim = NewMemoryLimiter
 	}
@@ -186,7 +188,16 @@ func (qs *quotaState) logBackend(s *Server, err error) {
 		return
 	}
 	open := qs.q.OnError == OnErrorOpen
-	s.log.Error("stubserver: quota backend failed", "backend", qs.q.Backend, "err", err, "fail_open", open)
+	s.log.Error("stubserver: quota backend failed", "backend", qs.backend, "err", err, "fail_open", open)
+}
+
+// redactURL is a backend URL with its password, if any, replaced by "xxxxx".
+func redactURL(b string) string {
+	u, err := url.Parse(b)
+	if err != nil {
+		return "(not a URL)"
+	}
+	return u.Redacted()
 }
 
 // takeQuota decides r under the quota: it sets the rate-limit headers (and

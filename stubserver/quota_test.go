@@ -1,7 +1,9 @@
 package stubserver
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -428,5 +430,21 @@ func TestValidateQuota(t *testing.T) {
 	ok := Quota{Limits: []Limit{{Limit: 5, Per: time.Second}, {Limit: 60, Per: time.Minute}}, Costs: []Cost{{Method: "POST", Path: "/s/*", Cost: 3}}, Backend: "redis://127.0.0.1:6379/0", OnError: OnErrorOpen}
 	if err := (Config{Quota: &ok}).Validate(); err != nil {
 		t.Errorf("Validate(valid) = %v", err)
+	}
+}
+
+// TestBackendLogRedacted: the line a failing backend logs names the
+// backend without its password.
+func TestBackendLogRedacted(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := New(Config{Quota: &Quota{Limits: []Limit{{Limit: 1}}, Backend: "redis://u:hunter2@cache:6379/0"},
+		Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}},
+		Options{Logger: slog.New(slog.NewTextHandler(&buf, nil)), NewLimiter: func(LimiterSpec) (Limiter, error) { return failingLimiter{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/c/1/r/1", nil))
+	if got := buf.String(); !strings.Contains(got, "quota backend failed") || !strings.Contains(got, "redis://u:xxxxx@cache:6379/0") || strings.Contains(got, "hunter2") {
+		t.Errorf("log %q; want the failure, the backend redis://u:xxxxx@cache:6379/0, no password", got)
 	}
 }

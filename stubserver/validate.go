@@ -367,3 +367,24 @@ func Named(ls []Limit) []Limit {
 	}
 	return out
 }
+
+// Resolved returns l with its defaults spelled out: Algorithm, Per, Burst
+// (for every algorithm: the bucket's capacity, else Limit at least 1) and
+// Key; for a leaky bucket its Mode, and for a shaper MaxDelay. A Limiter
+// other than the memory one reads its limits through it, so the defaults
+// are decided in one place.
+func (l Limit) Resolved() Limit {
+	l.Algorithm = l.algorithm()
+	l.Per = l.per()
+	l.Burst = l.burst()
+	if l.Key == "" {
+		l.Key = KeyGlobal
+	}
+	if l.Algorithm == AlgLeakyBucket && l.Mode == "" {
+		l.Mode = ModeMeter
+	}
+	if l.Mode == ModeShape && l.MaxDelay == 0 {
+		l.MaxDelay = l.Per
+	}
+	return l
+}

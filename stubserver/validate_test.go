@@ -98,3 +98,22 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitResolved: Resolved spells out the defaults the memory limiter
+// applies, and keeps what is set.
+func TestLimitResolved(t *testing.T) {
+	for _, tt := range []struct{ in, want Limit }{
+		{Limit{Limit: 10}, Limit{Algorithm: AlgTokenBucket, Limit: 10, Per: time.Second, Burst: 10, Key: KeyGlobal}},
+		{Limit{Limit: 0.5}, Limit{Algorithm: AlgTokenBucket, Limit: 0.5, Per: time.Second, Burst: 1, Key: KeyGlobal}},
+		{Limit{Algorithm: AlgLeakyBucket, Limit: 3, Per: time.Minute, Burst: 7, Key: KeyClient},
+			Limit{Algorithm: AlgLeakyBucket, Limit: 3, Per: time.Minute, Burst: 7, Key: KeyClient, Mode: ModeMeter}},
+		{Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, Per: time.Minute},
+			Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, Per: time.Minute, Burst: 3, Key: KeyGlobal, MaxDelay: time.Minute}},
+		{Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, MaxDelay: time.Millisecond, Name: "n", Status: 403},
+			Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, Per: time.Second, Burst: 3, Key: KeyGlobal, MaxDelay: time.Millisecond, Name: "n", Status: 403}},
+	} {
+		if got := tt.in.Resolved(); got != tt.want {
+			t.Errorf("%+v.Resolved() = %+v; want %+v", tt.in, got, tt.want)
+		}
+	}
+}

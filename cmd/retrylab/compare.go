@@ -83,6 +83,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 				return fmt.Errorf("--out: %w", err)
 			}
 			sub := filepath.Base(runDir)
+			ro.runID = filepath.Base(dir) + "/" + sub // every run its own quota
 			sum, err := runOnce(ctx, e, sc, subj, ro, runDir)
 			if sum != nil {
 				printHarness(e.stderr, sum)

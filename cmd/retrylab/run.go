@@ -35,6 +35,9 @@ type runOptions struct {
 	// noDetach: wait for every run's fleet to wind down (compare runs
 	// again in the same process).
 	noDetach bool
+	// runID names the run's quota in Redis (a redis:// backend), so that
+	// each run starts with it whole: its directory's name by default.
+	runID string
 }
 
 func (o *runOptions) register(fs interface {
@@ -121,6 +124,9 @@ func resolveRun(arg, subjectFlag string) (*scenarios.Scenario, subjects.Subject,
 	sc, err := scenarios.Resolve(arg)
 	if err != nil {
 		return nil, nil, badInput(err)
+	}
+	if err := checkBackend(sc); err != nil {
+		return nil, nil, err
 	}
 	name := subjectFlag
 	if name == "" {
@@ -211,6 +217,17 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 	if err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
+	runID := o.runID
+	if runID == "" {
+		runID = filepath.Base(dir)
+	}
+	newLimiter, closeBackend, err := quotaBackend(sc.Server, runPrefix(runID))
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	defer closeBackend()
 	bars := newProgressBars(e, o.quiet, fmt.Sprintf("%s · %s", sc.Name, subj.Name()))
 	sum, err := scenarios.Run(ctx, sc, scenarios.RunOptions{
 		Subject:      subj,
@@ -223,6 +240,7 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 		Progress:     bars.update,
 		Tool:         version,
 		Detach:       e.exits && !o.noDetach,
+		NewLimiter:   newLimiter,
 	})
 	bars.finish()
 	if cerr := f.Close(); err == nil && cerr != nil {

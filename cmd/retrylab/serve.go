@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -23,7 +24,7 @@ import (
 //go:embed default-serve.yaml
 var defaultServe []byte
 
-const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--allow-remote]"
+const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--redis URL] [--allow-remote]"
 
 type serveOptions struct {
 	scenario    string
@@ -34,6 +35,8 @@ type serveOptions struct {
 	duration    time.Duration
 	allowRemote bool
 	seed        int64
+	redis       string
+	redisSet    bool // --redis was given
 }
 
 // --start values.
@@ -43,6 +46,19 @@ const (
 )
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
+	o, err := parseServe(e, args)
+	if err != nil {
+		return err
+	}
+	sc, err := loadServeScenario(o.scenario)
+	if err != nil {
+		return badInput(err)
+	}
+	return serve(ctx, e, o, sc)
+}
+
+// parseServe reads and checks serve's flags.
+func parseServe(e *env, args []string) (serveOptions, error) {
 	var o serveOptions
 	fs := newFlags("serve", serveUsage, e)
 	fs.StringVar(&o.scenario, "scenario", "", "scenario `FILE` or built-in name whose server: section to serve (default: every Retry-After form in turn)")
@@ -53,35 +69,48 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long (0: only on SIGINT/SIGTERM)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
+	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return o, err
 	}
+	o.redisSet = fs.Changed("redis")
 	if fs.NArg() > 0 {
-		return usagef("serve takes no arguments (got %q); use --scenario", fs.Args())
+		return o, usagef("serve takes no arguments (got %q); use --scenario", fs.Args())
 	}
 	if o.duration < 0 {
-		return usagef("--duration must be >= 0, got %v", o.duration)
+		return o, usagef("--duration must be >= 0, got %v", o.duration)
 	}
 	if o.start != startNow && o.start != startFirstRequest {
-		return usagef("--start %q: want %s or %s", o.start, startNow, startFirstRequest)
+		return o, usagef("--start %q: want %s or %s", o.start, startNow, startFirstRequest)
 	}
 	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
-		return err
+		return o, err
 	}
 	if err := checkPort("--addr", o.addr); err != nil {
-		return err
+		return o, err
 	}
 	if o.record != "" && !o.force {
 		if _, err := os.Lstat(o.record); err == nil {
-			return usagef("--record %s: the file exists; pass --force to overwrite it", o.record)
+			return o, usagef("--record %s: the file exists; pass --force to overwrite it", o.record)
 		}
 	}
+	return o, nil
+}
 
-	sc, err := loadServeScenario(o.scenario)
-	if err != nil {
-		return badInput(err)
-	}
+// serve serves sc's server under o until ctx ends or o.duration passes.
+func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) error {
 	name, cfg := sc.Name, sc.Server
+	if o.redisSet {
+		if err := redisFlagErr(o.redis, cfg, name); err != nil {
+			return err
+		}
+		cfg = withBackend(cfg, o.redis)
+	}
+	newLimiter, closeBackend, err := quotaBackend(cfg, servePrefix(name))
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -125,6 +154,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 			return nil
 		}
 		meta := serveMeta(sc, o.scenario == "", o.seed, start)
+		if newLimiter != nil {
+			meta.Notes = append(meta.Notes, backendNote(cfg, name, o.redisSet))
+		}
 		if o.start == startFirstRequest {
 			note := "phases started at the first request (--start first-request)"
 			if stopping {
@@ -146,6 +178,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		OpenRecorder:        openRecorder,
 		Seed:                o.seed,
 		Metrics:             stubprom.Handler,
+		NewLimiter:          newLimiter,
+		// Only the quota backend's failures reach Error, at most one line
+		// a second; connection noise stays at Debug.
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		ln.Close()
@@ -165,6 +201,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 	if o.start == startFirstRequest {
 		fmt.Fprintf(e.stdout, "  phases start at the first request\n")
+	}
+	if newLimiter != nil {
+		fmt.Fprintf(e.stdout, "  %s\n", backendNote(cfg, name, o.redisSet))
 	}
 
 	served := make(chan error, 1)
@@ -208,6 +247,25 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
+}
+
+// backendNote says where serve keeps the quota: printed, and noted in the
+// recording's meta record.
+func backendNote(cfg stubserver.Config, name string, flag bool) string {
+	from := "the scenario's backend"
+	if flag {
+		from = "--redis"
+	}
+	return fmt.Sprintf("quota in Redis %s (%s), keys under %s, on_error %s",
+		redacted(cfg.Quota.Backend), from, servePrefix(name), onError(cfg.Quota))
+}
+
+// onError is a quota's OnError with its default spelled out.
+func onError(q *stubserver.Quota) string {
+	if q.OnError == "" {
+		return stubserver.OnErrorClosed
+	}
+	return q.OnError
 }
 
 // loadServeScenario returns the scenario whose server serve runs: a

@@ -38,11 +38,15 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 }
 
 // thirdParty are the module paths of the third-party retry libraries the
-// CLI compares (subjects/thirdparty), that package itself, and Prometheus,
-// which only serve's /metrics exporter (stubserver/stubprom) needs.
+// CLI compares (subjects/thirdparty), that package itself, Prometheus,
+// which only serve's /metrics exporter (stubserver/stubprom) needs, and
+// go-redis, which only the stub's Redis quota backend
+// (stubserver/stubredis) needs.
 var thirdParty = []string{
 	"github.com/prometheus/client_golang",
 	"github.com/retrylab/retrylab/stubserver/stubprom",
+	"github.com/redis/go-redis",
+	"github.com/retrylab/retrylab/stubserver/stubredis",
 	"github.com/hashicorp/go-retryablehttp",
 	"github.com/cenkalti/backoff",
 	"github.com/failsafe-go/failsafe-go",
@@ -74,7 +78,7 @@ func thirdPartyIn(pkgs []string) []string {
 }
 
 // TestRetrylabtestDeps: importing retrylabtest links none of the
-// third-party retry libraries, while the CLI, which registers them, links
+// third-party retry libraries (nor Prometheus, nor go-redis), while the CLI, which registers them, links
 // every one (so the first half cannot pass because the list is wrong).
 func TestRetrylabtestDeps(t *testing.T) {
 	lib := deps(t, "./retrylabtest")
@@ -82,12 +86,12 @@ func TestRetrylabtestDeps(t *testing.T) {
 		t.Fatalf("go list -deps ./retrylabtest lacks the subjects package: %v", lib)
 	}
 	if found := thirdPartyIn(lib); len(found) > 0 {
-		t.Errorf("go list -deps ./retrylabtest names third-party retry libraries or Prometheus: %v", found)
+		t.Errorf("go list -deps ./retrylabtest names third-party retry libraries, Prometheus or go-redis: %v", found)
 	}
 	cli := thirdPartyIn(deps(t, "./cmd/retrylab"))
 	for _, m := range thirdParty {
 		if !slices.ContainsFunc(cli, func(p string) bool { return p == m || strings.HasPrefix(p, m+"/") }) {
-			t.Errorf("go list -deps ./cmd/retrylab lacks %s: the CLI must register every third-party subject and serve /metrics", m)
+			t.Errorf("go list -deps ./cmd/retrylab lacks %s: the CLI must register every third-party subject, serve /metrics and keep quotas in Redis", m)
 		}
 	}
 }

@@ -8,6 +8,7 @@
 //	retrylab_stub_requests_total{phase, code}  requests answered, code is the status or "reset"/"hang"/"abandoned"
 //	retrylab_stub_quota_rejected_total         requests the quota denied (answered 429)
 //	retrylab_stub_quota_exhausted_total        times a quota was emptied by an allowed request
+//	retrylab_stub_quota_backend_errors_total   quota decisions its backend failed (Redis down or slow)
 //
 // The 429 rate over the last minute, and its share of all traffic:
 //
@@ -36,6 +37,8 @@ func Handler(s *stubserver.Server) http.Handler {
 			"Requests the quota denied with 429.", nil, nil),
 		exh: prometheus.NewDesc("retrylab_stub_quota_exhausted_total",
 			"Quota exhaustion events: an allowed request left no room.", nil, nil),
+		bkd: prometheus.NewDesc("retrylab_stub_quota_backend_errors_total",
+			"Quota decisions the quota's backend failed (Redis down or slow): answered by on_error.", nil, nil),
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
@@ -43,8 +46,8 @@ func Handler(s *stubserver.Server) http.Handler {
 }
 
 type collector struct {
-	s             *stubserver.Server
-	req, rej, exh *prometheus.Desc
+	s                  *stubserver.Server
+	req, rej, exh, bkd *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
@@ -52,6 +55,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.req
 	ch <- c.rej
 	ch <- c.exh
+	ch <- c.bkd
 }
 
 // Collect implements prometheus.Collector.
@@ -76,4 +80,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.rej, prometheus.CounterValue, float64(counts.QuotaRejected))
 	ch <- prometheus.MustNewConstMetric(c.exh, prometheus.CounterValue, float64(counts.QuotaExhausted))
+	ch <- prometheus.MustNewConstMetric(c.bkd, prometheus.CounterValue, float64(counts.BackendErrors))
 }

@@ -1,6 +1,8 @@
 package stubprom
 
 import (
+	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -52,6 +54,7 @@ func TestExposition(t *testing.T) {
 			`retrylab_stub_requests_total{code="503",phase="down"} 2`,
 			"retrylab_stub_quota_rejected_total 3",
 			"retrylab_stub_quota_exhausted_total 1",
+			"retrylab_stub_quota_backend_errors_total 0",
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("metrics lack %q:\n%s", want, body)
@@ -61,4 +64,31 @@ func TestExposition(t *testing.T) {
 			t.Errorf("Stats().Attempts = %d; want 7 (/metrics not counted)", n)
 		}
 	})
+}
+
+// failing is a quota backend that is down.
+type failing struct{}
+
+func (failing) Take(context.Context, stubserver.Charge, time.Time) (stubserver.Decision, error) {
+	return stubserver.Decision{}, errors.New("down")
+}
+
+// TestBackendErrors: the quota decisions a failing backend could not make
+// are exported.
+func TestBackendErrors(t *testing.T) {
+	cfg := stubserver.Config{
+		Quota:  &stubserver.Quota{Limits: []stubserver.Limit{{Limit: 2}}, OnError: stubserver.OnErrorOpen},
+		Phases: []stubserver.Phase{{Respond: stubserver.Respond{Kind: stubserver.RespondQuota}}},
+	}
+	s, err := stubserver.New(cfg, stubserver.Options{Metrics: Handler,
+		NewLimiter: func(stubserver.LimiterSpec) (stubserver.Limiter, error) { return failing{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		get(s, "/c/1/r/0")
+	}
+	if body := get(s, "/metrics").Body.String(); !strings.Contains(body, "retrylab_stub_quota_backend_errors_total 3") {
+		t.Errorf("metrics lack retrylab_stub_quota_backend_errors_total 3:\n%s", body)
+	}
 }
