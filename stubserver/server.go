@@ -310,15 +310,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return true
 	})
 	err := s.httpSrv.Shutdown(ctx)
-	for s.inflight.Load() > 0 && err == nil {
-		select {
-		case <-s.idle:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
+	if err == nil {
+		err = s.waitHandlers(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("stubserver: shutdown: %w", err)
+	}
+	return nil
+}
+
+// waitHandlers waits until no request is being handled (one held after
+// Hold does not count), or ctx ends.
+func (s *Server) waitHandlers(ctx context.Context) error {
+	for s.inflight.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -330,43 +339,35 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // from being answered before it releases the hanging requests.
 func (s *Server) Hold() { s.sealed.Store(true) }
 
-// Seal stops the recording: it releases hanging and delayed requests,
-// waits for the requests being handled to hand their records to the
-// Recorder (or ctx to end), and from then on holds every new request,
-// unrecorded and uncounted, until its client gives up or Shutdown or
-// Close ends it with a 503. The caller may close the Recorder once Seal returns nil,
-// while connections still wind down: a run that stopped at its cap writes
-// its timeline whole first, then calls Shutdown or Close.
+// Seal stops the recording: it holds every new request (Hold), releases
+// hanging and delayed requests, and waits for the requests being handled
+// to hand their records to the Recorder (or ctx to end). The caller may
+// close the Recorder once Seal returns nil, while connections still wind
+// down: a run that stopped at its cap writes its timeline whole first,
+// then calls Shutdown or Close.
 func (s *Server) Seal(ctx context.Context) error {
 	s.Hold()
 	s.stopOnce.Do(func() { close(s.stopping) })
-	for s.inflight.Load() > 0 {
-		select {
-		case <-s.idle:
-		case <-ctx.Done():
-			return fmt.Errorf("stubserver: seal: %w", ctx.Err())
-		}
+	if err := s.waitHandlers(ctx); err != nil {
+		return fmt.Errorf("stubserver: seal: %w", err)
 	}
 	return nil
 }
 
-// Close stops the server at once: it releases hanging and delayed
+// Close stops the server at once: it releases hanging, delayed and held
 // requests, closes the listeners and every connection without waiting for
 // them to go idle, then waits for the handlers still running to hand their
-// records to the Recorder (or ctx to end). A request cut off this way is
-// recorded abandoned, as for a client that went away. The runner stops a
-// capped run this way: a graceful Shutdown would wait, polling, for
-// thousands of connections to wind down one by one.
+// records to the Recorder (or ctx to end). A request cut off this way
+// before Seal is recorded abandoned, as for a client that went away. The
+// runner tears a run down this way once its timeline is written: a
+// graceful Shutdown would wait, polling, for thousands of connections to
+// wind down one by one.
 func (s *Server) Close(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.closeOnce.Do(func() { close(s.closing) })
 	err := s.httpSrv.Close()
-	for s.inflight.Load() > 0 && err == nil {
-		select {
-		case <-s.idle:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
+	if err == nil {
+		err = s.waitHandlers(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("stubserver: close: %w", err)
