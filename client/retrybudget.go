@@ -123,37 +123,6 @@ func (b RetryBudget) summary() string {
 // tokens than the retry costs.
 var ErrRetryBudgetExhausted = errors.New("client: retry budget exhausted: too many retries across calls")
 
-// RetryBudgetObserver is an optional interface of an Observer (Config.Observer):
-// a Transport whose Observer has it tells it every change of its retry
-// budget's level and every retry the budget refuses. Nothing is called
-// while the bucket is full and calls succeed at their first attempt, so
-// the success path of a healthy Transport costs nothing more. Its contract
-// is Observer's: fast and safe for concurrent use.
-type RetryBudgetObserver interface {
-	RetryBudget(RetryBudgetEvent)
-}
-
-// RetryBudgetEvent describes a change of a Transport's retry budget: a
-// retry took tokens (Delta < 0), a call gave some back (Delta > 0), or a
-// retry was refused (Refused; Delta 0). The call then fails with
-// ErrRetryBudgetExhausted, and GiveUp follows.
-type RetryBudgetEvent struct {
-	Request *http.Request
-	Key     string
-	// Attempt is the attempt that failed (a retry taking or refused) or
-	// that got the response (tokens given back).
-	Attempt int
-	// Delta is the change of the level: minus a retry's cost, plus what a
-	// call gave back (less than its refund when the bucket filled up).
-	Delta int
-	// Cost is the retry's cost (taken or refused); 0 when tokens are given back.
-	Cost int
-	// Tokens is the level after the change; Capacity the bucket's size.
-	Tokens, Capacity int
-	// Refused is true when the retry was not made: fewer than Cost remained.
-	Refused bool
-}
-
 // retryBudget is a Transport's bucket: lock-free, one atomic load on a
 // success that finds it full.
 type retryBudget struct {
