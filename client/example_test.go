@@ -140,3 +140,16 @@ func ExampleConfig_Effective() {
 	fmt.Println(e.Base, e.Cap, e.Jitter, e.MaxAttempts, e.Budget, e.Retryable)
 	// Output: 200ms 30s full 12 30s [429 500 502 503 504]
 }
+
+// A smaller retry budget for a Transport that makes few calls, and the
+// way to turn it off. A call the budget refuses fails at once with
+// errors.Is(err, client.ErrRetryBudgetExhausted).
+func ExampleRetryBudget() {
+	small := client.Config{RetryBudget: client.RetryBudget{Capacity: 100}}.Effective().RetryBudget
+	fmt.Println("capacity", small.Capacity, "retry", small.RetryCost, "after a timeout", small.TimeoutCost, "refund", small.Refund)
+	off := client.Config{RetryBudget: client.NoRetryBudget}
+	fmt.Println("off:", off.RetryBudget.Off(), "tokens:", client.New(nil, off).RetryBudgetTokens())
+	// Output:
+	// capacity 100 retry 5 after a timeout 10 refund 1
+	// off: true tokens: -1
+}

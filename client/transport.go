@@ -1,7 +1,21 @@
 // Package client owns the reference retry and pacing layer: an
 // http.RoundTripper that paces requests with a token bucket per quota key,
 // retries only what is retryable, honours Retry-After, jitters every computed
-// backoff, and bounds every call by attempts and elapsed time.
+// backoff, bounds every call by attempts and elapsed time, and bounds the
+// retries of all its calls together with a retry budget.
+//
+// The retry budget (Config.RetryBudget, on by default) is there for retry
+// storms that outlive their cause. Backoff and jitter spread retries in
+// time but do not make them fewer: under sustained overload every failing
+// call still becomes up to MaxAttempts requests, and that extra load can
+// keep a server down after its trigger has gone (a metastable failure).
+// Like the AWS SDKs' retry quota, whose rule and defaults it takes, and
+// like gRPC's retry throttling and Finagle's and Envoy's budgets, it lets
+// retries through while they are a small share of the traffic and refuses
+// them, failing the call at once with ErrRetryBudgetExhausted, when they
+// are not: a bucket of 500 tokens per Transport, 5 per retry, 10 after a
+// timeout, given back by calls that succeed. RetryBudget has the exact
+// rule.
 package client
 
 import (
