@@ -45,8 +45,9 @@ const (
 //     that ends in an error.
 //
 // So once the bucket is empty, failing retries are paid for by first
-// attempts that succeed: about Refund/RetryCost of them (20% with the
-// defaults), the "retry budget" share of Finagle's and Envoy's budgets.
+// attempts that succeed: about one failing retry per RetryCost/Refund of
+// them (one per 5 with the defaults, 20%, the share Finagle's and Envoy's
+// retry budgets allow by default).
 // The checks on attempts and time (MaxAttempts, Budget) come first; the
 // retry budget only refuses retries those would allow.
 //
