@@ -183,11 +183,19 @@ func TestAttemptContextReleasedByClose(t *testing.T) {
 	})
 }
 
+// refilling empties t's retry budget and makes it big enough that its
+// refunds never fill it within a benchmark: every success gives back.
+func refilling(t *Transport) *Transport {
+	t.rb.capacity = 1 << 62
+	t.rb.tokens.Store(0)
+	return t
+}
+
 // TestSuccessPathAllocs pins the success path's cost: at most 6
 // allocations over the next transport's own with the Transport's deadline
 // (the call's marker context, the attempt, and context.WithDeadlineCause's
 // context, cancel func, timer and timer callback), 2 without (BenchmarkOverhead
-// has the figures).
+// has the figures); the retry budget adds none, refilling or full.
 func TestSuccessPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -205,6 +213,9 @@ func TestSuccessPathAllocs(t *testing.T) {
 		{"bare", next, req, 1},
 		{"transport", New(next, Config{}), req, 1 + 6},
 		{"transport-caller-deadline", New(next, Config{Budget: 2 * time.Hour}), req.WithContext(ctx), 1 + 2},
+		// A retry budget below its capacity: every success gives tokens back.
+		{"transport-budget-refilling", refilling(New(next, Config{})), req, 1 + 6},
+		{"transport-no-retry-budget", New(next, Config{RetryBudget: NoRetryBudget}), req, 1 + 6},
 	}
 	for _, tt := range tests {
 		got := testing.AllocsPerRun(100, func() {

@@ -20,8 +20,10 @@ func (n okNext) RoundTrip(req *http.Request) (*http.Response, error) {
 // BenchmarkOverhead measures the success path: the bare next transport, and
 // the same wrapped in a Transport with the zero Config (budget timer armed),
 // with a caller deadline shorter than the budget (no timer), and with a
-// token bucket that never makes it wait. Compare ns/op and allocs/op of the
-// sub-benchmarks of one run; the overhead is the difference.
+// token bucket that never makes it wait, without a retry budget, and with
+// a retry budget below its capacity (every success gives tokens back; the
+// zero Config's is full, one atomic load). Compare ns/op and allocs/op of
+// the sub-benchmarks of one run; the overhead is the difference.
 func BenchmarkOverhead(b *testing.B) {
 	next := okNext{h: http.Header{"Content-Type": {"text/plain"}}}
 	req, _ := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
@@ -37,6 +39,8 @@ func BenchmarkOverhead(b *testing.B) {
 		{"transport", New(next, Config{}), req},
 		{"transport-caller-deadline", New(next, Config{Budget: 2 * time.Hour}), reqDeadline},
 		{"transport-paced", New(next, Config{Rate: 1e12, Burst: 1 << 30}), req},
+		{"transport-no-retry-budget", New(next, Config{RetryBudget: NoRetryBudget}), req},
+		{"transport-budget-refilling", refilling(New(next, Config{})), req},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -98,10 +98,14 @@ func ParseJitter(s string) (Jitter, error) {
 // DefaultCap) within DefaultBudget (the attempt cap derived from it),
 // Retry-After honoured, non-idempotent requests never retried without an
 // Idempotency-Key, no self-pacing bucket (no quota is known) but proactive
-// slow-down when rate-limit headers say the quota is nearly spent.
+// slow-down when rate-limit headers say the quota is nearly spent, and a
+// retry budget (DefaultRetryBudgetCapacity tokens per Transport, see
+// RetryBudget) that refuses retries once they are no longer a small share
+// of the calls.
 //
-// Negative durations and counts are treated as zero (the default). A Config
-// is a value: New copies it, and later changes to it have no effect.
+// Negative durations and counts are treated as zero (the default), but for
+// RetryBudget.Capacity, where negative means no retry budget. A Config is a
+// value: New copies it, and later changes to it have no effect.
 type Config struct {
 	// Base is the backoff's base delay (zero: DefaultBase).
 	Base time.Duration
@@ -135,6 +139,25 @@ type Config struct {
 	// the same instant does not come back in one wave. The wait is never
 	// shortened: Retry-After is still honoured. Zero: obey it exactly.
 	RetryAfterJitter time.Duration
+
+	// RetryBudget bounds the retries of all the Transport's calls
+	// together: a token bucket of RetryBudget.Capacity tokens, shared by
+	// every call and quota key, that a retry takes RetryCost tokens from
+	// (TimeoutCost after a timed-out attempt) and a call answered without
+	// a retryable status gives back to (its last retry's cost, or Refund
+	// after a first-attempt success). A retry that finds too few tokens is
+	// not made: the call fails at once with ErrRetryBudgetExhausted. The
+	// zero value is the default budget: 500 tokens, 5 per retry, 10 after
+	// a timeout, 1 back per first-attempt success (the AWS SDKs' retry
+	// quota); NoRetryBudget turns it off. RetryBudget's doc has the exact
+	// rule. Why: backoff spreads retries in time but does not make them
+	// fewer, so under sustained overload every failed call still becomes
+	// MaxAttempts requests, and that extra load can keep an overloaded
+	// server down after its trigger is gone (a metastable failure). The
+	// budget is per Transport: one Transport per upstream API, reused, as
+	// the AWS SDK keeps one quota per client; every process of a fleet has
+	// its own.
+	RetryBudget RetryBudget
 
 	// Retryable is the set of statuses retried (nil: DefaultRetryable). An
 	// empty non-nil slice retries no status.
@@ -196,9 +219,11 @@ func HostKey(r *http.Request) string {
 }
 
 // Effective returns c with every zero field replaced by its default, as New
-// applies them: Base, Cap, MaxAttempts, Budget, Retryable, Rate (from Quota),
-// Burst (when there is a Rate), Key and Observer. Rand stays nil when unset
-// (New then makes a source per Transport). The Retryable slice is a copy.
+// applies them: Base, Cap, MaxAttempts, Budget, RetryBudget (its zero
+// fields; an Off budget comes back as NoRetryBudget), Retryable, Rate (from
+// Quota), Burst (when there is a Rate), Key and Observer. Rand stays nil
+// when unset (New then makes a source per Transport). The Retryable slice
+// is a copy.
 func (c Config) Effective() Config {
 	if c.Base <= 0 {
 		c.Base = DefaultBase
@@ -226,6 +251,7 @@ func (c Config) Effective() Config {
 	if c.AttemptTimeout < 0 {
 		c.AttemptTimeout = 0
 	}
+	c.RetryBudget = c.RetryBudget.effective()
 	if c.Retryable == nil {
 		c.Retryable = slices.Clone(DefaultRetryable)
 	} else {
@@ -263,7 +289,8 @@ type MetricsDescriber interface {
 
 // Summary returns the configuration summary the next engineer tunes when the
 // upstream changes its limits: the retryable set, base, cap and jitter mode,
-// the attempt and time budgets, the bucket's rate and burst and their ratio
+// the attempt and time budgets, the retry budget (its capacity, costs and
+// refunds, or that there is none), the bucket's rate and burst and their ratio
 // to the published quota, whether the bucket is per-process or shared, and
 // the metrics emitted. It describes the effective configuration, defaults
 // applied. One fact per line.
@@ -292,6 +319,7 @@ func (c Config) Summary() string {
 		at = e.AttemptTimeout.String()
 	}
 	fmt.Fprintf(&b, "budget: %v per call, waits included; a Retry-After wait that would cross it fails at once (ErrBudgetExhausted), a backoff draw that would is redrawn once within what remains (less the per-attempt timeout); per-attempt timeout %s\n", e.Budget, at)
+	fmt.Fprintf(&b, "%s\n", e.RetryBudget.summary())
 	add := "not added"
 	if e.AddIdempotencyKey {
 		add = "added when missing"

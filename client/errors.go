@@ -16,8 +16,10 @@ import (
 
 var (
 	// ErrBudgetExhausted is the reason a call gave up because its next wait
-	// (or its attempt in flight) would cross Config.Budget.
-	ErrBudgetExhausted = errors.New("client: retry budget exhausted")
+	// (or its attempt in flight) would cross Config.Budget, the call's time
+	// budget. (ErrRetryBudgetExhausted is the other budget's: the retries
+	// of all the Transport's calls together.)
+	ErrBudgetExhausted = errors.New("client: time budget exhausted")
 	// ErrAttemptsExhausted is the reason a call gave up after
 	// Config.MaxAttempts attempts that all failed retryably.
 	ErrAttemptsExhausted = errors.New("client: attempts exhausted")
@@ -27,8 +29,8 @@ var (
 )
 
 // RetryError is the error RoundTrip returns when a call ends without a
-// response to give back: the retries ran out (Reason is ErrBudgetExhausted
-// or ErrAttemptsExhausted), the caller's context ended (Reason is its
+// response to give back: the retries ran out (Reason is ErrBudgetExhausted,
+// ErrAttemptsExhausted or ErrRetryBudgetExhausted), the caller's context ended (Reason is its
 // error), or an attempt failed with an error not worth retrying (Reason is
 // nil). errors.Is and errors.As see both Reason and Err.
 type RetryError struct {

@@ -125,6 +125,7 @@ func ExampleConfig_Summary() {
 	// retry-after: honoured first (both forms, clamped at 0; a zero wait falls back to backoff), over rate-limit headers and backoff
 	// attempts: at most 22 per call (first included), derived from the budget; their backoff waits reach at most 1m21.3s, about 40.7s on average, of the 20s budget
 	// budget: 20s per call, waits included; a Retry-After wait that would cross it fails at once (ErrBudgetExhausted), a backoff draw that would is redrawn once within what remains (less the per-attempt timeout); per-attempt timeout none
+	// retry budget: 500 tokens per Transport, shared by all its calls and quota keys, starting full; a retry takes 5 (10 after a timeout) or, when fewer remain, is refused (the call fails at once, ErrRetryBudgetExhausted); a call answered without a retryable status gives back its last retry's cost, or 1 after a first-attempt success, up to 500; from full, 100 retries (50 after timeouts), then about one failing retry per 5 first-attempt successes
 	// idempotency: POST, PATCH and other non-idempotent methods retried only with an Idempotency-Key (not added); bodies replayed via GetBody, else not retried
 	// pacing: token bucket 8 req/s, burst 5, per quota key (80% of the published 10 req/s)
 	// buckets: per-process (not shared across a fleet), keyed by request host
@@ -138,4 +139,17 @@ func ExampleConfig_Effective() {
 	e := client.Config{}.Effective()
 	fmt.Println(e.Base, e.Cap, e.Jitter, e.MaxAttempts, e.Budget, e.Retryable)
 	// Output: 200ms 30s full 12 30s [429 500 502 503 504]
+}
+
+// A smaller retry budget for a Transport that makes few calls, and the
+// way to turn it off. A call the budget refuses fails at once with
+// errors.Is(err, client.ErrRetryBudgetExhausted).
+func ExampleRetryBudget() {
+	small := client.Config{RetryBudget: client.RetryBudget{Capacity: 100}}.Effective().RetryBudget
+	fmt.Println("capacity", small.Capacity, "retry", small.RetryCost, "after a timeout", small.TimeoutCost, "refund", small.Refund)
+	off := client.Config{RetryBudget: client.NoRetryBudget}
+	fmt.Println("off:", off.RetryBudget.Off(), "tokens:", client.New(nil, off).RetryBudgetTokens())
+	// Output:
+	// capacity 100 retry 5 after a timeout 10 refund 1
+	// off: true tokens: -1
 }

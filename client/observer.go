@@ -9,6 +9,8 @@ import (
 // methods are called synchronously from RoundTrip, possibly from many
 // goroutines at once: they must be fast, safe for concurrent use, and must
 // not modify the request. Embed NopObserver to implement only some methods.
+// An Observer may also have the optional interfaces RetryBudgetObserver
+// (the Transport calls it) and LimiterObserver (a shared Limiter does).
 type Observer interface {
 	// Attempt follows every attempt sent, with its result.
 	Attempt(AttemptEvent)
@@ -110,4 +112,35 @@ type LimiterEvent struct {
 	// Rate is the local rate per key, in permits per second, while fallen
 	// back (0 on recovery).
 	Rate float64
+}
+
+// RetryBudgetObserver is an optional interface of an Observer (Config.Observer):
+// a Transport whose Observer has it tells it every change of its retry
+// budget's level and every retry the budget refuses. Nothing is called
+// while the bucket is full and calls succeed at their first attempt, so
+// the success path of a healthy Transport costs nothing more. Its contract
+// is Observer's: fast and safe for concurrent use.
+type RetryBudgetObserver interface {
+	RetryBudget(RetryBudgetEvent)
+}
+
+// RetryBudgetEvent describes a change of a Transport's retry budget: a
+// retry took tokens (Delta < 0), a call gave some back (Delta > 0), or a
+// retry was refused (Refused, Delta 0), after which its call fails with
+// ErrRetryBudgetExhausted and GiveUp follows.
+type RetryBudgetEvent struct {
+	Request *http.Request
+	Key     string
+	// Attempt is the attempt that failed (a retry taking or refused) or
+	// that got the response (tokens given back).
+	Attempt int
+	// Delta is the change of the level: minus a retry's cost, plus what a
+	// call gave back (less than its refund when the bucket filled up).
+	Delta int
+	// Cost is the retry's cost (taken or refused); 0 when tokens are given back.
+	Cost int
+	// Tokens is the level after the change; Capacity the bucket's size.
+	Tokens, Capacity int
+	// Refused is true when the retry was not made: fewer than Cost remained.
+	Refused bool
 }

@@ -1,7 +1,21 @@
 // Package client owns the reference retry and pacing layer: an
 // http.RoundTripper that paces requests with a token bucket per quota key,
 // retries only what is retryable, honours Retry-After, jitters every computed
-// backoff, and bounds every call by attempts and elapsed time.
+// backoff, bounds every call by attempts and elapsed time, and bounds the
+// retries of all its calls together with a retry budget.
+//
+// The retry budget (Config.RetryBudget, on by default) is there for retry
+// storms that outlive their cause. Backoff and jitter spread retries in
+// time but do not make them fewer: under sustained overload every failing
+// call still becomes up to MaxAttempts requests, and that extra load can
+// keep a server down after its trigger has gone (a metastable failure).
+// Like the AWS SDKs' retry quota, whose rule and defaults it takes, and
+// like gRPC's retry throttling and Finagle's and Envoy's budgets, it lets
+// retries through while they are a small share of the traffic and refuses
+// them, failing the call at once with ErrRetryBudgetExhausted, when they
+// are not: a bucket of 500 tokens per Transport, 5 per retry, 10 after a
+// timeout, given back by calls that succeed. RetryBudget has the exact
+// rule.
 package client
 
 import (
@@ -27,8 +41,9 @@ import (
 // on success, a non-retryable status, or a request that cannot be replayed,
 // return the response as it is; on a retryable status or transient network
 // error, wait (Retry-After if the response has a usable one, else the
-// jittered backoff) and try again, until MaxAttempts or the Budget runs out
-// or the request's context ends. A call that fails returns a nil response and
+// jittered backoff) and try again, until MaxAttempts or the Budget runs out,
+// the Transport's retry budget refuses the retry (Config.RetryBudget), or
+// the request's context ends. A call that fails returns a nil response and
 // a *RetryError; responses that are retried are drained (up to DrainLimit
 // bytes) and closed so their connections are reused. Close the body of a
 // returned response, as always: that also releases the attempt's context.
@@ -42,7 +57,9 @@ import (
 // one-layer marker) and one allocation per attempt (its request copy and
 // body wrapper together), plus, unless the caller's context deadline comes
 // first, the attempt's context.WithDeadlineCause child that bounds it by the
-// budget or AttemptTimeout (docs/benchmarks/client.md has the figures).
+// budget or AttemptTimeout (docs/benchmarks/client.md has the figures). The
+// retry budget adds one atomic load while its bucket is full, no
+// allocation.
 //
 // One layer: while a Transport runs a call, the request's context carries a
 // marker; any Transport of this package that sees it (a nested layer) passes
@@ -51,7 +68,9 @@ type Transport struct {
 	next      http.RoundTripper
 	cfg       Config
 	obs       Observer
-	retryable [10]uint64 // bit set of statuses 0..639
+	rbObs     RetryBudgetObserver // obs, if it has the interface
+	retryable [10]uint64          // bit set of statuses 0..639
+	rb        retryBudget
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -72,6 +91,8 @@ func New(next http.RoundTripper, cfg Config) *Transport {
 	if t.rnd == nil {
 		t.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	t.rbObs, _ = e.Observer.(RetryBudgetObserver)
+	t.rb.init(e.RetryBudget)
 	for _, s := range e.Retryable {
 		if s >= 0 && s < 640 {
 			t.retryable[s/64] |= 1 << (s % 64)
@@ -164,6 +185,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var prev time.Duration // previous backoff, for decorrelated jitter
 	serverPaced := false   // the last wait was the server's Retry-After
 	lastChance := false    // a backoff draw was redrawn to fit the budget
+	var paid int64         // what the retry budget took for this attempt
 	fail := func(attempts, status int, reason, err error, wait time.Duration) (*http.Response, error) {
 		re := &RetryError{Method: method(req), URL: req.URL.Redacted(), Attempts: attempts, Status: status,
 			Elapsed: time.Since(start), Wait: wait, Reason: reason, Err: err}
@@ -240,6 +262,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				discard(nil, a)
 				return fail(attempt, 0, nil, err, 0)
 			}
+			if !retry && t.rb.on && t.rb.tokens.Load() < t.rb.capacity {
+				t.refund(req, key, attempt, paid)
+			}
 			return deliver(a, resp), nil
 		}
 		// A retryable failure.
@@ -275,6 +300,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp, a)
 		if !now.Add(wait).Before(budgetEnd) || wait >= cfg.Budget {
 			return fail(attempt, status, ErrBudgetExhausted, err, wait)
+		}
+		// The retry budget, last: it refuses only retries the call's own
+		// bounds allow, and a refused retry waits for nothing.
+		if t.rb.on {
+			var ok bool
+			if paid, ok = t.chargeRetry(req, key, attempt, err); !ok {
+				return fail(attempt, status, ErrRetryBudgetExhausted, err, 0)
+			}
 		}
 		reason := "network"
 		if resp != nil {

@@ -319,7 +319,7 @@ func TestBudgetRetryAfterTooLongFailsAtOnce(t *testing.T) {
 		if !f.bodies[0].closed.Load() {
 			t.Error("the refused response was not closed")
 		}
-		if !strings.Contains(err.Error(), "giving up after 1 attempt in 0s (last status 503): retry budget exhausted (next wait 1h0m0s)") {
+		if !strings.Contains(err.Error(), "giving up after 1 attempt in 0s (last status 503): time budget exhausted (next wait 1h0m0s)") {
 			t.Errorf("Error() = %q", err)
 		}
 	})

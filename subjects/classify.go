@@ -71,7 +71,9 @@ func retryableStatus(status int) bool {
 //   - another response (the library handed back its last answer): a 4xx
 //     other than 408 and 429 is "non-retryable", a 408, 429 or 5xx is
 //     "gave-up", anything else (1xx, 3xx) "error";
-//   - an *Error: its Result; the client package's budget error: "budget";
+//   - an *Error: its Result; the client package's time-budget error:
+//     "budget", its retry-budget error (ErrRetryBudgetExhausted):
+//     "gave-up";
 //   - any other error: "error".
 //
 // status is the final status (0 when unknown) and attempts the attempts

@@ -25,7 +25,9 @@ const (
 	DefaultBudget = client.DefaultBudget
 )
 
-// controlNames lists the negative controls, in registration order.
+// controlNames lists the negative controls, in registration order: the
+// control loop's (registerControl) and those built on the client
+// (registerClientControl: no-retry-budget).
 var controlNames []string
 
 // control is a negative control: a small retry loop that is correct except
@@ -70,6 +72,14 @@ type control struct {
 func registerControl(c *control) {
 	controlNames = append(controlNames, c.name)
 	register(c)
+}
+
+// registerClientControl registers a negative control that is not the
+// control loop (no-retry-budget: the reference client with one setting
+// wrong).
+func registerClientControl(s Subject) {
+	controlNames = append(controlNames, s.Name())
+	register(s)
 }
 
 func (c *control) Name() string { return c.name }

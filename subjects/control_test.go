@@ -71,6 +71,10 @@ func answer(status int, header ...string) *http.Response {
 	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("body"))}
 }
 
+// clientControls are the negative controls built on the client package
+// rather than the control loop.
+var clientControls = map[string]bool{"no-retry-budget": true}
+
 // correct is the control loop without a mistake: the reference every
 // control must differ from in exactly its one property.
 var correct = &control{name: "correct", mistake: "none"}
@@ -83,7 +87,15 @@ func controlsUnderTest(t *testing.T) map[string]*control {
 		if err != nil {
 			t.Fatalf("Lookup(%q): %v", name, err)
 		}
-		m[name] = s.(*control)
+		c, ok := s.(*control)
+		if !ok {
+			// The client's own controls; TestNoRetryBudget measures them.
+			if !clientControls[name] {
+				t.Fatalf("control %q is %T, neither the control loop nor a known client control", name, s)
+			}
+			continue
+		}
+		m[name] = c
 	}
 	return m
 }

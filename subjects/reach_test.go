@@ -107,6 +107,7 @@ var goSubjects = []string{
 	"no-backoff", "no-idempotency-key", "no-pacing",
 	"retryablehttp", "backoff", "failsafe", "resty", "retry-go", "go-retry",
 	"discrete-delays", "clock-aligned", "capped-lockstep", "retry-after-plus-constant", // issue 11
+	"no-retry-budget", // issue 15
 }
 
 func TestGoSubjectsListed(t *testing.T) {
@@ -190,6 +191,9 @@ func TestReachAlways503(t *testing.T) {
 		"clock-aligned":             {12, subjects.ResultGaveUp},
 		"capped-lockstep":           {9, subjects.ResultBudget},
 		"retry-after-plus-constant": {11, subjects.ResultBudget},
+		// issue 15: retrylab but for its retry budget, which one call
+		// does not spend (9 retries of 5 tokens of 500)
+		"no-retry-budget": {10, subjects.ResultBudget},
 	}
 	for _, name := range goSubjects {
 		t.Run(name, func(t *testing.T) {

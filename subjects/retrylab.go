@@ -13,15 +13,29 @@ import (
 // harness transport, configured from Params.Policy (zero fields: the
 // client's defaults) with Params.Rand as its jitter source, so runs replay.
 // AddIdempotencyKey is on, so POSTs are retried safely.
-type retrylabSubject struct{}
+//
+// Each simulated client gets a Transport of its own (New is called once
+// per client), so it has its own retry budget (client.Config.RetryBudget,
+// on by default): one simulated client stands for one process of the
+// user's application, whose Transport all its calls share. The default
+// budget (500 tokens, 5 a retry, 10 after a timeout) lets a client make
+// 100 retries more than its calls' successes pay back before it refuses
+// one; it never comes near that in the built-in scenarios but metastable,
+// whose sustained overload it is there for.
+type retrylabSubject struct {
+	name   string
+	budget client.RetryBudget // the zero value: the client's default
+	// mistake, for a control built on the client: its Info.Summary.
+	mistake string
+}
 
-func init() { register(retrylabSubject{}) }
+func init() { register(retrylabSubject{name: "retrylab"}) }
 
-func (retrylabSubject) Name() string { return "retrylab" }
+func (s retrylabSubject) Name() string { return s.name }
 
 // clientConfig maps a Policy onto the client's Config. An unknown jitter
 // name means the default (Policy.Validate rejects it earlier).
-func clientConfig(p Params) client.Config {
+func (s retrylabSubject) clientConfig(p Params) client.Config {
 	j, _ := client.ParseJitter(p.Policy.Jitter)
 	return client.Config{
 		Base:              p.Policy.Base,
@@ -32,27 +46,36 @@ func clientConfig(p Params) client.Config {
 		AttemptTimeout:    p.Policy.Timeout,
 		Rate:              p.Policy.Rate,
 		Burst:             p.Policy.Burst,
+		RetryBudget:       s.budget,
 		AddIdempotencyKey: true,
 		Rand:              p.Rand,
 	}
 }
 
-func (retrylabSubject) Describe(p Params) Info {
-	cfg := clientConfig(p)
+func (s retrylabSubject) Describe(p Params) Info {
+	cfg := s.clientConfig(p)
 	cfg.Rand = nil
 	e := cfg.Effective()
+	rb := "no retry budget"
+	if b := e.RetryBudget; !b.Off() {
+		rb = fmt.Sprintf("retry budget %d (%d a retry, %d after a timeout)", b.Capacity, b.RetryCost, b.TimeoutCost)
+	}
+	summary := fmt.Sprintf("client.New: %s jitter, base %v, cap %v, %d attempts, budget %v, %s, Idempotency-Key added",
+		e.Jitter, e.Base, e.Cap, e.MaxAttempts, e.Budget, rb)
+	if s.mistake != "" {
+		summary = "negative control: " + s.mistake
+	}
 	return Info{
 		Version: "(devel)",
 		Stated: &Stated{Base: e.Base, Cap: e.Cap, MaxAttempts: e.MaxAttempts, Budget: e.Budget,
 			Jitter: e.Jitter.String(), Retryable: e.Retryable},
-		Summary: fmt.Sprintf("client.New: %s jitter, base %v, cap %v, %d attempts, budget %v, Idempotency-Key added",
-			e.Jitter, e.Base, e.Cap, e.MaxAttempts, e.Budget),
+		Summary:    summary,
 		Replayable: true,
 	}
 }
 
-func (retrylabSubject) New(next http.RoundTripper, p Params) Caller {
-	t := client.New(counting{next}, clientConfig(p))
+func (s retrylabSubject) New(next http.RoundTripper, p Params) Caller {
+	t := client.New(counting{next}, s.clientConfig(p))
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		ctx, c := WithCounter(ctx)
 		resp, err := t.RoundTrip(req.WithContext(ctx))
@@ -70,7 +93,7 @@ func classifyClient(err error) (result string, status, attempts int, ok bool) {
 	switch {
 	case errors.Is(re.Reason, client.ErrBudgetExhausted):
 		result = ResultBudget
-	case errors.Is(re.Reason, client.ErrAttemptsExhausted):
+	case errors.Is(re.Reason, client.ErrAttemptsExhausted), errors.Is(re.Reason, client.ErrRetryBudgetExhausted):
 		result = ResultGaveUp
 	default:
 		result = ResultError // the caller's context ended, or an error not worth retrying

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -140,6 +141,43 @@ var expected = map[string]map[string][]string{
 		"quota-layered": {analyzer.CheckPacing},
 		"quota-tiers":   {analyzer.CheckPacing},
 	},
+	// Our client with its retry budget off (issue 15). Each call is still
+	// bounded as the reference client's, and on these scenarios, where
+	// the server recovers, its budget is never what stops a retry (a
+	// simulated client's 500 tokens pay for 100 retries more than its
+	// successes give back): it behaves as retrylab does. Its mistake shows
+	// only under sustained overload: see pending.
+	"no-retry-budget": nil,
+}
+
+// pending are expected cells in scenarios not built in yet, subject →
+// scenario → checks: once the scenario is built in they are expected
+// cells like the others; until then a control whose mistake only they
+// expose is exempt from failing somewhere, and the document lists them.
+var pending = map[string]map[string][]string{
+	// metastable (issue 15): a stub of finite capacity, a trigger, and
+	// per-attempt timeouts shorter than the queueing under overload.
+	"no-retry-budget": {"metastable": {"recovery"}},
+}
+
+// mergePending moves the pending cells of the scenarios now built in into
+// expected; it returns the controls still waiting for one.
+func mergePending() map[string]bool {
+	waiting := map[string]bool{}
+	for s, cells := range pending {
+		for sc, checks := range cells {
+			if !slices.Contains(scenarios.BuiltinNames(), sc) {
+				waiting[s] = true
+				continue
+			}
+			if expected[s] == nil {
+				expected[s] = map[string][]string{}
+			}
+			expected[s][sc] = append(expected[s][sc], checks...)
+			delete(cells, sc)
+		}
+	}
+	return waiting
 }
 
 // mayFail are checks a cell may fail on some seeds and not others, beyond
@@ -218,6 +256,7 @@ type cell struct {
 //
 //	go test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
 func TestValidationMatrix(t *testing.T) {
+	waiting := mergePending()
 	controls := subjects.Controls()
 	subjectNames := append([]string{"retrylab"}, controls...)
 	for _, sc := range scenarios.BuiltinNames() {
@@ -271,8 +310,11 @@ func TestValidationMatrix(t *testing.T) {
 				exposed = true
 			}
 		}
-		if !exposed && len(cells) > 0 {
+		if !exposed && len(cells) > 0 && !waiting[s] {
 			t.Errorf("%s fails no check in any cell: a control the matrix never exposes", s)
+		}
+		if !exposed && waiting[s] {
+			t.Logf("%s fails no check yet: the scenario that exposes it is not built in (pending)", s)
 		}
 	}
 	for _, m := range mustFail {
@@ -398,6 +440,9 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 			if checks := expected[s][sc]; len(checks) > 0 {
 				where = append(where, "`"+strings.Join(checks, "`, `")+"` in "+sc)
 			}
+		}
+		for _, sc := range slices.Sorted(maps.Keys(pending[s])) {
+			where = append(where, "`"+strings.Join(pending[s][sc], "`, `")+"` in "+sc+" (not built in yet)")
 		}
 		for _, sc := range scenarios.BuiltinNames() {
 			if id := warned[s][sc]; id != "" {

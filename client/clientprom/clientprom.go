@@ -1,6 +1,7 @@
 // Package clientprom owns the Prometheus export of a client.Transport's
-// events: retries, backoff waits, 429s, give-ups and budget exhaustion, and
-// a shared Limiter's fallbacks to local pacing.
+// events: retries, backoff waits, 429s, give-ups, the exhaustion of the
+// time budget and of the retry budget, the retry budget's level, and a
+// shared Limiter's fallbacks to local pacing.
 package clientprom
 
 import (
@@ -29,9 +30,12 @@ type Options struct {
 // Prometheus metrics. It is also a prometheus.Collector: register it, then
 // give it to client.Config.Observer. It is a client.LimiterObserver too:
 // give it to a shared Limiter (clientredis.Options.Observer) to count its
-// fallbacks and recoveries. Labels are bounded (status codes,
+// fallbacks and recoveries, and a client.RetryBudgetObserver, for the
+// retry budget's level. Labels are bounded (status codes,
 // reasons, sources), never the quota key or URL. Safe for concurrent use; one
-// Observer may serve several Transports.
+// Observer may serve several Transports (then retry_budget_remaining_ratio
+// is the level of the one whose budget changed last: give each Transport
+// its own Observer, told apart by Options.ConstLabels, to watch each).
 type Observer struct {
 	client.NopObserver
 
@@ -41,6 +45,8 @@ type Observer struct {
 	throttled  prometheus.Counter
 	giveUps    *prometheus.CounterVec // reason
 	budget     prometheus.Counter
+	rbRefused  prometheus.Counter
+	rbLevel    prometheus.Gauge
 	pacingWait *prometheus.HistogramVec // source
 	fallbacks  prometheus.Counter
 	recoveries prometheus.Counter
@@ -49,6 +55,7 @@ type Observer struct {
 
 var _ client.Observer = (*Observer)(nil)
 var _ client.LimiterObserver = (*Observer)(nil)
+var _ client.RetryBudgetObserver = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
 // New returns an Observer whose metrics are named after opts.
@@ -78,8 +85,12 @@ func New(opts Options) *Observer {
 	o.retries = prometheus.NewCounterVec(co("retries_total", "Retries scheduled, by the failed attempt's status code or \"network\"."), []string{"reason"})
 	o.backoff = prometheus.NewHistogramVec(ho("backoff_seconds", "Waits before retries, by source (retry-after or backoff)."), []string{"source"})
 	o.throttled = prometheus.NewCounter(co("throttled_total", "429 responses received; divide by attempts_total for the 429 rate."))
-	o.giveUps = prometheus.NewCounterVec(co("giveups_total", "Calls that failed, by reason (budget, attempts, canceled, not-retryable)."), []string{"reason"})
-	o.budget = prometheus.NewCounter(co("budget_exhausted_total", "Calls that failed because the retry budget ran out."))
+	o.giveUps = prometheus.NewCounterVec(co("giveups_total", "Calls that failed, by reason (budget, retry-budget, attempts, canceled, not-retryable)."), []string{"reason"})
+	o.budget = prometheus.NewCounter(co("budget_exhausted_total", "Calls that failed because their time budget ran out."))
+	o.rbRefused = prometheus.NewCounter(co("retry_budget_exhausted_total", "Calls that failed because the Transport's retry budget refused their retry (too many retries across calls)."))
+	o.rbLevel = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: name("retry_budget_remaining_ratio"),
+		Help: "Share of the retry budget's tokens left (1 full, 0 empty) at its last change; 1 until a retry spends some, and without a retry budget.", ConstLabels: opts.ConstLabels})
+	o.rbLevel.Set(1)
 	o.pacingWait = prometheus.NewHistogramVec(ho("pacing_wait_seconds", "Waits imposed before attempts by the token bucket or the proactive slow-down."), []string{"source"})
 	o.fallbacks = prometheus.NewCounter(co("limiter_fallbacks_total", "Times a shared Limiter lost its store (Redis) and fell back to local pacing."))
 	o.recoveries = prometheus.NewCounter(co("limiter_recoveries_total", "Times a shared Limiter got its store back; fallbacks minus recoveries counts the Limiters pacing locally."))
@@ -105,7 +116,7 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.attempts, o.retries, o.backoff, o.throttled, o.giveUps, o.budget, o.pacingWait, o.fallbacks, o.recoveries}
+	return []prometheus.Collector{o.attempts, o.retries, o.backoff, o.throttled, o.giveUps, o.budget, o.rbRefused, o.rbLevel, o.pacingWait, o.fallbacks, o.recoveries}
 }
 
 // Attempt implements client.Observer.
@@ -140,6 +151,14 @@ func (o *Observer) LimiterFallback(e client.LimiterEvent) {
 	}
 }
 
+// RetryBudget implements client.RetryBudgetObserver: it sets
+// retry_budget_remaining_ratio (refusals are counted by GiveUp).
+func (o *Observer) RetryBudget(e client.RetryBudgetEvent) {
+	if e.Capacity > 0 {
+		o.rbLevel.Set(float64(e.Tokens) / float64(e.Capacity))
+	}
+}
+
 // GiveUp implements client.Observer.
 func (o *Observer) GiveUp(e client.GiveUpEvent) {
 	reason := "canceled"
@@ -149,6 +168,9 @@ func (o *Observer) GiveUp(e client.GiveUpEvent) {
 	case errors.Is(e.Err.Reason, client.ErrBudgetExhausted):
 		reason = "budget"
 		o.budget.Inc()
+	case errors.Is(e.Err.Reason, client.ErrRetryBudgetExhausted):
+		reason = "retry-budget"
+		o.rbRefused.Inc()
 	case errors.Is(e.Err.Reason, client.ErrAttemptsExhausted):
 		reason = "attempts"
 	case e.Err.Reason == nil:

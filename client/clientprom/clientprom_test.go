@@ -1,6 +1,7 @@
 package clientprom
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,10 +45,10 @@ func TestObserverCounts(t *testing.T) {
 # TYPE retrylab_client_attempts_total counter
 retrylab_client_attempts_total{code="429"} 2
 retrylab_client_attempts_total{code="503"} 1
-# HELP retrylab_client_budget_exhausted_total Calls that failed because the retry budget ran out.
+# HELP retrylab_client_budget_exhausted_total Calls that failed because their time budget ran out.
 # TYPE retrylab_client_budget_exhausted_total counter
 retrylab_client_budget_exhausted_total 1
-# HELP retrylab_client_giveups_total Calls that failed, by reason (budget, attempts, canceled, not-retryable).
+# HELP retrylab_client_giveups_total Calls that failed, by reason (budget, retry-budget, attempts, canceled, not-retryable).
 # TYPE retrylab_client_giveups_total counter
 retrylab_client_giveups_total{reason="budget"} 1
 # HELP retrylab_client_retries_total Retries scheduled, by the failed attempt's status code or "network".
@@ -111,4 +112,56 @@ retrylab_client_limiter_recoveries_total 1
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(want), "retrylab_client_limiter_fallbacks_total", "retrylab_client_limiter_recoveries_total"); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestRetryBudgetMetrics: a call the retry budget refuses is counted, by
+// reason too, and the gauge follows the budget's level: 1 at first, down
+// as retries spend it, up as successes give back.
+func TestRetryBudgetMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := New(Options{})
+		fail := true
+		next := rtFunc(func(*http.Request) (*http.Response, error) {
+			code := 200
+			if fail {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody}, nil
+		})
+		tr := client.New(next, client.Config{Observer: obs, RetryBudget: client.RetryBudget{Capacity: 10, RetryCost: 4, Refund: 2}})
+		if got := testutil.ToFloat64(obs.rbLevel); got != 1 {
+			t.Errorf("retry_budget_remaining_ratio before any call = %v; want 1", got)
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, client.ErrRetryBudgetExhausted) {
+			t.Fatalf("RoundTrip = %v; want ErrRetryBudgetExhausted (two retries of 4, then 2 left)", err)
+		}
+		want := `
+# HELP retrylab_client_giveups_total Calls that failed, by reason (budget, retry-budget, attempts, canceled, not-retryable).
+# TYPE retrylab_client_giveups_total counter
+retrylab_client_giveups_total{reason="retry-budget"} 1
+# HELP retrylab_client_retry_budget_exhausted_total Calls that failed because the Transport's retry budget refused their retry (too many retries across calls).
+# TYPE retrylab_client_retry_budget_exhausted_total counter
+retrylab_client_retry_budget_exhausted_total 1
+# HELP retrylab_client_retry_budget_remaining_ratio Share of the retry budget's tokens left (1 full, 0 empty) at its last change; 1 until a retry spends some, and without a retry budget.
+# TYPE retrylab_client_retry_budget_remaining_ratio gauge
+retrylab_client_retry_budget_remaining_ratio 0.2
+`
+		if err := testutil.CollectAndCompare(obs, strings.NewReader(want), "retrylab_client_giveups_total",
+			"retrylab_client_retry_budget_exhausted_total", "retrylab_client_retry_budget_remaining_ratio"); err != nil {
+			t.Error(err)
+		}
+		fail = false
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := testutil.ToFloat64(obs.rbLevel); got != 0.4 {
+			t.Errorf("retry_budget_remaining_ratio after a first-attempt success = %v; want 0.4 (2 + 2 of 10)", got)
+		}
+		if s := (client.Config{Observer: obs}).Summary(); !strings.Contains(s, "retrylab_client_retry_budget_exhausted_total, retrylab_client_retry_budget_remaining_ratio") {
+			t.Errorf("Summary() does not list the retry budget's metrics:\n%s", s)
+		}
+	})
 }

@@ -30,6 +30,8 @@ func Example() {
 	// retrylab_client_throttled_total
 	// retrylab_client_giveups_total
 	// retrylab_client_budget_exhausted_total
+	// retrylab_client_retry_budget_exhausted_total
+	// retrylab_client_retry_budget_remaining_ratio
 	// retrylab_client_pacing_wait_seconds
 	// retrylab_client_limiter_fallbacks_total
 	// retrylab_client_limiter_recoveries_total
