@@ -63,6 +63,11 @@ type Options struct {
 	// UpstreamDial dials Config.Upstream's host (nil: a net.Dialer with
 	// UpstreamDialTimeout); tests reach an in-memory upstream with it.
 	UpstreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnAttempt, when set, sees every attempt right after it is handed to
+	// the Recorder, on the request's goroutine: it must be quick, safe for
+	// concurrent use, and must not keep a (a live status display copies
+	// what it needs).
+	OnAttempt func(a *timeline.Attempt)
 }
 
 // Stats are the Server's running totals, for progress displays. Attempts
@@ -87,8 +92,9 @@ type Server struct {
 	rec       *timeline.Recorder
 	log       *slog.Logger
 
-	quota *quotaState // nil: no quota
-	proxy *proxy      // nil: no upstream
+	quota     *quotaState // nil: no quota
+	onAttempt func(*timeline.Attempt)
+	proxy     *proxy // nil: no upstream
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -135,6 +141,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		rec:          opts.Recorder,
 		openRecorder: opts.OpenRecorder,
 		log:          opts.Logger,
+		onAttempt:    opts.OnAttempt,
 		rand:         rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
 		stopping:     make(chan struct{}),
 		idle:         make(chan struct{}, 1),
@@ -611,14 +618,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// returns.
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, status)
-	if s.rec != nil {
-		s.rec.Attempt(&a)
-	}
+	s.recordAttempt(&a)
 	w.WriteHeader(status)
 	if status != http.StatusNoContent && status != http.StatusNotModified {
 		if _, err := w.Write(statusBodies[status]); err != nil {
 			s.log.Debug("stubserver: write failed after the attempt was recorded", "key", a.Key, "attempt", a.Attempt, "err", err)
 		}
+	}
+}
+
+// recordAttempt hands a to the Recorder and to Options.OnAttempt.
+func (s *Server) recordAttempt(a *timeline.Attempt) {
+	if s.rec != nil {
+		s.rec.Attempt(a)
+	}
+	if s.onAttempt != nil {
+		s.onAttempt(a)
 	}
 }
 
@@ -659,9 +674,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time
 	a.Phase = ph.Name
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, http.StatusBadRequest)
-	if s.rec != nil {
-		s.rec.Attempt(&a)
-	}
+	s.recordAttempt(&a)
 	w.Header()["Content-Type"] = contentTypeText
 	w.WriteHeader(http.StatusBadRequest)
 	w.Write(tooLongBodies[what])
@@ -702,9 +715,7 @@ func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f str
 	default:
 		s.metrics.count(pi, codeHang)
 	}
-	if s.rec != nil {
-		s.rec.Attempt(a)
-	}
+	s.recordAttempt(a)
 	if !abort {
 		return
 	}

@@ -126,9 +126,7 @@ func (pw *proxyWriter) record(status int, src string) {
 	a.Status, a.Upstream = status, src
 	a.Done = int64(time.Since(pw.s.start))
 	pw.s.count(pw.pi, status)
-	if pw.s.rec != nil {
-		pw.s.rec.Attempt(a)
-	}
+	pw.s.recordAttempt(a)
 }
 
 // failed answers 502 for an upstream that gave no response, recorded as

@@ -186,7 +186,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return rec
 	}
 
+	status := newServeStatus(e, serveMeta(sc, o.scenario == "", o.seed, listened))
 	srv, err := stubserver.New(cfg, stubserver.Options{
+		OnAttempt:           status.onAttempt,
 		Start:               listened,
 		StartOnFirstRequest: o.start == startFirstRequest,
 		OpenRecorder:        openRecorder,
@@ -198,6 +200,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
+		status.finish()
 		ln.Close()
 		closeRecording(rec, file)
 		if file != nil && !o.force {
@@ -223,6 +226,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		fmt.Fprintf(e.stdout, "  %s\n", upstreamNote(cfg.Upstream, o.upstream != ""))
 	}
 
+	status.srv.Store(srv)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -244,6 +248,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	if err := srv.Shutdown(shutCtx); err != nil && serveErr == nil {
 		serveErr = err
 	}
+	status.finish()
 	st := srv.Stats()
 	recMu.Lock()
 	stopping = true
