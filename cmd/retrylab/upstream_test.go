@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrylab/retrylab/scenarios"
 )
 
 // app is a stand-in application: it calls its API at base and retries
@@ -157,5 +159,26 @@ func TestRunRefusesAnUpstream(t *testing.T) {
 	code, _, stderr := runCmd(t, "run", sc, "--out", t.TempDir())
 	if code != exitUsage || !strings.Contains(stderr, "a simulated fleet does not run against an upstream") {
 		t.Errorf("run with server.upstream: exit %d, stderr %q; want 2 and why", code, stderr)
+	}
+}
+
+// TestReadmeAppScenario: the README's end-to-end scenario loads, and
+// forwards to its upstream with a passthrough share.
+func TestReadmeAppScenario(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "```yaml\nname: app-outage\n")
+	if !ok {
+		t.Fatal("README.md has no app-outage scenario")
+	}
+	block, _, _ := strings.Cut(after, "```")
+	sc, err := scenarios.Parse("README.md", []byte("name: app-outage\n"+block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Server.Upstream != "https://api.staging.example.com" || len(sc.Server.Phases) != 3 || !sc.Server.Phases[1].Respond.Mix[0].Passthrough {
+		t.Errorf("server %+v; want the upstream and a passthrough mix", sc.Server)
 	}
 }
