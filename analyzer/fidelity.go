@@ -68,6 +68,19 @@ type fidelity struct {
 	harness   int64  // outcomes the harness or the subject's plumbing failed
 	harnessEx string // the first one's error
 	lateness  latencyHist
+	// upstream counts attempts whose upstream failed (the stub proxied
+	// them and answered 502 itself); upRetries the retries after them,
+	// which no pairwise check judged.
+	upstream, upRetries int64
+	upstreamEx          string
+}
+
+// fidelityUpstream notes an attempt whose upstream gave no response.
+func (a *Analyzer) fidelityUpstream(r *timeline.Attempt) {
+	a.fid.upstream++
+	if a.fid.upstreamEx == "" {
+		a.fid.upstreamEx = fmt.Sprintf("%s %s attempt %d at %s", strings.Clone(r.Method), strings.Clone(r.Path), r.Attempt, fmtNS(r.At))
+	}
 }
 
 func (a *Analyzer) addEnd(e *timeline.End) {
@@ -161,6 +174,9 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 				add("the fleet started requests late: p99 %s after their scheduled instant, above the %s the scenario's phases tolerate (the machine could not drive this fleet)", fmtDur(p99), fmtDur(bound))
 			}
 		}
+	}
+	if u := a.fid.upstream; u > 0 {
+		add("%d attempts met an upstream that gave no response, so the stub answered 502 itself (first: %s): the test environment failed, not the client, and the %d retries after them were not judged", u, a.fid.upstreamEx, a.fid.upRetries)
 	}
 	// The fleet must meet the scenario: a first phase that ended before the
 	// first request arrived tested nothing.

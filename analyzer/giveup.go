@@ -17,16 +17,20 @@ import (
 const defaultGiveUp = 1.0
 
 // serving reports whether a phase answers requests with success at all:
-// ok, a quota (200 while it has room), or a mix with a 2xx share.
+// ok, a quota (200 while it has room), passthrough (the upstream's
+// answer), or a mix with a 2xx or passthrough share.
 func serving(respond string) bool {
 	switch {
-	case respond == "ok", strings.HasPrefix(respond, "quota"):
+	case respond == "ok", respond == "passthrough", strings.HasPrefix(respond, "quota"):
 		return true
 	case strings.HasPrefix(respond, "mix "):
 		for _, f := range strings.Fields(respond[len("mix "):]) {
 			st, w, ok := strings.Cut(f, ":")
 			if !ok {
 				continue
+			}
+			if st == "passthrough" {
+				return true // the upstream's answer, taken to serve
 			}
 			code, err := strconv.Atoi(st)
 			weight, werr := strconv.ParseFloat(w, 64)

@@ -209,9 +209,16 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			return skip("no attempts in the timeline")
 		}
 		def := a.defaultAmp()
-		amp := float64(a.fig.Attempts) / float64(a.fig.Requests)
-		share := pct(a.fig.Retries, a.fig.Attempts)
-		r = verdict(c, amp, def, a.fig.Requests, fmt.Sprintf("%d attempts for %d logical requests; retries are %.1f%% of traffic", a.fig.Attempts, a.fig.Requests, share))
+		// Retries of a 502 the stub answered for a dead upstream are the
+		// test environment's, not the client's: not counted.
+		att, ret := a.fig.Attempts-a.fid.upRetries, a.fig.Retries-a.fid.upRetries
+		amp := float64(att) / float64(a.fig.Requests)
+		share := pct(ret, att)
+		reason := fmt.Sprintf("%d attempts for %d logical requests; retries are %.1f%% of traffic", att, a.fig.Requests, share)
+		if u := a.fid.upRetries; u > 0 {
+			reason += fmt.Sprintf(" (%d retries after upstream failures not counted)", u)
+		}
+		r = verdict(c, amp, def, a.fig.Requests, reason)
 		if lim, ok := c.params["retry_share"]; ok {
 			r.Reason += fmt.Sprintf(" (limit %.1f%%)", lim.num)
 			if share > lim.num {

@@ -25,6 +25,7 @@ type attemptLite struct {
 	status   int32
 	class    ResponseClass // ClassifyResponse of the record
 	fault    bool
+	upFailed bool // the stub's upstream gave no response (timeline.UpstreamFailed)
 	hasNB    bool
 	prevDone bool // paired with its predecessor (or the first attempt)
 	at, done int64
@@ -138,7 +139,11 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	// Pairwise checks.
 	x := attemptLite{
 		n: int32(r.Attempt), status: int32(r.Status), class: class, fault: r.Fault != "",
-		hasNB: r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
+		upFailed: r.Upstream == timeline.UpstreamFailed,
+		hasNB:    r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
+	}
+	if x.upFailed {
+		a.fidelityUpstream(r)
 	}
 	if x.fault {
 		// The client never saw a status (a reset, or a response it left
@@ -247,6 +252,12 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		st.base = int(x.n) - 1
 		a.fig.Requests++
 		a.fig.Retries--
+		return
+	}
+	if p.upFailed {
+		// The stub's upstream failed, not an injected fault: how the client
+		// answered that 502 is not judged (the run is INCONCLUSIVE).
+		a.fid.upRetries++
 		return
 	}
 	k := max(int(x.n)-1-st.base, 1) // x is the k-th retry (≥ 1 even when records disagree)

@@ -56,6 +56,9 @@ func serverJSON(c stubserver.Config) object {
 	if c.Headers != "" {
 		o = append(o, kv{"headers", c.Headers})
 	}
+	if c.Upstream != "" {
+		o = append(o, kv{"upstream", c.Upstream})
+	}
 	if c.Quota != nil {
 		o = append(o, kv{"quota", quotaJSON(c.Quota)})
 	}
@@ -169,7 +172,10 @@ func phaseJSON(p stubserver.Phase) object {
 		var mix object
 		for _, w := range p.Respond.Mix {
 			k := w.Fault
-			if k == "" {
+			switch {
+			case w.Passthrough:
+				k = stubserver.RespondPassthrough
+			case k == "":
 				k = strconv.Itoa(w.Status)
 			}
 			mix = append(mix, kv{k, w.Weight})

@@ -187,6 +187,7 @@ func (d *decoder) server(n ast.Node, path string) stubserver.Config {
 	m := d.mapping(n, path)
 	m.duration("latency", &cfg.Latency, 0, time.Hour)
 	m.oneOf("headers", &cfg.Headers, stubserver.HeadersIETF, stubserver.HeadersXRateLimit, stubserver.HeadersNone)
+	m.str("upstream", &cfg.Upstream) // checked by validateServer
 	if qn, qpath := m.take("quota"); qn != nil {
 		cfg.Quota = d.quota(qn, qpath)
 	}
@@ -211,6 +212,9 @@ func (d *decoder) server(n ast.Node, path string) stubserver.Config {
 		if ph.Respond.Kind == stubserver.RespondQuota && cfg.Quota == nil {
 			d.failAt(d.placeOf(p+".respond", p), p+".respond", "respond: quota needs server.quota")
 		}
+		if cfg.Upstream == "" {
+			d.needUpstream(ph, p)
+		}
 		if ph.RetryAfter.Value == stubserver.ValueLimiter && cfg.Quota == nil {
 			d.failAt(d.placeOf(p+".retry_after.value", p), p+".retry_after.value", "value: limiter needs server.quota")
 		}
@@ -218,6 +222,22 @@ func (d *decoder) server(n ast.Node, path string) stubserver.Config {
 	}
 	m.done()
 	return cfg
+}
+
+// needUpstream places the error of a passthrough answer in a server
+// without an upstream (serve --upstream replaces an upstream the file
+// names; it cannot stand in for a missing one).
+func (d *decoder) needUpstream(ph stubserver.Phase, p string) {
+	const msg = "passthrough needs server.upstream (the URL of the API to forward to)"
+	if ph.Respond.Kind == stubserver.RespondPassthrough {
+		d.failAt(d.placeOf(p+".respond", p), p+".respond", "respond: %s", msg)
+	}
+	for _, w := range ph.Respond.Mix {
+		if w.Passthrough {
+			at := p + ".respond.mix." + stubserver.RespondPassthrough
+			d.failAt(d.placeOf(at, p+".respond.mix", p), at, "%s", msg)
+		}
+	}
 }
 
 // placeOf returns the first recorded position among paths.
@@ -414,17 +434,17 @@ func (d *decoder) phase(n ast.Node, path string, last bool) stubserver.Phase {
 	return ph
 }
 
-// respond reads ok | quota | {status: N} (with rate_limit: true, a rate
-// limit) | {mix: {...}} | {fault: F}.
+// respond reads ok | quota | passthrough | {status: N} (with rate_limit:
+// true, a rate limit) | {mix: {...}} | {fault: F}.
 func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 	var r stubserver.Respond
 	if n == nil {
 		return r
 	}
-	const want = "want ok, quota, {status: N}, {mix: {...}} or {fault: reset|hang}"
+	const want = "want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: reset|hang}"
 	if s, ok := scalarText(n); ok {
 		switch s {
-		case stubserver.RespondOK, stubserver.RespondQuota:
+		case stubserver.RespondOK, stubserver.RespondQuota, stubserver.RespondPassthrough:
 			r.Kind = s
 		default:
 			d.fail(n, path, "%s, got %q", want, s)
@@ -484,10 +504,13 @@ func (d *decoder) mix(n ast.Node, path string) []stubserver.Weighted {
 		switch f.key {
 		case stubserver.FaultReset, stubserver.FaultHang:
 			w.Fault = f.key
+		case stubserver.RespondPassthrough:
+			w.Passthrough = true
+			d.places[p] = position(f.keyNode)
 		default:
 			st, err := strconv.Atoi(f.key)
 			if err != nil || st < 200 || st > 599 {
-				d.fail(f.keyNode, p, "want a status 200-599 or a fault (reset, hang), got %q", f.key)
+				d.fail(f.keyNode, p, "want a status 200-599, a fault (reset, hang) or passthrough, got %q", f.key)
 				continue
 			}
 			w.Status = st

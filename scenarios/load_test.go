@@ -236,12 +236,17 @@ func TestParseErrors(t *testing.T) {
 		{"server:\n  quota: {rate: 1/s, key: user}\n", `t.yaml:2:27: server.quota.key: want one of global, client, api-key, endpoint, got "user"`},
 		{"server:\n  phases:\n    - respond: quota\n", `t.yaml:3:16: server.phases[0].respond: respond: quota needs server.quota`},
 		{"server:\n  phases:\n    - respond: {status: 700}\n", `t.yaml:3:25: server.phases[0].respond.status: 700 is out of range [200, 599]`},
-		{"server:\n  phases:\n    - respond: {status: 503, fault: reset}\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, {status: N}, {mix: {...}} or {fault: reset|hang}`},
-		{"server:\n  phases:\n    - respond: {mix: {200: 9, 600: 1}}\n", `t.yaml:3:31: server.phases[0].respond.mix.600: want a status 200-599 or a fault (reset, hang), got "600"`},
+		{"server:\n  phases:\n    - respond: {status: 503, fault: reset}\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: reset|hang}`},
+		{"server:\n  phases:\n    - respond: {mix: {200: 9, 600: 1}}\n", `t.yaml:3:31: server.phases[0].respond.mix.600: want a status 200-599, a fault (reset, hang) or passthrough, got "600"`},
+		{"server:\n  phases:\n    - respond: passthrough\n", `t.yaml:3:16: server.phases[0].respond: respond: passthrough needs server.upstream (the URL of the API to forward to)`},
+		{"server:\n  phases:\n    - respond: {mix: {503: 1, passthrough: 9}}\n", `t.yaml:3:31: server.phases[0].respond.mix.passthrough: passthrough needs server.upstream (the URL of the API to forward to)`},
+		{"server:\n  upstream: [x]\n", `t.yaml:2:13: server.upstream: want a string, got a sequence`},
+		{"server:\n  upstream: ftp://api\n", `t.yaml:2:13: server.upstream: "ftp://api" is not an http or https URL (want e.g. http://127.0.0.1:9000)`},
+		{"server:\n  upstream: http://me:pw@api\n", `t.yaml:2:13: server.upstream: "http://me:xxxxx@api" carries user info; put credentials in the application's requests`},
 		{"server:\n  phases:\n    - respond: {mix: {200: 0}}\n", `t.yaml:3:28: server.phases[0].respond.mix.200: weight must be positive`},
 		{"server:\n  phases:\n    - respond: {fault: delay}\n", `t.yaml:3:24: server.phases[0].respond.fault: want one of reset, hang, got "delay"`},
 		{"server:\n  phases:\n    - respond: {statuz: 503}\n", `t.yaml:3:17: server.phases[0].respond.statuz: unknown key "statuz" (want one of status, mix, fault)`},
-		{"server:\n  phases:\n    - respond: teapot\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, {status: N}, {mix: {...}} or {fault: reset|hang}, got "teapot"`},
+		{"server:\n  phases:\n    - respond: teapot\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: reset|hang}, got "teapot"`},
 		{"server:\n  phases:\n    - {respond: ok}\n    - {respond: ok}\n", `t.yaml:3:7: server.phases[0]: every phase but the last needs a positive ` + "`for`" + ` (e.g. for: 5s)`},
 		{"server:\n  phases:\n    - {name: a, for: 1s}\n    - {name: a}\n", `t.yaml:4:14: server.phases[1].name: phase name "a" used twice`},
 		{"server:\n  phases:\n    - retry_after: {form: later}\n", `t.yaml:3:27: server.phases[0].retry_after.form: want one of none, delta, date, negative, garbage, past-date, fractional, huge, got "later"`},
@@ -555,6 +560,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("server: {quota: {limits: [{name: s, rate: 10/s, burst: 20}, {rate: 300/1m, algorithm: sliding-window}], costs: [{method: POST, cost: 2}]}}"))
 	f.Add([]byte("server: {quota: {rate: 1/s, algorithm: leaky-bucket, mode: shape, max_delay: 1s, status: 403}, phases: [{respond: {status: 403, rate_limit: true}}]}"))
 	f.Add([]byte("server: {phases: [{for: 1s, respond: {mix: {200: 1, reset: 1}}}, {respond: {fault: hang}}]}"))
+	f.Add([]byte("server: {upstream: http://127.0.0.1:9000/api, phases: [{for: 1s, respond: {mix: {passthrough: 90, 503: 10}}}, {respond: passthrough}]}"))
+	f.Add([]byte("server: {phases: [{respond: {mix: {passthrough: 1}}}]}"))
 	f.Add([]byte("fleet: {start: poisson 5/100ms, clients: 3}\nexpect: {checks: [waves]}"))
 	f.Add([]byte("server:\n  phases:\n    - &x {for: 2s}\n    - *x\n"))
 	f.Add([]byte("duration: -1s\nbogus: [1, {a: b}]\n"))

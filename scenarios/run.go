@@ -157,6 +157,10 @@ func summarizeLateness(h *loghist.Atomic) Lateness {
 	return Lateness{P50: time.Duration(s.Quantile(0.5)), P99: time.Duration(s.Quantile(0.99)), Max: time.Duration(s.Max())}
 }
 
+// ErrUpstream is wrapped by Run's error for a scenario with an upstream
+// (server.upstream): the fleet is simulated, and must not load a real API.
+var ErrUpstream = errors.New("a simulated fleet does not run against an upstream")
+
 // ErrNoSubject is wrapped by Run's error when the scenario's subject
 // cannot be found.
 var ErrNoSubject = errors.New("scenarios: no such subject")
@@ -173,7 +177,8 @@ var ErrNoSubject = errors.New("scenarios: no such subject")
 // ends, requests in flight become "canceled" and no new ones start. Either
 // way Run shuts the stub down, flushes the timeline and returns the
 // Summary; its error reports setup and write failures only. Run never
-// prints; progress goes to opts.Progress.
+// prints; progress goes to opts.Progress. A scenario with server.upstream
+// is refused (ErrUpstream).
 func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 	eff := *sc
 	if opts.Clients > 0 {
@@ -187,6 +192,11 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 	}
 	if eff.Fleet.Clients <= 0 || eff.Fleet.Requests <= 0 || eff.Duration <= 0 {
 		return nil, fmt.Errorf("scenarios: run %s: clients, requests and duration must be positive", sc.Name)
+	}
+	if u := sc.Server.Upstream; u != "" {
+		// A simulated fleet would load the real API: only `retrylab serve`
+		// proxies, and its load is what the application sends.
+		return nil, fmt.Errorf("scenarios: run %s: %w (server.upstream %s): serve it with `retrylab serve` in front of your application", sc.Name, ErrUpstream, u)
 	}
 	if eff.Fleet.Method == "" {
 		eff.Fleet.Method = DefaultMethod

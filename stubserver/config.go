@@ -17,6 +17,12 @@ type Config struct {
 	// Phases run in order; the last lasts until the run ends. No phases
 	// means one `ok` phase.
 	Phases []Phase
+	// Upstream, when set, is the base URL (http or https, no user info,
+	// query or fragment) of a real API the stub stands in front of: ok
+	// phases, requests a quota admits, and passthrough answers forward
+	// the request there and relay its response (see the package doc).
+	// "" answers every request from the stub.
+	Upstream string
 }
 
 // Rate-limit header families.
@@ -156,6 +162,9 @@ const (
 	RespondStatus = "status" // always Status
 	RespondMix    = "mix"    // weighted statuses and faults
 	RespondFault  = "fault"  // always Fault
+	// RespondPassthrough forwards every request to Config.Upstream and
+	// relays its answer; it needs an upstream.
+	RespondPassthrough = "passthrough"
 )
 
 // Faults.
@@ -166,7 +175,7 @@ const (
 
 // Respond is what a phase answers.
 type Respond struct {
-	Kind   string // RespondOK (default), RespondQuota, RespondStatus, RespondMix, RespondFault
+	Kind   string // RespondOK (default), RespondQuota, RespondStatus, RespondMix, RespondFault, RespondPassthrough
 	Status int    // for RespondStatus
 	// RateLimit marks RespondStatus as a rate limit that is not a 429 (a
 	// 403 the way GitHub answers its secondary limits): the response
@@ -177,12 +186,14 @@ type Respond struct {
 	Fault     string // for RespondFault
 }
 
-// Weighted is one entry of a mix: a status or a fault, and its weight
-// (weights are relative; they need not sum to 100).
+// Weighted is one entry of a mix: a status, a fault, or (Passthrough) the
+// upstream's own answer, and its weight (weights are relative; they need
+// not sum to 100).
 type Weighted struct {
-	Status int
-	Fault  string
-	Weight float64
+	Status      int
+	Fault       string
+	Passthrough bool // forward to Config.Upstream: needs an upstream
+	Weight      float64
 }
 
 // Retry-After forms.

@@ -19,6 +19,26 @@
 // abandoned (timeline.FaultAbandoned) with the status it would have had
 // and no Retry-After or not_before, never as a success.
 //
+// # Upstream
+//
+// With Config.Upstream the stub stands in front of a real API: in ok
+// phases, for requests a quota admits, and for passthrough answers (a
+// phase's, or a mix's share) it forwards the request with an
+// httputil.ReverseProxy — the upstream's base URL joined with the path
+// and query, the upstream's Host, X-Forwarded-For, -Host and -Proto set,
+// hop-by-hop headers dropped, the body streamed through unread (and not
+// bounded by MaxBodyBytes), event streams and responses of unknown length
+// flushed as they come — and relays the upstream's status, headers and
+// body. The attempt is recorded when the upstream's header is relayed,
+// with its status and Upstream "relayed". Phases that throttle or fail
+// answer from the stub, before the upstream is called, and so do a
+// quota's rejections. An upstream that gives no response (refused, reset,
+// no header within UpstreamHeaderTimeout) gets the client a 502 from the
+// stub, recorded with Upstream "failed" (the analyzer does not judge the
+// client's retries after it); a client that leaves first is recorded
+// abandoned. A body the upstream breaks off after its header is cut short
+// for the client; its record keeps the status.
+//
 // # Retry-After
 //
 // A phase whose form is not none sends Retry-After on every 429 and 5xx it

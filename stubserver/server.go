@@ -60,6 +60,14 @@ type Options struct {
 	NewLimiter func(LimiterSpec) (Limiter, error)
 	// Logger gets limiter and connection errors (nil: silent).
 	Logger *slog.Logger
+	// UpstreamDial dials Config.Upstream's host (nil: a net.Dialer with
+	// UpstreamDialTimeout); tests reach an in-memory upstream with it.
+	UpstreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnAttempt, when set, sees every attempt right after it is handed to
+	// the Recorder, on the request's goroutine: it must be quick, safe for
+	// concurrent use, and must not keep a (a live status display copies
+	// what it needs).
+	OnAttempt func(a *timeline.Attempt)
 }
 
 // Stats are the Server's running totals, for progress displays. Attempts
@@ -84,7 +92,9 @@ type Server struct {
 	rec       *timeline.Recorder
 	log       *slog.Logger
 
-	quota *quotaState // nil: no quota
+	quota     *quotaState // nil: no quota
+	onAttempt func(*timeline.Attempt)
+	proxy     *proxy // nil: no upstream
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -131,6 +141,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		rec:          opts.Recorder,
 		openRecorder: opts.OpenRecorder,
 		log:          opts.Logger,
+		onAttempt:    opts.OnAttempt,
 		rand:         rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
 		stopping:     make(chan struct{}),
 		idle:         make(chan struct{}, 1),
@@ -171,6 +182,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.quota = qs
 	}
+	if cfg.Upstream != "" {
+		u, _ := ParseUpstream(cfg.Upstream) // Validate checked it
+		s.proxy = newProxy(u, opts.UpstreamDial, s.log.Warn)
+	}
 	if !opts.StartOnFirstRequest {
 		start := opts.Start
 		if start.IsZero() {
@@ -204,12 +219,16 @@ func describe(p Phase) (respond, retryAfter string) {
 		respond = "status " + strconv.Itoa(r.Status)
 	case RespondFault:
 		respond = "fault " + r.Fault
+	case RespondPassthrough:
+		respond = RespondPassthrough
 	case RespondMix:
 		var b strings.Builder
 		b.WriteString("mix")
 		for _, w := range r.Mix {
 			b.WriteByte(' ')
-			if w.Fault != "" {
+			if w.Passthrough {
+				b.WriteString(RespondPassthrough)
+			} else if w.Fault != "" {
 				b.WriteString(w.Fault)
 			} else {
 				b.WriteString(strconv.Itoa(w.Status))
@@ -313,6 +332,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err == nil {
 		err = s.waitHandlers(ctx)
 	}
+	s.proxy.closeIdle()
 	if err != nil {
 		return fmt.Errorf("stubserver: shutdown: %w", err)
 	}
@@ -369,6 +389,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if err == nil {
 		err = s.waitHandlers(ctx)
 	}
+	s.proxy.closeIdle()
 	if err != nil {
 		return fmt.Errorf("stubserver: close: %w", err)
 	}
@@ -474,18 +495,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.stats.attempts.Add(1)
 	pi, ph := s.phaseAt(a.At)
 	a.Phase = ph.Name
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-		io.Copy(io.Discard, r.Body)
-	}
-
 	status, fault := ph.Respond.Status, ph.Respond.Fault
+	forward := false // the upstream answers, unless a quota rejects
 	switch ph.Respond.Kind {
 	case "", RespondOK, RespondQuota:
 		status = http.StatusOK
+		forward = s.proxy != nil
+	case RespondPassthrough:
+		status, forward = http.StatusOK, true
 	case RespondMix:
 		m := ph.Respond.Mix[s.pick(ph.cum)]
-		status, fault = m.Status, m.Fault
+		status, fault, forward = m.Status, m.Fault, m.Passthrough
+		if forward {
+			status = http.StatusOK
+		}
+	}
+	if !forward {
+		drain(w, r) // a proxied body streams to the upstream unread
 	}
 
 	if fault == FaultHang {
@@ -565,6 +591,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.RateLimit = s.exhaustedHeaders(h, now, d+time.Duration(extra)*time.Second)
 		}
 	}
+	if forward && status == http.StatusOK && r.Context().Err() == nil {
+		s.forward(w, r, &a, pi)
+		return
+	}
+	if forward {
+		drain(w, r) // a quota rejected it, or its client left: the stub answers
+	}
 	a.Status = status
 	if r.Context().Err() != nil {
 		// The client went away before the response was written (it gave
@@ -585,14 +618,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// returns.
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, status)
-	if s.rec != nil {
-		s.rec.Attempt(&a)
-	}
+	s.recordAttempt(&a)
 	w.WriteHeader(status)
 	if status != http.StatusNoContent && status != http.StatusNotModified {
 		if _, err := w.Write(statusBodies[status]); err != nil {
 			s.log.Debug("stubserver: write failed after the attempt was recorded", "key", a.Key, "attempt", a.Attempt, "err", err)
 		}
+	}
+}
+
+// recordAttempt hands a to the Recorder and to Options.OnAttempt.
+func (s *Server) recordAttempt(a *timeline.Attempt) {
+	if s.rec != nil {
+		s.rec.Attempt(a)
+	}
+	if s.onAttempt != nil {
+		s.onAttempt(a)
+	}
+}
+
+// drain reads and discards r's body, at most MaxBodyBytes of it.
+func drain(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		io.Copy(io.Discard, r.Body)
 	}
 }
 
@@ -625,9 +674,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time
 	a.Phase = ph.Name
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, http.StatusBadRequest)
-	if s.rec != nil {
-		s.rec.Attempt(&a)
-	}
+	s.recordAttempt(&a)
 	w.Header()["Content-Type"] = contentTypeText
 	w.WriteHeader(http.StatusBadRequest)
 	w.Write(tooLongBodies[what])
@@ -668,9 +715,7 @@ func (s *Server) fault(w http.ResponseWriter, a *timeline.Attempt, pi int, f str
 	default:
 		s.metrics.count(pi, codeHang)
 	}
-	if s.rec != nil {
-		s.rec.Attempt(a)
-	}
+	s.recordAttempt(a)
 	if !abort {
 		return
 	}

@@ -30,7 +30,7 @@ var (
 	modeNames      = []string{ModeMeter, ModeShape}
 	onErrorNames   = []string{OnErrorClosed, OnErrorOpen}
 	keyNames       = []string{KeyGlobal, KeyClient, KeyAPIKey, KeyEndpoint}
-	respondNames   = []string{RespondOK, RespondQuota, RespondStatus, RespondMix, RespondFault}
+	respondNames   = []string{RespondOK, RespondQuota, RespondStatus, RespondMix, RespondFault, RespondPassthrough}
 	faultNames     = []string{FaultReset, FaultHang}
 	formNames      = []string{FormNone, FormDelta, FormDate, FormNegative, FormGarbage, FormPastDate, FormFractional, FormHuge}
 	valueNames     = []string{ValueFixed, ValueLimiter, ValuePhaseEnd}
@@ -53,6 +53,11 @@ func (c Config) Validate() error {
 	}
 	if q := c.Quota; q != nil {
 		errs = append(errs, q.validate()...)
+	}
+	if c.Upstream != "" {
+		if _, err := ParseUpstream(c.Upstream); err != nil {
+			bad("upstream", "%s", strings.TrimPrefix(err.Error(), "stubserver: upstream: "))
+		}
 	}
 	for i, p := range c.Phases {
 		at := fmt.Sprintf("phases[%d].", i)
@@ -87,6 +92,12 @@ func (c Config) Validate() error {
 			for j, w := range r.Mix {
 				wat := fmt.Sprintf("%srespond.mix[%d]", at, j)
 				switch {
+				case w.Passthrough && (w.Status != 0 || w.Fault != ""):
+					bad(wat, "passthrough with status %d or fault %q; want one", w.Status, w.Fault)
+				case w.Passthrough:
+					if c.Upstream == "" {
+						bad(wat, "passthrough needs an upstream (server.upstream, or serve --upstream)")
+					}
 				case w.Status != 0 && w.Fault != "":
 					bad(wat, "both status %d and fault %q; want one", w.Status, w.Fault)
 				case w.Fault != "":
@@ -101,6 +112,10 @@ func (c Config) Validate() error {
 				if math.IsNaN(w.Weight) || math.IsInf(w.Weight, 0) || w.Weight <= 0 {
 					bad(wat+".weight", "weight must be a positive number, got %v", w.Weight)
 				}
+			}
+		case RespondPassthrough:
+			if c.Upstream == "" {
+				bad(at+"respond", "passthrough needs an upstream (server.upstream, or serve --upstream)")
 			}
 		case RespondFault:
 			if r.Fault == "" || !oneOf(r.Fault, faultNames) {

@@ -44,6 +44,16 @@ func TestValidate(t *testing.T) {
 			{RetryAfter: RetryAfter{Form: FormDelta, Spread: 2 * time.Second}},
 		}}, []string{
 			"phases[0].retry_after.spread: spread 500ms is not whole seconds: form delta", "phases[1].retry_after.spread: spread 2.5s is not whole seconds: form date"}},
+		{"passthrough", Config{Upstream: "https://api.example.com/base", Phases: []Phase{okPhase, {Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Passthrough: true, Weight: 9}, {Status: 503, Weight: 1}}}}}}, nil},
+		{"passthrough without an upstream", Config{Phases: []Phase{okPhase, {Respond: Respond{Kind: RespondPassthrough}}}}, []string{
+			"phases[1].respond: passthrough needs an upstream (server.upstream, or serve --upstream)"}},
+		{"mix passthrough without an upstream", Config{Phases: []Phase{{Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Passthrough: true, Weight: 1}, {Passthrough: true, Status: 503, Weight: 1}}}}}}, []string{
+			"phases[0].respond.mix[0]: passthrough needs an upstream", `phases[0].respond.mix[1]: passthrough with status 503 or fault ""; want one`}},
+		{"upstream scheme", Config{Upstream: "ftp://x"}, []string{`upstream: "ftp://x" is not an http or https URL`}},
+		{"upstream host", Config{Upstream: "http://"}, []string{`upstream: "http://" has no host`}},
+		{"upstream user info", Config{Upstream: "http://u:secret@x"}, []string{`upstream: "http://u:xxxxx@x" carries user info`}},
+		{"upstream query", Config{Upstream: "http://x/?a=1"}, []string{`upstream: "http://x/?a=1" has a query or fragment`}},
+		{"upstream unparsable", Config{Upstream: "http://x:port"}, []string{`upstream: parse "http://x:port": invalid port`}},
 		{"respond kind", Config{Phases: []Phase{{Respond: Respond{Kind: "teapot"}}}}, []string{`phases[0].respond: unknown behaviour "teapot"`}},
 		{"quota without quota", Config{Phases: []Phase{{Respond: Respond{Kind: RespondQuota}}}}, []string{"phases[0].respond: quota needs a server quota"}},
 		{"status range", Config{Phases: []Phase{okPhase, {Respond: Respond{Kind: RespondStatus, Status: 600}}}}, []string{"phases[1].respond.status: status 600 outside 200-599"}},

@@ -143,6 +143,10 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 		b = append(b, `,"service":`...)
 		b = strconv.AppendInt(b, a.Service, 10)
 	}
+	if a.Upstream != "" {
+		b = append(b, `,"upstream":`...)
+		b = appendString(b, a.Upstream)
+	}
 	return append(b, '}')
 }
 

@@ -36,7 +36,7 @@ type parser struct {
 	arena []byte
 
 	// the interned value each field had last (strCached)
-	last struct{ typ, method, phase, result, retryafter, fault, limit string }
+	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream string }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -110,6 +110,8 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.Queue, err = p.int64()
 		case "service":
 			a.Service, err = p.int64()
+		case "upstream":
+			a.Upstream, err = p.strCached(&p.last.upstream)
 		case "scheduled":
 			o.Scheduled, err = p.int64()
 		case "start":

@@ -35,6 +35,19 @@ const (
 	FaultAbandoned = "abandoned"
 )
 
+// Upstream sources, the value of Attempt.Upstream: where the answer came
+// from when the stub proxies to a real API (server.upstream).
+const (
+	// UpstreamRelayed: the stub forwarded the request and relayed the
+	// upstream's response; Status and Done are the upstream's.
+	UpstreamRelayed = "relayed"
+	// UpstreamFailed: the stub forwarded the request but the upstream
+	// gave no response (refused, reset, timed out, unreadable); the stub
+	// answered 502 itself. The test environment failed, not the client:
+	// the analyzer does not judge the client's retries after it.
+	UpstreamFailed = "failed"
+)
+
 // Outcome results, the value of Outcome.Result.
 const (
 	ResultOK           = "ok"            // a 2xx response reached the caller
@@ -205,6 +218,9 @@ type Attempt struct {
 	// gone). Work given to an attempt recorded abandoned was wasted.
 	Queue   int64 `json:"queue,omitempty"`
 	Service int64 `json:"service,omitempty"`
+	// Upstream is UpstreamRelayed or UpstreamFailed for a request the stub
+	// forwarded to its upstream, "" for one the stub answered itself.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // Latency is how long the server held the request.

@@ -128,6 +128,9 @@ func resolveRun(arg, subjectFlag string) (*scenarios.Scenario, subjects.Subject,
 	if err := checkBackend(sc); err != nil {
 		return nil, nil, err
 	}
+	if sc.Server.Upstream != "" {
+		return nil, nil, badInput(fmt.Errorf("%s: %w (server.upstream %s); serve it with 'retrylab serve --scenario %s' in front of your application", sc.File, scenarios.ErrUpstream, sc.Server.Upstream, sc.File))
+	}
 	name := subjectFlag
 	if name == "" {
 		name = sc.Subject.Name

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 //go:embed default-serve.yaml
 var defaultServe []byte
 
-const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--redis URL] [--allow-remote]"
+const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--redis URL] [--upstream URL] [--allow-remote]"
 
 type serveOptions struct {
 	scenario    string
@@ -37,6 +38,7 @@ type serveOptions struct {
 	seed        int64
 	redis       string
 	redisSet    bool // --redis was given
+	upstream    string
 }
 
 // --start values.
@@ -70,10 +72,16 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
+	fs.StringVar(&o.upstream, "upstream", "", "forward ok phases, requests the quota admits and passthrough answers to the API at `URL` and relay its answers (replaces the scenario's server.upstream); serve still listens on loopback")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
 	}
 	o.redisSet = fs.Changed("redis")
+	if fs.Changed("upstream") {
+		if _, err := stubserver.ParseUpstream(o.upstream); err != nil {
+			return o, usagef("--upstream %s", strings.TrimPrefix(err.Error(), "stubserver: upstream: "))
+		}
+	}
 	if fs.NArg() > 0 {
 		return o, usagef("serve takes no arguments (got %q); use --scenario", fs.Args())
 	}
@@ -105,6 +113,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 			return err
 		}
 		cfg = withBackend(cfg, o.redis)
+	}
+	if o.upstream != "" {
+		cfg.Upstream = o.upstream
 	}
 	newLimiter, closeBackend, err := quotaBackend(cfg, servePrefix(name))
 	if err != nil {
@@ -157,6 +168,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		if newLimiter != nil {
 			meta.Notes = append(meta.Notes, backendNote(cfg, name, o.redisSet))
 		}
+		if cfg.Upstream != "" {
+			meta.Notes = append(meta.Notes, upstreamNote(cfg.Upstream, o.upstream != ""))
+		}
 		if o.start == startFirstRequest {
 			note := "phases started at the first request (--start first-request)"
 			if stopping {
@@ -172,7 +186,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return rec
 	}
 
+	status := newServeStatus(e, serveMeta(sc, o.scenario == "", o.seed, listened))
 	srv, err := stubserver.New(cfg, stubserver.Options{
+		OnAttempt:           status.onAttempt,
 		Start:               listened,
 		StartOnFirstRequest: o.start == startFirstRequest,
 		OpenRecorder:        openRecorder,
@@ -184,6 +200,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
+		status.finish()
 		ln.Close()
 		closeRecording(rec, file)
 		if file != nil && !o.force {
@@ -205,7 +222,11 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	if newLimiter != nil {
 		fmt.Fprintf(e.stdout, "  %s\n", backendNote(cfg, name, o.redisSet))
 	}
+	if cfg.Upstream != "" {
+		fmt.Fprintf(e.stdout, "  %s\n", upstreamNote(cfg.Upstream, o.upstream != ""))
+	}
 
+	status.srv.Store(srv)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -227,6 +248,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	if err := srv.Shutdown(shutCtx); err != nil && serveErr == nil {
 		serveErr = err
 	}
+	status.finish()
 	st := srv.Stats()
 	recMu.Lock()
 	stopping = true
@@ -258,6 +280,16 @@ func backendNote(cfg stubserver.Config, name string, flag bool) string {
 	}
 	return fmt.Sprintf("quota in Redis %s (%s), keys under %s, on_error %s",
 		redacted(cfg.Quota.Backend), from, servePrefix(name), onError(cfg.Quota))
+}
+
+// upstreamNote says where serve forwards: printed, and noted in the
+// recording's meta record.
+func upstreamNote(u string, flag bool) string {
+	from := "server.upstream"
+	if flag {
+		from = "--upstream"
+	}
+	return fmt.Sprintf("proxying to %s (%s): ok phases, requests the quota admits and passthrough answers get its answers; a dead upstream gets 502, recorded upstream: failed", u, from)
 }
 
 // onError is a quota's OnError with its default spelled out.
