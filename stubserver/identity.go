@@ -103,7 +103,11 @@ func tooLong(r *http.Request, endpointKey bool) string {
 		endpointLen = len(r.Method) + 1 + len(rest)
 	} else {
 		endpointLen = len(r.Method) + 1 + len(r.URL.Path)
-		keyLen = endpointLen
+		client := header(r.Header, "X-Client-Id")
+		if client == "" {
+			client = remoteIP(r.RemoteAddr)
+		}
+		keyLen = len(client) + 1 + endpointLen
 		if idem != "" {
 			keyLen = len("idem:") + len(idem)
 		}
@@ -130,15 +134,17 @@ func identifyCapped(r *http.Request) (client, key string) {
 	if idem := header(r.Header, "Idempotency-Key"); idem != "" {
 		return capID(client), capID("idem:", idem)
 	}
-	return capID(client), capID(r.Method, " ", r.URL.Path)
+	return capID(client), capID(client, " ", r.Method, " ", r.URL.Path)
 }
 
 // Identify derives the simulated client and the logical-request key of r.
 // A path /c/{client}/r/{seq}[/...] gives client "{client}" and key
 // "{client}/{seq}". Otherwise the client is the X-Client-Id header, else the
 // remote IP, and the key is "idem:" + the Idempotency-Key header, else
-// "METHOD path". A retry is a later request with the same key. The Server
-// answers 400 to a request whose identities are longer than MaxIDBytes.
+// "CLIENT METHOD path" (two instances of an application calling one path
+// are two requests, not one retried). A retry is a later request with the
+// same key. The Server answers 400 to a request whose identities are
+// longer than MaxIDBytes.
 func Identify(r *http.Request) (client, key string) {
 	if c, seq, _, ok := splitPath(r.URL.Path); ok {
 		// The key is the path's "{client}/r/{seq}" without "r/": build it.
@@ -151,7 +157,7 @@ func Identify(r *http.Request) (client, key string) {
 	if idem := header(r.Header, "Idempotency-Key"); idem != "" {
 		return client, "idem:" + idem
 	}
-	return client, r.Method + " " + r.URL.Path
+	return client, client + " " + r.Method + " " + r.URL.Path
 }
 
 func remoteIP(addr string) string {

@@ -39,14 +39,14 @@ func TestIdentify(t *testing.T) {
 		{"GET", "/c/17/r/42/search", nil, "", "17", "17/42"},
 		{"GET", "/c/17/r/42", []string{"X-Client-Id", "other", "Idempotency-Key", "k"}, "", "17", "17/42"}, // the path wins
 		{"POST", "/pay", []string{"X-Client-Id", "alice", "Idempotency-Key", "k1"}, "10.0.0.1:5", "alice", "idem:k1"},
-		{"POST", "/pay", []string{"X-Client-Id", "alice"}, "10.0.0.1:5", "alice", "POST /pay"},
-		{"GET", "/pay", nil, "10.0.0.1:5", "10.0.0.1", "GET /pay"},
-		{"GET", "/pay", nil, "[::1]:80", "::1", "GET /pay"},
-		{"GET", "/pay", nil, "pipe", "pipe", "GET /pay"},
-		{"GET", "/c//r/1", nil, "1.2.3.4:1", "1.2.3.4", "GET /c//r/1"}, // empty client: not the shape
-		{"GET", "/c/1/r/", nil, "1.2.3.4:1", "1.2.3.4", "GET /c/1/r/"},
-		{"GET", "/c/1/x/2", nil, "1.2.3.4:1", "1.2.3.4", "GET /c/1/x/2"},
-		{"GET", "/c/1", nil, "1.2.3.4:1", "1.2.3.4", "GET /c/1"},
+		{"POST", "/pay", []string{"X-Client-Id", "alice"}, "10.0.0.1:5", "alice", "alice POST /pay"},
+		{"GET", "/pay", nil, "10.0.0.1:5", "10.0.0.1", "10.0.0.1 GET /pay"},
+		{"GET", "/pay", nil, "[::1]:80", "::1", "::1 GET /pay"},
+		{"GET", "/pay", nil, "pipe", "pipe", "pipe GET /pay"},
+		{"GET", "/c//r/1", nil, "1.2.3.4:1", "1.2.3.4", "1.2.3.4 GET /c//r/1"}, // empty client: not the shape
+		{"GET", "/c/1/r/", nil, "1.2.3.4:1", "1.2.3.4", "1.2.3.4 GET /c/1/r/"},
+		{"GET", "/c/1/x/2", nil, "1.2.3.4:1", "1.2.3.4", "1.2.3.4 GET /c/1/x/2"},
+		{"GET", "/c/1", nil, "1.2.3.4:1", "1.2.3.4", "1.2.3.4 GET /c/1"},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, tt.path, nil)

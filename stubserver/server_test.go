@@ -639,7 +639,7 @@ func TestAttemptNumbersPerKey(t *testing.T) {
 			idem    bool
 		}{
 			{"1/1", 1, false}, {"1/1", 2, false}, {"2/1", 1, false}, {"1/1", 3, false},
-			{"idem:abc", 1, true}, {"idem:abc", 2, true}, {"POST /pay", 1, false},
+			{"idem:abc", 1, true}, {"idem:abc", 2, true}, {"192.0.2.1 POST /pay", 1, false},
 		}
 		for i, a := range h.attempts() {
 			if a.Key != want[i].key || a.Attempt != want[i].attempt || a.Idempotent != want[i].idem {
