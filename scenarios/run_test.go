@@ -453,3 +453,30 @@ subject: {name: retrylab, policy: {base: 50ms, cap: 1s, max_attempts: 5, budget:
 		}
 	})
 }
+
+// TestMetaCapacity: the meta record carries the stub's capacity, defaults
+// filled in, and each phase's share of the workers.
+func TestMetaCapacity(t *testing.T) {
+	sc := &Scenario{Name: "c", Server: stubserver.Config{
+		Capacity: &stubserver.Capacity{Concurrency: 50, Queue: 100, Service: 20 * time.Millisecond, CancelOnDisconnect: true},
+		Phases: []stubserver.Phase{
+			{Name: "before", For: time.Second},
+			{Name: "trigger", For: 5 * time.Second, Capacity: 0.3},
+			{Name: "after"},
+		}}}
+	m := sc.Meta(MetaOptions{})
+	want := timeline.Capacity{Concurrency: 50, Queue: 100, Service: int64(20 * time.Millisecond), Dist: "fixed", Discipline: "fifo", CancelOnDisconnect: true}
+	if m.Capacity == nil || *m.Capacity != want {
+		t.Errorf("meta.Capacity = %+v; want %+v", m.Capacity, want)
+	}
+	if len(m.Phases) != 3 || m.Phases[0].Capacity != 0 || m.Phases[1].Capacity != 0.3 || m.Phases[1].Start != int64(time.Second) || m.Phases[2].Capacity != 0 {
+		t.Errorf("meta.Phases = %+v; want the trigger at 0.3 from 1s, the others unscaled", m.Phases)
+	}
+	sc.Server.Capacity.Dist, sc.Server.Capacity.Discipline = stubserver.DistExponential, stubserver.DisciplineLIFO
+	if m := sc.Meta(MetaOptions{}); m.Capacity.Dist != "exponential" || m.Capacity.Discipline != "lifo" {
+		t.Errorf("meta.Capacity = %+v; want exponential, lifo", m.Capacity)
+	}
+	if m := (&Scenario{Name: "none"}).Meta(MetaOptions{}); m.Capacity != nil {
+		t.Errorf("meta.Capacity without capacity = %+v; want nil", m.Capacity)
+	}
+}
