@@ -342,3 +342,62 @@ func median(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
 }
+
+// okConfig is a stub answering every request 200, without latency.
+var okConfig = Config{Phases: []Phase{{Name: "ok"}}}
+
+// BenchmarkCapacity is the capacity model's cost per request: the stub
+// with a model of ample workers (1000, a queue of 100, so no request
+// waits) that hold a worker for no time (service 0: the model's
+// bookkeeping alone), against the same stub without one, both recording
+// to a file, in the same loop, alternating batches (and which goes
+// first). It reports the CPU time per request of each (the process's,
+// each recorder's goroutine included) and their ratio.
+func BenchmarkCapacity(b *testing.B) {
+	model := okConfig
+	model.Capacity = &Capacity{Concurrency: 1000, Queue: 100}
+	capacityRatio(b, okConfig, model)
+}
+
+// capacityRatio measures the stub under base and under model in the same
+// loop, alternating batches, and reports the CPU time per request of each
+// and model/base.
+func capacityRatio(b *testing.B, base, model Config) {
+	sBase, stopBase := benchStub(b, base, b.TempDir())
+	defer stopBase()
+	sModel, stopModel := benchStub(b, model, b.TempDir())
+	defer stopModel()
+	wBase, baseNext := requestLoop(sBase)
+	wModel, modelNext := requestLoop(sModel)
+	const batch = 1000
+	var cBase, cModel, tBase, tModel time.Duration
+	measure := func(next func(int), c, t *time.Duration) {
+		t0, c0 := time.Now(), processCPU()
+		for i := range batch {
+			next(i)
+		}
+		*c += processCPU() - c0
+		*t += time.Since(t0)
+	}
+	var n int
+	for b.Loop() {
+		if n%(2*batch) == 0 {
+			measure(baseNext, &cBase, &tBase)
+			measure(modelNext, &cModel, &tModel)
+		} else {
+			measure(modelNext, &cModel, &tModel)
+			measure(baseNext, &cBase, &tBase)
+		}
+		n += batch
+	}
+	if wBase.code != 200 || wModel.code != 200 {
+		b.Fatalf("status = %d, %d; want 200", wBase.code, wModel.code)
+	}
+	if k := sModel.Counts().Capacity; k.Rejected != 0 || k.Busy != 0 {
+		b.Fatalf("capacity counts %+v; want no rejection and nothing busy after the loop", k)
+	}
+	b.ReportMetric(float64(cBase)/float64(n), "base-cpu-ns/req")
+	b.ReportMetric(float64(cModel)/float64(n), "model-cpu-ns/req")
+	b.ReportMetric(float64(cModel)/float64(cBase), "cpu-ratio")
+	b.ReportMetric(float64(tModel)/float64(tBase), "ns-ratio")
+}

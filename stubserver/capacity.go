@@ -128,20 +128,33 @@ func (s *Server) serve(ctx context.Context) (adm admission, queued, service time
 		return released, 0, 0
 	}
 	p.mu.Lock()
-	now := int64(time.Since(s.start))
-	workers := s.workersAt(now)
-	p.dispatch(workers)
+	workers, now := p.cfg.Concurrency, int64(-1)
+	if p.scaled {
+		now = int64(time.Since(s.start))
+		workers = s.workersAt(now)
+	}
+	if p.queued > 0 {
+		p.dispatch(workers)
+	}
 	var d time.Duration
 	if p.busy < workers {
+		d = p.draw()
+		if d == 0 {
+			// Served in no time: the worker is free again at once.
+			p.mu.Unlock()
+			return admitted, 0, 0
+		}
 		p.busy++
 		p.nBusy.Store(int64(p.busy))
-		d = p.draw()
 		p.mu.Unlock()
 	} else {
 		if p.queued >= p.cfg.Queue {
 			p.mu.Unlock()
 			p.rejected.Add(1)
 			return rejected, 0, 0
+		}
+		if now < 0 {
+			now = int64(time.Since(s.start))
 		}
 		w := &waiter{ready: make(chan struct{})}
 		p.push(w)

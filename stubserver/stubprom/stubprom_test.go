@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -122,8 +123,10 @@ func TestCapacityExposition(t *testing.T) {
 		gone, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var done []chan struct{}
-		done = append(done, send("/c/1/r/0", gone), send("/c/2/r/0", context.Background()), send("/c/3/r/0", gone))
-		synctest.Wait()
+		for i, ctx := range []context.Context{gone, context.Background(), gone} {
+			done = append(done, send("/c/"+strconv.Itoa(i+1)+"/r/0", ctx))
+			time.Sleep(time.Millisecond) // synctest: virtual time; distinct arrivals, in order
+		}
 		get(s, "/c/4/r/0")
 		body := get(s, "/metrics").Body.String()
 		for _, want := range []string{
