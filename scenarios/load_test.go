@@ -379,6 +379,7 @@ func TestParseErrors(t *testing.T) {
 		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: true}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1], got a boolean`},
 		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: .nan}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1]: ".nan" is not a number or a percentage`},
 		{"server:\n  phases:\n    - {capacity: 30%}\n", `t.yaml:3:18: server.phases[0].capacity: a phase's capacity scales the server's; set server capacity: {concurrency: N, ...}`},
+		{"server:\n  upstream: http://127.0.0.1:9\n  capacity: {concurrency: 1, service: 1s}\n", `t.yaml:3:13: server.capacity: capacity models the stub's own work, and with an upstream the upstream does it; set capacity or upstream, not both`},
 		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  quota: {name: capacity, rate: 1/s}\n", `t.yaml:3:17: server.quota.name: the name "capacity" is the capacity model's, which records its rejections under it; rename the limit`},
 	}
 	for _, tt := range tests {
