@@ -62,6 +62,16 @@ func serverJSON(c stubserver.Config) object {
 	if c.Quota != nil {
 		o = append(o, kv{"quota", quotaJSON(c.Quota)})
 	}
+	if k := c.Capacity; k != nil {
+		o = append(o, kv{"capacity", object{
+			{"concurrency", k.Concurrency},
+			{"queue", k.Queue},
+			{"service", k.Service.String()},
+			{"dist", k.Dist},
+			{"discipline", k.Discipline},
+			{"cancel_on_disconnect", k.CancelOnDisconnect},
+		}})
+	}
 	if len(c.Phases) > 0 {
 		phases := make([]object, 0, len(c.Phases))
 		for _, p := range c.Phases {
@@ -208,6 +218,9 @@ func phaseJSON(p stubserver.Phase) object {
 	}
 	if p.Latency != 0 {
 		o = append(o, kv{"latency", p.Latency.String()})
+	}
+	if p.Capacity != 0 {
+		o = append(o, kv{"capacity", p.Capacity})
 	}
 	return o
 }

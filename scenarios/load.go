@@ -62,13 +62,16 @@ func Load(path string) (*Scenario, error) {
 // global, burst equal to its limit, a leaky bucket's mode meter, status
 // 429; a phase's name phase-N, respond ok, no Retry-After; fleet: 10
 // clients started in a burst, 1 request each, no think time, GET, a 30s
-// watchdog, no API keys; subject retrylab with its own policy defaults;
+// watchdog, no API keys; a capacity's queue 0, dist fixed, discipline
+// fifo, cancel_on_disconnect false, and a phase's capacity all the
+// workers; subject retrylab with its own policy defaults;
 // expect: the analyzer's default checks and thresholds. A quota is one
 // limit's keys ({rate: 100/s, burst: 20}) or layered limits or tiers (see
 // README.md). Durations are Go durations (250ms, 1m30s; a bare 0 is
 // allowed); rates are N/interval (100/s, 100/1m, 5/100ms, 10000/1d; a bare
 // number is per second); a Retry-After value is seconds (2, 1.5), a
-// duration, limiter or phase-end.
+// duration, limiter or phase-end; a phase's capacity is a share of the
+// workers, 30% or 0.3.
 // Anchors, aliases and merge keys (<<: *base, <<: [*a, *b]) work as in
 // YAML: a mapping's own keys win over merged ones, earlier sources over
 // later ones.
@@ -191,6 +194,9 @@ func (d *decoder) server(n ast.Node, path string) stubserver.Config {
 	if qn, qpath := m.take("quota"); qn != nil {
 		cfg.Quota = d.quota(qn, qpath)
 	}
+	if kn, kpath := m.take("capacity"); kn != nil {
+		cfg.Capacity = d.capacity(kn, kpath)
+	}
 	pn, ppath := m.take("phases")
 	items := d.sequence(pn, ppath)
 	if len(items) > MaxPhases {
@@ -238,6 +244,45 @@ func (d *decoder) needUpstream(ph stubserver.Phase, p string) {
 			d.failAt(d.placeOf(at, p+".respond.mix", p), at, "%s", msg)
 		}
 	}
+}
+
+// capacity reads server.capacity: {concurrency, queue, service, dist,
+// discipline, cancel_on_disconnect}, filling the defaults the stub would
+// apply (no queue, fixed service times, fifo). Concurrency and service are
+// required: a capacity without them models nothing.
+func (d *decoder) capacity(n ast.Node, path string) *stubserver.Capacity {
+	k := &stubserver.Capacity{Dist: stubserver.DistFixed, Discipline: stubserver.DisciplineFIFO}
+	m := d.mapping(n, path)
+	if !m.has("concurrency") {
+		d.fail(n, path, "capacity needs concurrency: N (the workers serving at once)")
+	}
+	m.integer("concurrency", &k.Concurrency, 1, stubserver.MaxConcurrency)
+	m.integer("queue", &k.Queue, 0, stubserver.MaxQueue)
+	if !m.has("service") {
+		d.fail(n, path, "capacity needs service: DURATION (the mean service time, e.g. 20ms)")
+	}
+	m.duration("service", &k.Service, time.Nanosecond, MaxDuration)
+	m.oneOf("dist", &k.Dist, stubserver.DistFixed, stubserver.DistExponential, stubserver.DistUniform)
+	m.oneOf("discipline", &k.Discipline, stubserver.DisciplineFIFO, stubserver.DisciplineLIFO)
+	m.boolean("cancel_on_disconnect", &k.CancelOnDisconnect)
+	m.done()
+	return k
+}
+
+// share reads a phase's share of the capacity: 30% or 0.3, in (0, 1].
+func (d *decoder) share(n ast.Node, path string) float64 {
+	const want = "want a share of the workers like 30% or 0.3, in (0, 1]"
+	s, ok := scalarText(n)
+	if _, isBool := n.(*ast.BoolNode); !ok || isBool {
+		d.fail(n, path, "%s, got %s", want, describe(n))
+		return 0
+	}
+	v, err := parseShare(s)
+	if err != nil {
+		d.fail(n, path, "%s: %v", want, err)
+		return 0
+	}
+	return v
 }
 
 // placeOf returns the first recorded position among paths.
@@ -430,6 +475,9 @@ func (d *decoder) phase(n ast.Node, path string, last bool) stubserver.Phase {
 	an, apath := m.take("retry_after")
 	ph.RetryAfter = d.retryAfter(an, apath)
 	m.duration("latency", &ph.Latency, 0, time.Hour)
+	if cn, cpath := m.take("capacity"); cn != nil {
+		ph.Capacity = d.share(cn, cpath)
+	}
 	m.done()
 	return ph
 }

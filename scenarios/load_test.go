@@ -200,6 +200,19 @@ func TestParseValues(t *testing.T) {
 		{`subject: {name: "exec:python3 client.py --fast"}`, func(sc *Scenario) (any, any) {
 			return sc.Subject.Name, "exec:python3 client.py --fast"
 		}},
+		{"server: {capacity: {concurrency: 50, queue: 100, service: 20ms, dist: exponential, discipline: lifo, cancel_on_disconnect: true}}", func(sc *Scenario) (any, any) {
+			return sc.Server.Capacity, &stubserver.Capacity{Concurrency: 50, Queue: 100, Service: 20 * time.Millisecond, Dist: "exponential", Discipline: "lifo", CancelOnDisconnect: true}
+		}},
+		{"server: {capacity: {concurrency: 4, service: 1s}}", func(sc *Scenario) (any, any) {
+			return sc.Server.Capacity, &stubserver.Capacity{Concurrency: 4, Service: time.Second, Dist: "fixed", Discipline: "fifo"}
+		}},
+		{"server: {capacity: {concurrency: 10, service: 1ms}, phases: [{for: 1s, capacity: 30%}, {for: 1s, capacity: 0.25}, {for: 1s, capacity: 1}, {for: 1s, capacity: \"2.5 %\"}, {}]}", func(sc *Scenario) (any, any) {
+			var got []float64
+			for _, p := range sc.Server.Phases {
+				got = append(got, p.Capacity)
+			}
+			return got, []float64{0.3, 0.25, 1, 0.025, 0}
+		}},
 		{"fleet: {method: POST, think: 0, timeout: 1m30s}", func(sc *Scenario) (any, any) {
 			return []any{sc.Fleet.Method, sc.Fleet.Think, sc.Fleet.Timeout}, []any{"POST", time.Duration(0), 90 * time.Second}
 		}},
@@ -350,6 +363,24 @@ func TestParseErrors(t *testing.T) {
 		{"server: *nowhere\n", `t.yaml:1:9: server: unknown alias "nowhere"`},
 		{"a: {b: 1}\nserver:\n  <<: {latency: 1s}\n", `t.yaml:1:1: a: unknown key "a" (want one of name, description, duration, server, fleet, subject, expect)`},
 		{"name: \xff\n", `t.yaml: file is not valid UTF-8`},
+		{"server:\n  capacity: {queue: 5, service: 1s}\n", `t.yaml:2:13: server.capacity: capacity needs concurrency: N (the workers serving at once)`},
+		{"server:\n  capacity: {concurrency: 5}\n", `t.yaml:2:13: server.capacity: capacity needs service: DURATION (the mean service time, e.g. 20ms)`},
+		{"server:\n  capacity: {concurrency: 0, service: 1s}\n", `t.yaml:2:27: server.capacity.concurrency: 0 is out of range [1, 1048576]`},
+		{"server:\n  capacity: {concurrency: 1, queue: -1, service: 1s}\n", `t.yaml:2:37: server.capacity.queue: -1 is out of range [0, 1048576]`},
+		{"server:\n  capacity: {concurrency: 1, service: 0}\n", `t.yaml:2:39: server.capacity.service: duration 0s is out of range [1ns, 24h0m0s]`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s, dist: pareto}\n", `t.yaml:2:49: server.capacity.dist: want one of fixed, exponential, uniform, got "pareto"`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s, discipline: random}\n", `t.yaml:2:55: server.capacity.discipline: want one of fifo, lifo, got "random"`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s, cancel_on_disconnect: yes}\n", `t.yaml:2:65: server.capacity.cancel_on_disconnect: want true or false, got "yes"`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s, workers: 2}\n", `t.yaml:2:43: server.capacity.workers: unknown key "workers" (want one of concurrency, queue, service, dist, discipline, cancel_on_disconnect)`},
+		{"server:\n  capacity: 5\n", `t.yaml:2:13: server.capacity: want a mapping, got an integer`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: 130%}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1]: "130%" is outside (0, 1]`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: 0}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1]: "0" is outside (0, 1]`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: lots}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1]: "lots" is not a number or a percentage`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: true}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1], got a boolean`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  phases:\n    - {capacity: .nan}\n", `t.yaml:4:18: server.phases[0].capacity: want a share of the workers like 30% or 0.3, in (0, 1]: ".nan" is not a number or a percentage`},
+		{"server:\n  phases:\n    - {capacity: 30%}\n", `t.yaml:3:18: server.phases[0].capacity: a phase's capacity scales the server's; set server capacity: {concurrency: N, ...}`},
+		{"server:\n  upstream: http://127.0.0.1:9\n  capacity: {concurrency: 1, service: 1s}\n", `t.yaml:3:13: server.capacity: capacity models the stub's own work, and with an upstream the upstream does it; set capacity or upstream, not both`},
+		{"server:\n  capacity: {concurrency: 1, service: 1s}\n  quota: {name: capacity, rate: 1/s}\n", `t.yaml:3:17: server.quota.name: the name "capacity" is the capacity model's, which records its rejections under it; rename the limit`},
 	}
 	for _, tt := range tests {
 		_, err := Parse("t.yaml", []byte(tt.yaml))
@@ -528,7 +559,15 @@ server:
 fleet: {start: poisson 12.5/s, method: POST, think: 1ms}
 subject: {name: "exec:sh -c 'echo ok'", policy: {rate: 3/2s, burst: 2, timeout: 1s, jitter: equal}}
 expect: {skip: [pacing], thresholds: {waves.threshold: 2.5}}
-`}
+`, `
+server:
+  capacity: {concurrency: 50, queue: 100, service: 20ms, dist: exponential, discipline: lifo, cancel_on_disconnect: true}
+  phases:
+    - {name: warm, for: 5s}
+    - {name: trigger, for: 5s, capacity: 30%}
+    - {name: third, for: 1s, capacity: 33.3%}
+    - {name: after, capacity: 1}
+`, "server: {capacity: {concurrency: 3, service: 1ms}}"}
 	for _, src := range srcs {
 		checkRoundTrip(t, []byte(src))
 	}
@@ -565,6 +604,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("fleet: {start: poisson 5/100ms, clients: 3}\nexpect: {checks: [waves]}"))
 	f.Add([]byte("server:\n  phases:\n    - &x {for: 2s}\n    - *x\n"))
 	f.Add([]byte("duration: -1s\nbogus: [1, {a: b}]\n"))
+	f.Add([]byte("server: {capacity: {concurrency: 50, queue: 100, service: 20ms, dist: uniform, discipline: lifo, cancel_on_disconnect: true}, phases: [{for: 5s, capacity: 30%}, {capacity: 0.5}]}"))
 	for _, b := range builtinSources() {
 		f.Add(b)
 	}

@@ -48,6 +48,7 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Start:       o.Start,
 		Shard:       o.Shard,
 		Phases:      o.Phases,
+		Capacity:    metaCapacity(sc.Server.Capacity),
 	}
 	m.Quota, m.Limits = metaLimits(sc.Server.Quota)
 	if m.Recorder == "" {
@@ -93,6 +94,24 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		}
 	}
 	return m
+}
+
+// metaCapacity is the stub's finite capacity as the timeline records it,
+// with the stub's defaults filled in (fixed service times, fifo); each
+// phase's share is in the phases, as the stub lays them out.
+func metaCapacity(k *stubserver.Capacity) *timeline.Capacity {
+	if k == nil {
+		return nil
+	}
+	c := &timeline.Capacity{Concurrency: k.Concurrency, Queue: k.Queue, Service: int64(k.Service),
+		Dist: k.Dist, Discipline: k.Discipline, CancelOnDisconnect: k.CancelOnDisconnect}
+	if c.Dist == "" {
+		c.Dist = stubserver.DistFixed
+	}
+	if c.Discipline == "" {
+		c.Discipline = stubserver.DisciplineFIFO
+	}
+	return c
 }
 
 // metaLimits lists every limit of quota, every tier's, as the timeline

@@ -453,3 +453,87 @@ subject: {name: retrylab, policy: {base: 50ms, cap: 1s, max_attempts: 5, budget:
 		}
 	})
 }
+
+// TestMetaCapacity: the meta record carries the stub's capacity, defaults
+// filled in, and each phase's share of the workers.
+func TestMetaCapacity(t *testing.T) {
+	sc := &Scenario{Name: "c", Server: stubserver.Config{
+		Capacity: &stubserver.Capacity{Concurrency: 50, Queue: 100, Service: 20 * time.Millisecond, CancelOnDisconnect: true},
+		Phases: []stubserver.Phase{
+			{Name: "before", For: time.Second},
+			{Name: "trigger", For: 5 * time.Second, Capacity: 0.3},
+			{Name: "after"},
+		}}}
+	m := sc.Meta(MetaOptions{})
+	want := timeline.Capacity{Concurrency: 50, Queue: 100, Service: int64(20 * time.Millisecond), Dist: "fixed", Discipline: "fifo", CancelOnDisconnect: true}
+	if m.Capacity == nil || *m.Capacity != want {
+		t.Errorf("meta.Capacity = %+v; want %+v", m.Capacity, want)
+	}
+	if len(m.Phases) != 3 || m.Phases[0].Capacity != 0 || m.Phases[1].Capacity != 0.3 || m.Phases[1].Start != int64(time.Second) || m.Phases[2].Capacity != 0 {
+		t.Errorf("meta.Phases = %+v; want the trigger at 0.3 from 1s, the others unscaled", m.Phases)
+	}
+	sc.Server.Capacity.Dist, sc.Server.Capacity.Discipline = stubserver.DistExponential, stubserver.DisciplineLIFO
+	if m := sc.Meta(MetaOptions{}); m.Capacity.Dist != "exponential" || m.Capacity.Discipline != "lifo" {
+		t.Errorf("meta.Capacity = %+v; want exponential, lifo", m.Capacity)
+	}
+	if m := (&Scenario{Name: "none"}).Meta(MetaOptions{}); m.Capacity != nil {
+		t.Errorf("meta.Capacity without capacity = %+v; want nil", m.Capacity)
+	}
+}
+
+// TestRunCapacity runs a stub with finite capacity in virtual time through
+// the runner: a burst beyond the workers and the queue is partly rejected
+// with 503 (Limit capacity), the rest waits; the client retries the 503s
+// and every logical request ends ok. The meta record states the capacity
+// and the trigger's share; the attempts carry their queue and service.
+func TestRunCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := mustParse(t, `
+name: cap
+duration: 30s
+server:
+  capacity: {concurrency: 4, queue: 4, service: 100ms}
+  phases:
+    - {name: trigger, for: 2s, capacity: 50%, retry_after: {form: delta, value: 1}}
+    - {name: after}
+fleet: {clients: 12, requests: 2, start: ramp 10ms, timeout: 20s}
+subject: {name: retrylab, policy: {base: 50ms, cap: 1s, max_attempts: 10, budget: 15s}}
+`)
+		var buf bytes.Buffer
+		sum, err := Run(context.Background(), sc, RunOptions{Virtual: true, Seed: 5, Timeline: &buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Results["ok"] != 24 {
+			t.Errorf("results %v; want all 24 ok", sum.Results)
+		}
+		meta, atts, _ := decodeAll(t, buf.Bytes())
+		if meta.Capacity == nil || meta.Capacity.Concurrency != 4 || meta.Capacity.Queue != 4 || meta.Capacity.Service != int64(100*time.Millisecond) {
+			t.Errorf("meta.Capacity = %+v; want 4 workers, 4 places, 100ms", meta.Capacity)
+		}
+		if len(meta.Phases) != 2 || meta.Phases[0].Capacity != 0.5 {
+			t.Errorf("meta.Phases = %+v; want the trigger at 0.5", meta.Phases)
+		}
+		var rejected, queued, served int
+		for _, a := range atts {
+			switch {
+			case a.Limit == timeline.LimitCapacity:
+				rejected++
+				if a.Status != 503 || a.Service != 0 || a.RetryAfter != "1" {
+					t.Errorf("capacity rejection %+v; want 503, no service, Retry-After 1", a)
+				}
+			case a.Status == 200:
+				served++
+				if a.Service != int64(100*time.Millisecond) {
+					t.Errorf("served attempt %+v; want 100ms of service", a)
+				}
+				if a.Queue > 0 {
+					queued++
+				}
+			}
+		}
+		if rejected == 0 || queued == 0 || served != 24 {
+			t.Errorf("%d rejected, %d queued before service, %d served; want some rejected, some queued, 24 served", rejected, queued, served)
+		}
+	})
+}

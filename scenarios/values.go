@@ -107,3 +107,21 @@ func parseArrival(s string) (Arrival, error) {
 	}
 	return Arrival{}, fmt.Errorf("bad start %q (want burst, ramp DURATION or poisson RATE)", s)
 }
+
+// parseShare parses a share in (0, 1]: a percentage ("30%", "2.5%") or a
+// fraction ("0.3", "1").
+func parseShare(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	num, pct := strings.CutSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a number or a percentage", s)
+	}
+	if pct {
+		v /= 100
+	}
+	if v <= 0 || v > 1 {
+		return 0, fmt.Errorf("%q is outside (0, 1]", s)
+	}
+	return v, nil
+}

@@ -342,3 +342,81 @@ func median(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
 }
+
+// okConfig is a stub answering every request 200, without latency.
+var okConfig = Config{Phases: []Phase{{Name: "ok"}}}
+
+// BenchmarkCapacity is the capacity model's cost per request: the stub
+// with a model of ample workers (1000, a queue of 100, so no request
+// waits) against the same stub without one, both recording to a file, in
+// the same loop, alternating batches (and which goes first). It reports
+// the CPU time per request of each (the process's, each recorder's
+// goroutine included), their ratio, and the allocations the model adds.
+//
+// service-0: a worker is held for no time, against the plain stub: the
+// model's bookkeeping alone. service-1us: a worker is held 1µs, against a
+// stub whose latency waits the same 1µs, so both pay one timer: what the
+// model adds to a wait (both are dominated by the runtime's cost of
+// parking and waking a goroutine on a timer).
+func BenchmarkCapacity(b *testing.B) {
+	ample := func(service time.Duration) *Capacity {
+		return &Capacity{Concurrency: 1000, Queue: 100, Service: service}
+	}
+	b.Run("service-0", func(b *testing.B) {
+		model := okConfig
+		model.Capacity = ample(0)
+		capacityRatio(b, okConfig, model, 1000)
+	})
+	b.Run("service-1us", func(b *testing.B) {
+		base := Config{Latency: time.Microsecond, Phases: okConfig.Phases}
+		model := okConfig
+		model.Capacity = ample(time.Microsecond)
+		capacityRatio(b, base, model, 100)
+	})
+}
+
+// capacityRatio measures the stub under base and under model in the same
+// loop, alternating batches of batch requests, and reports the CPU time
+// per request of each and model/base.
+func capacityRatio(b *testing.B, base, model Config, batch int) {
+	sBase, stopBase := benchStub(b, base, b.TempDir())
+	defer stopBase()
+	sModel, stopModel := benchStub(b, model, b.TempDir())
+	defer stopModel()
+	wBase, baseNext := requestLoop(sBase)
+	wModel, modelNext := requestLoop(sModel)
+	var cBase, cModel, tBase, tModel time.Duration
+	measure := func(next func(int), c, t *time.Duration) {
+		t0, c0 := time.Now(), processCPU()
+		for i := range batch {
+			next(i)
+		}
+		*c += processCPU() - c0
+		*t += time.Since(t0)
+	}
+	var n int
+	for b.Loop() {
+		if n%(2*batch) == 0 {
+			measure(baseNext, &cBase, &tBase)
+			measure(modelNext, &cModel, &tModel)
+		} else {
+			measure(modelNext, &cModel, &tModel)
+			measure(baseNext, &cBase, &tBase)
+		}
+		n += batch
+	}
+	if wBase.code != 200 || wModel.code != 200 {
+		b.Fatalf("status = %d, %d; want 200", wBase.code, wModel.code)
+	}
+	if k := sModel.Counts().Capacity; k.Rejected != 0 || k.Busy != 0 {
+		b.Fatalf("capacity counts %+v; want no rejection and nothing busy after the loop", k)
+	}
+	i, j := 0, 0
+	aBase := testing.AllocsPerRun(batch, func() { baseNext(i); i++ })
+	aModel := testing.AllocsPerRun(batch, func() { modelNext(j); j++ })
+	b.ReportMetric(aModel-aBase, "extra-allocs/op")
+	b.ReportMetric(float64(cBase)/float64(n), "base-cpu-ns/req")
+	b.ReportMetric(float64(cModel)/float64(n), "model-cpu-ns/req")
+	b.ReportMetric(float64(cModel)/float64(cBase), "cpu-ratio")
+	b.ReportMetric(float64(tModel)/float64(tBase), "ns-ratio")
+}

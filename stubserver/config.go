@@ -14,6 +14,10 @@ type Config struct {
 	Headers string
 	// Quota is the published quota that `quota` phases enforce (nil: none).
 	Quota *Quota
+	// Capacity is the server's finite capacity (nil: infinite, every
+	// request is answered at once). See Capacity and the package doc. It
+	// cannot go with Upstream: there the upstream does the work.
+	Capacity *Capacity
 	// Phases run in order; the last lasts until the run ends. No phases
 	// means one `ok` phase.
 	Phases []Phase
@@ -153,6 +157,59 @@ type Phase struct {
 	// Latency, when non-zero, replaces Config.Latency during this phase;
 	// a latency past the client's timeout is the "delay" fault.
 	Latency time.Duration
+	// Capacity scales Config.Capacity's workers while this phase lasts: a
+	// share in (0, 1] (0.3 runs 30% of them: the trigger of an overload),
+	// 0 meaning all of them. It needs Config.Capacity.
+	Capacity float64
+}
+
+// Service-time distributions of a Capacity.
+const (
+	DistFixed       = "fixed"       // every request takes Service (default)
+	DistExponential = "exponential" // exponential of mean Service (a Poisson server), capped at 50x the mean
+	DistUniform     = "uniform"     // uniform in [0, 2*Service]
+)
+
+// Queue disciplines of a Capacity.
+const (
+	DisciplineFIFO = "fifo" // the oldest queued request is served first (default)
+	DisciplineLIFO = "lifo" // the newest is served first, as servers that shed stale work do
+)
+
+// MaxConcurrency and MaxQueue bound a Capacity's workers and queue.
+const (
+	MaxConcurrency = 1 << 20
+	MaxQueue       = 1 << 20
+)
+
+// Capacity is a server that cannot keep up with any load: Concurrency
+// workers, each serving one request at a time for a service time drawn
+// from Dist (mean Service, from the Server's seeded source, so a run
+// replays), and a queue of at most Queue requests waiting for a worker,
+// taken in Discipline order. A request arriving to a full queue is
+// rejected at once with 503. Only the requests the server would answer
+// 200 in ok and quota phases do work; status, mix and fault phases and the
+// quota's rejections answer without a worker. The package doc's
+// "Capacity" section states the rules exactly.
+type Capacity struct {
+	// Concurrency is the number of workers, at least 1; a phase's Capacity
+	// scales it.
+	Concurrency int
+	// Queue is how many requests may wait for a worker (0: none; a request
+	// that finds every worker busy is rejected).
+	Queue int
+	// Service is the mean service time (0: a worker is held for no time,
+	// which makes the model measure only its own cost).
+	Service time.Duration
+	// Dist is DistFixed ("" too), DistExponential or DistUniform.
+	Dist string
+	// Discipline is DisciplineFIFO ("" too) or DisciplineLIFO.
+	Discipline string
+	// CancelOnDisconnect drops a queued request whose client has gone
+	// (and never starts one whose client left before a worker was free);
+	// without it such requests are served when their turn comes, and the
+	// work is wasted.
+	CancelOnDisconnect bool
 }
 
 // Respond kinds.

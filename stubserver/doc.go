@@ -1,6 +1,6 @@
 // Package stubserver owns the throttling stub server: phases, behaviours,
 // Retry-After forms, rate-limit headers, quotas and their limiters, faults,
-// and the recording of one timeline attempt per request.
+// finite capacity (workers and a queue), and the recording of one timeline attempt per request.
 //
 // # Schedule and behaviours
 //
@@ -38,6 +38,55 @@
 // client's retries after it); a client that leaves first is recorded
 // abandoned. A body the upstream breaks off after its header is cut short
 // for the client; its record keeps the status.
+//
+// # Capacity
+//
+// Config.Capacity makes the server unable to keep up with any load:
+// Concurrency workers, a queue of at most Queue places, and a service time
+// per request (mean Service; fixed, exponential capped at 50 times the
+// mean, or uniform in [0, 2*Service]; drawn from a source seeded by
+// Options.Seed, apart from the mix and spread draws, in the order workers
+// are granted, so a run in virtual time replays). Quotas answer "you asked
+// too much"; capacity answers "I cannot keep up". The rules, exactly:
+//
+//   - Work: only a request the server would answer 200 in an ok or quota
+//     phase goes through the model, after the latency and after the quota
+//     allowed it. Status, mix and fault phases, the quota's rejections and
+//     401s answer without a worker, as an outage or a gateway does.
+//   - Workers: a phase's Capacity (a share in (0, 1], 0 for all) runs
+//     round(share*Concurrency) workers, at least 1, from the instant the
+//     phase begins to the instant it ends. When they shrink, services in
+//     progress finish and no new one starts until fewer are busy; when they
+//     grow back, queued requests are taken at that instant. The queue's
+//     size does not scale.
+//   - Admission: a request that finds a free worker and nobody queued takes
+//     it; else it joins the queue; with the queue full (or Queue 0) it is
+//     rejected at once: 503 with the phase's Retry-After, recorded with
+//     Limit timeline.LimitCapacity ("capacity"), Queue 0 and Service 0.
+//   - Discipline: when a worker frees, it takes the oldest queued request
+//     (fifo, the default) or the newest (lifo, as servers that shed stale
+//     work do; the oldest may then wait until its client gives up).
+//   - Service: a granted request holds its worker for its service time,
+//     then is answered (200, or the quota's answer). Its client leaving
+//     does not shorten the service: the work is wasted.
+//   - A client that goes away: while queued, with CancelOnDisconnect the
+//     request leaves the queue at that instant, unserved (recorded
+//     abandoned with the status it would have had, 200, and Service 0;
+//     a request whose client left during the latency is never started);
+//     without it, the request keeps its place and is served when its turn
+//     comes. After a service, a client that has gone gets nothing and the
+//     attempt is recorded abandoned with its Service: wasted work
+//     (Counts.Capacity.Wasted).
+//   - Stopping: once Seal, Close or Shutdown begins, the pool starts no
+//     service: queued requests leave at once with 503, Limit "capacity",
+//     the time they queued and Service 0, and services in progress are cut
+//     short, answered as served with the service they got.
+//
+// Each attempt records Queue (time waiting for a worker) and Service (time
+// holding one), in ns; Done - At spans the latency, Queue and Service.
+// The latency (Config.Latency, a phase's) is not work: it holds no worker.
+// Capacity cannot go with Config.Upstream: there the upstream does the
+// work (Validate rejects the pair).
 //
 // # Retry-After
 //
@@ -136,8 +185,9 @@
 //
 // # Metrics
 //
-// The Server counts answers by phase and code and the quota's events with
-// atomics (Server.Counts). GET /metrics is served by the handler that
+// The Server counts answers by phase and code, the quota's events, and the
+// capacity model's state and totals (workers, busy, queued, rejected,
+// dropped, service and wasted time) with atomics (Server.Counts). GET /metrics is served by the handler that
 // Options.Metrics builds — package stubprom's Prometheus exporter in
 // `retrylab serve` — and answers 404 without one, so the stub depends on
 // no metrics library. /metrics and /healthz are never recorded or counted.

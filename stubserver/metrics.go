@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -41,6 +42,26 @@ type Counts struct {
 	QuotaRejected  uint64        // requests the quota denied (answered 429, or a limit's Status)
 	QuotaExhausted uint64        // times an allowed request left a limit empty
 	BackendErrors  uint64        // quota decisions the backend failed (Redis down or slow)
+	// Capacity is the capacity model's state and totals; nil without
+	// Config.Capacity.
+	Capacity *CapacityCounts
+}
+
+// CapacityCounts is the state of a stub with finite capacity, and what
+// its workers did.
+type CapacityCounts struct {
+	Workers int // workers now: the current phase's share of Concurrency
+	Busy    int // workers serving a request now (may exceed Workers just after a phase scales them down)
+	Queued  int // requests waiting for a worker now
+	// Rejected counts requests rejected with the queue full (503);
+	// Dropped, requests dropped unserved because their client had gone
+	// (CancelOnDisconnect).
+	Rejected uint64
+	Dropped  uint64
+	// Service is the service time given, in all; Wasted the part of it
+	// given to requests whose client went away before the response.
+	Service time.Duration
+	Wasted  time.Duration
 }
 
 // PhaseCounts is one phase's requests by code: the status ("200", "429")
@@ -60,6 +81,21 @@ type CodeCount struct {
 func (s *Server) Counts() Counts {
 	m := s.metrics
 	c := Counts{QuotaRejected: m.quotaRejected.Load(), QuotaExhausted: m.quotaExhausted.Load(), BackendErrors: m.backendErrors.Load()}
+	if p := s.pool; p != nil {
+		var now int64
+		if _, ok := s.Started(); ok {
+			now = int64(time.Since(s.start))
+		}
+		c.Capacity = &CapacityCounts{
+			Workers:  s.workersAt(now),
+			Busy:     int(p.nBusy.Load()),
+			Queued:   int(p.nQueued.Load()),
+			Rejected: p.rejected.Load(),
+			Dropped:  p.dropped.Load(),
+			Service:  time.Duration(p.serviceNs.Load()),
+			Wasted:   time.Duration(p.wastedNs.Load()),
+		}
+	}
 	for pi := range m.byCode {
 		pc := PhaseCounts{Name: s.phases[pi].Name}
 		for code := range m.byCode[pi] {

@@ -93,6 +93,7 @@ type Server struct {
 	log       *slog.Logger
 
 	quota     *quotaState // nil: no quota
+	pool      *pool       // nil: infinite capacity
 	onAttempt func(*timeline.Attempt)
 	proxy     *proxy // nil: no upstream
 
@@ -174,6 +175,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		ph.desc, ph.raDesc = describe(p)
 		s.phases = append(s.phases, ph)
+	}
+	if k := cfg.Capacity; k != nil {
+		s.pool = newPool(*k, s.phases, opts.Seed)
 	}
 	if q := cfg.Quota; q != nil {
 		qs, err := newQuotaState(q, opts.NewLimiter)
@@ -286,7 +290,7 @@ func (s *Server) Started() (time.Time, bool) {
 func (s *Server) Phases() []timeline.Phase {
 	out := make([]timeline.Phase, len(s.phases))
 	for i, p := range s.phases {
-		out[i] = timeline.Phase{Name: p.Name, Start: p.start, End: p.end, Respond: p.desc, RetryAfter: p.raDesc}
+		out[i] = timeline.Phase{Name: p.Name, Start: p.start, End: p.end, Respond: p.desc, RetryAfter: p.raDesc, Capacity: p.Capacity}
 	}
 	return out
 }
@@ -564,6 +568,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A limit that answers 403 carries Retry-After as 429 does.
 		rateLimited = a.Limit != ""
 	}
+	if s.pool != nil && status == http.StatusOK && (ph.Respond.Kind == "" || ph.Respond.Kind == RespondOK || ph.Respond.Kind == RespondQuota) {
+		// The work: a worker, after a wait in the queue (see Capacity).
+		adm, queued, service := s.serve(r.Context())
+		a.Queue, a.Service = int64(queued), int64(service)
+		if adm == rejected || adm == released {
+			status = http.StatusServiceUnavailable
+			a.Limit = timeline.LimitCapacity
+		}
+		if queued+service > 0 {
+			now = time.Now()
+			nowRun = int64(now.Sub(s.start))
+		}
+	}
 	if throttling(status) || rateLimited {
 		var d time.Duration
 		switch ph.RetryAfter.Value {
@@ -606,6 +623,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// recorded, only the status it would have had.
 		a.RetryAfter, a.NotBefore, a.HasNotBefore, a.RateLimit, a.Limit = "", 0, false, "", ""
 		clear(h)
+		if s.pool != nil && a.Service > 0 {
+			s.pool.wastedNs.Add(a.Service)
+		}
 		s.fault(w, &a, pi, timeline.FaultAbandoned, true)
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // A FieldError is one impossible value in a Config. Field is the path of the
@@ -34,6 +36,8 @@ var (
 	faultNames     = []string{FaultReset, FaultHang}
 	formNames      = []string{FormNone, FormDelta, FormDate, FormNegative, FormGarbage, FormPastDate, FormFractional, FormHuge}
 	valueNames     = []string{ValueFixed, ValueLimiter, ValuePhaseEnd}
+	distNames      = []string{DistFixed, DistExponential, DistUniform}
+	disciplines    = []string{DisciplineFIFO, DisciplineLIFO}
 )
 
 // Validate reports the impossible values of c, all of them, joined
@@ -59,6 +63,19 @@ func (c Config) Validate() error {
 			bad("upstream", "%s", strings.TrimPrefix(err.Error(), "stubserver: upstream: "))
 		}
 	}
+	if k := c.Capacity; k != nil {
+		errs = append(errs, k.validate()...)
+		if c.Upstream != "" {
+			bad("capacity", "capacity models the stub's own work, and with an upstream the upstream does it; set capacity or upstream, not both")
+		}
+		if q := c.Quota; q != nil {
+			for i, l := range Named(q.Limits) {
+				if l.Name == timeline.LimitCapacity {
+					bad(fmt.Sprintf("quota.limits[%d].name", i), "the name %q is the capacity model's, which records its rejections under it; rename the limit", l.Name)
+				}
+			}
+		}
+	}
 	for i, p := range c.Phases {
 		at := fmt.Sprintf("phases[%d].", i)
 		last := i == len(c.Phases)-1
@@ -70,6 +87,12 @@ func (c Config) Validate() error {
 		}
 		if p.Latency < 0 {
 			bad(at+"latency", "negative duration %v", p.Latency)
+		}
+		switch {
+		case math.IsNaN(p.Capacity) || p.Capacity < 0 || p.Capacity > 1:
+			bad(at+"capacity", "share %v outside (0, 1] (e.g. 0.3 or 30%%)", p.Capacity)
+		case p.Capacity > 0 && c.Capacity == nil:
+			bad(at+"capacity", "a phase's capacity scales the server's; set server capacity: {concurrency: N, ...}")
 		}
 		r := p.Respond
 		switch r.Kind {
@@ -173,6 +196,31 @@ func oneOf(s string, names []string) bool {
 		}
 	}
 	return false
+}
+
+// validate reports k's impossible values, each a *FieldError under
+// "capacity.".
+func (k *Capacity) validate() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: "capacity." + field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if k.Concurrency < 1 || k.Concurrency > MaxConcurrency {
+		bad("concurrency", "%d workers; want 1 to %d", k.Concurrency, MaxConcurrency)
+	}
+	if k.Queue < 0 || k.Queue > MaxQueue {
+		bad("queue", "%d places; want 0 to %d", k.Queue, MaxQueue)
+	}
+	if k.Service < 0 {
+		bad("service", "negative duration %v", k.Service)
+	}
+	if !oneOf(k.Dist, distNames) {
+		bad("dist", "unknown distribution %q (want %s)", k.Dist, strings.Join(distNames, ", "))
+	}
+	if !oneOf(k.Discipline, disciplines) {
+		bad("discipline", "unknown discipline %q (want %s)", k.Discipline, strings.Join(disciplines, ", "))
+	}
+	return errs
 }
 
 // validate reports q's impossible values, each a *FieldError under

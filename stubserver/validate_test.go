@@ -76,6 +76,20 @@ func TestValidate(t *testing.T) {
 		{"limiter outside quota", Config{Quota: &Quota{Limits: []Limit{{Limit: 1}}}, Phases: []Phase{{RetryAfter: RetryAfter{Value: ValueLimiter}}}}, []string{"phases[0].retry_after.value: limiter needs respond: quota"}},
 		{"phase-end on last", Config{Phases: []Phase{okPhase, {RetryAfter: RetryAfter{Value: ValuePhaseEnd}}}}, []string{"phases[1].retry_after.value: phase-end on the last phase"}},
 		{"spread", Config{Phases: []Phase{{RetryAfter: RetryAfter{Spread: -time.Second}}}}, []string{"phases[0].retry_after.spread: negative duration"}},
+		{"capacity", Config{Capacity: &Capacity{Concurrency: 50, Queue: 100, Service: 20 * time.Millisecond, Dist: DistExponential, Discipline: DisciplineLIFO, CancelOnDisconnect: true},
+			Phases: []Phase{{For: time.Second, Capacity: 0.3}, {Capacity: 1}}}, nil},
+		{"capacity zero service", Config{Capacity: &Capacity{Concurrency: 1}}, nil},
+		{"capacity values", Config{Capacity: &Capacity{Concurrency: 0, Queue: -1, Service: -1, Dist: "pareto", Discipline: "random"}}, []string{
+			"capacity.concurrency: 0 workers; want 1 to 1048576", "capacity.queue: -1 places", "capacity.service: negative duration",
+			`capacity.dist: unknown distribution "pareto" (want fixed, exponential, uniform)`, `capacity.discipline: unknown discipline "random" (want fifo, lifo)`}},
+		{"capacity too many", Config{Capacity: &Capacity{Concurrency: MaxConcurrency + 1, Queue: MaxQueue + 1}}, []string{"capacity.concurrency: 1048577 workers", "capacity.queue: 1048577 places"}},
+		{"phase share", Config{Capacity: &Capacity{Concurrency: 1}, Phases: []Phase{{For: time.Second, Capacity: 1.5}, {For: time.Second, Capacity: -0.1}, {Capacity: math.NaN()}}}, []string{
+			"phases[0].capacity: share 1.5 outside (0, 1]", "phases[1].capacity: share -0.1 outside", "phases[2].capacity: share NaN outside"}},
+		{"phase share without capacity", Config{Phases: []Phase{{Capacity: 0.3}}}, []string{"phases[0].capacity: a phase's capacity scales the server's"}},
+		{"limit named capacity", Config{Capacity: &Capacity{Concurrency: 1}, Quota: &Quota{Limits: []Limit{{Name: "capacity", Limit: 1}}}}, []string{
+			`quota.limits[0].name: the name "capacity" is the capacity model's`}},
+		{"capacity with an upstream", Config{Capacity: &Capacity{Concurrency: 1}, Upstream: "http://127.0.0.1:1"}, []string{"capacity: capacity models the stub's own work"}},
+		{"limit named capacity without capacity", Config{Quota: &Quota{Limits: []Limit{{Name: "capacity", Limit: 1}}}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

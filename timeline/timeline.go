@@ -48,6 +48,11 @@ const (
 	UpstreamFailed = "failed"
 )
 
+// LimitCapacity is Attempt.Limit for a request a stub with finite
+// capacity rejected: its queue was full (status 503), or the server stopped
+// while it waited.
+const LimitCapacity = "capacity"
+
 // Outcome results, the value of Outcome.Result.
 const (
 	ResultOK           = "ok"            // a 2xx response reached the caller
@@ -209,7 +214,8 @@ type Attempt struct {
 	Idempotent bool   `json:"idem,omitempty"`      // an Idempotency-Key header was present
 	RateLimit  string `json:"ratelimit,omitempty"` // rate-limit headers sent, "Name: value" joined by "; "
 	// Limit names the quota's limit that rejected the request ("tier/name"
-	// under tiers), "" when no limit did.
+	// under tiers), LimitCapacity when a stub with finite capacity rejected
+	// it (its queue full), "" when nothing did.
 	Limit string `json:"limit,omitempty"`
 	// Queue is how long the request waited for a free worker of a stub
 	// with finite capacity (Meta.Capacity) before its service began, ns;
