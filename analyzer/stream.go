@@ -134,6 +134,9 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	if a.pacingOn {
 		a.pacingAttempt(r, class)
 	}
+	if a.load != nil {
+		a.load.add(r)
+	}
 
 	// Pairwise checks.
 	x := attemptLite{
