@@ -310,3 +310,14 @@ func (s capSim) verdict(opts Options) (*Verdict, *LoadSeries) {
 	}
 	return an.Result(), an.Load()
 }
+
+// judge feeds the simulation's records to a fresh Analyzer and returns it
+// with its verdict.
+func (s capSim) judge(opts Options) (*Verdict, *Analyzer) {
+	recs := s.records()
+	an := New(recs[0].Meta, opts)
+	for i := 1; i < len(recs); i++ {
+		an.Add(&recs[i])
+	}
+	return an.Result(), an
+}
