@@ -82,8 +82,9 @@ type Report struct {
 	Dir  string // the directory written to
 	HTML string // path of report.html
 	// Plots are in report order, including the ones not drawn (see
-	// Plot.Note); the quota plot (PlotQuota) is in it only when the
-	// timeline's meta lists the published limits.
+	// Plot.Note); the capacity plot (PlotCapacity) is in it only when the
+	// timeline's meta states a capacity model, the quota plot (PlotQuota)
+	// only when it lists the published limits.
 	Plots []Plot
 	Stats Stats // the report's own figures
 }
