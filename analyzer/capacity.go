@@ -110,9 +110,13 @@ func niceBin(span int64, n int) int64 {
 	}
 }
 
+// maxLoadTime bounds the times binned (146 years), so that the folded
+// axis never overflows.
+const maxLoadTime = int64(1) << 62
+
 // bin returns the bin of t, folding the axis until it holds t.
 func (l *loadState) bin(t int64) int {
-	t = max(t, 0)
+	t = min(max(t, 0), maxLoadTime)
 	for t/l.width >= loadBinCount {
 		l.fold()
 	}
@@ -154,7 +158,7 @@ func (l *loadState) materialize() {
 
 // wait adds a request waiting for a worker over [from, to).
 func (l *loadState) wait(from, to int64) {
-	from = max(from, 0)
+	from, to = min(max(from, 0), maxLoadTime), min(to, maxLoadTime)
 	if to <= from {
 		return
 	}
@@ -193,7 +197,7 @@ func (l *loadState) add(r *timeline.Attempt) {
 	}
 	if r.Queue > 0 {
 		l.queued++
-		l.wait(r.At, r.At+r.Queue)
+		l.wait(r.At, r.At+min(r.Queue, maxLoadTime))
 	}
 	if r.Service > 0 {
 		l.service += r.Service

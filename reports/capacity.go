@@ -284,16 +284,16 @@ func newStacked(top, bottom *plot.Plot, share float64) *stacked {
 	return &stacked{top: legendOutside(top), bottom: legendOutside(bottom), share: share, topPlot: top, bottomPlot: bottom}
 }
 
-func (s *stacked) Draw(c draw.Canvas) {
-	c.SetColor(rgb(0xff, 0xff, 0xff))
-	c.Fill(c.Rectangle.Path())
-	lw := max(s.top.legend.Rectangle(c).Size().X, s.bottom.legend.Rectangle(c).Size().X) + legendGap + 4
+// layout splits c into the panels' canvases, their data areas aligned,
+// and returns the width of the legend strip.
+func (s *stacked) layout(c draw.Canvas) (topC, botC draw.Canvas, lw vg.Length) {
+	lw = max(s.top.legend.Rectangle(c).Size().X, s.bottom.legend.Rectangle(c).Size().X) + legendGap + 4
 	h := c.Max.Y - c.Min.Y
 	split := c.Max.Y - vg.Length(s.share)*h
-	topC := draw.Crop(c, 0, -lw, split-c.Min.Y, 0)
-	botC := draw.Crop(c, 0, -lw, 0, -(c.Max.Y - split))
-	// Align the data areas: the panel whose axis is narrower is inset by
-	// the difference, on either side.
+	topC = draw.Crop(c, 0, -lw, split-c.Min.Y, 0)
+	botC = draw.Crop(c, 0, -lw, 0, -(c.Max.Y - split))
+	// The panel whose axis is narrower is inset by the difference, on
+	// either side.
 	td, bd := s.topPlot.DataCanvas(topC), s.bottomPlot.DataCanvas(botC)
 	if dl := (td.Min.X - topC.Min.X) - (bd.Min.X - botC.Min.X); dl > 0 {
 		botC = draw.Crop(botC, dl, 0, 0, 0)
@@ -305,6 +305,13 @@ func (s *stacked) Draw(c draw.Canvas) {
 	} else if dr < 0 {
 		topC = draw.Crop(topC, 0, dr, 0, 0)
 	}
+	return topC, botC, lw
+}
+
+func (s *stacked) Draw(c draw.Canvas) {
+	c.SetColor(rgb(0xff, 0xff, 0xff))
+	c.Fill(c.Rectangle.Path())
+	topC, botC, lw := s.layout(c)
 	s.topPlot.Draw(topC)
 	s.bottomPlot.Draw(botC)
 	legend := func(l plot.Legend, from draw.Canvas, title bool) {

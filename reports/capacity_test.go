@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -286,6 +290,44 @@ func TestCapacityPlotFromTheAnalyzer(t *testing.T) {
 				t.Error("no attempts")
 			}
 		})
+	}
+}
+
+// TestCapacityPlotPanels: the two panels share one time axis — their data
+// areas start and end at the same x, only the lower one labels it — the
+// legends sit right of both, and no axis labels ticks with needless
+// decimals.
+func TestCapacityPlotPanels(t *testing.T) {
+	c, err := Collect(bytes.NewReader(capMetastable.write(t)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.plotCapacity()
+	s, ok := d.p.(*stacked)
+	if !ok {
+		t.Fatalf("capacity plot is a %T; want two stacked panels", d.p)
+	}
+	cv := draw.New(vgimg.New(d.w, d.h))
+	topC, botC, lw := s.layout(cv)
+	td, bd := s.topPlot.DataCanvas(topC), s.bottomPlot.DataCanvas(botC)
+	if math.Abs(float64(td.Min.X-bd.Min.X)) > 0.01 || math.Abs(float64(td.Max.X-bd.Max.X)) > 0.01 {
+		t.Errorf("data areas x [%v, %v] and [%v, %v]; want one time axis", td.Min.X, td.Max.X, bd.Min.X, bd.Max.X)
+	}
+	if s.topPlot.X.Min != s.bottomPlot.X.Min || s.topPlot.X.Max != s.bottomPlot.X.Max {
+		t.Errorf("x ranges [%v, %v] and [%v, %v]; want one", s.topPlot.X.Min, s.topPlot.X.Max, s.bottomPlot.X.Min, s.bottomPlot.X.Max)
+	}
+	if edge := cv.Max.X - lw; td.Max.X > edge || bd.Max.X > edge {
+		t.Errorf("a data area ends past the legend strip at %v", edge)
+	}
+	if ls := labels(s.topPlot.X); len(ls) != 0 {
+		t.Errorf("the upper panel labels its time axis %v; want it left to the lower one", ls)
+	}
+	for _, p := range []*plot.Plot{s.topPlot, s.bottomPlot} {
+		for _, a := range []plot.Axis{p.Y, s.bottomPlot.X} {
+			if why := needlessDecimals(labels(a)); why != "" {
+				t.Errorf("%s: %s", a.Label.Text, why)
+			}
+		}
 	}
 }
 
