@@ -488,7 +488,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		last := &st.att[len(st.att)-1]
 		limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
 	}
-	a.giveUpOutcome(o, limited)
+	a.giveUpOutcome(o, limited, a.overloaded(o))
 	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End
