@@ -269,7 +269,8 @@ type Analyzer struct {
 	lastSweep  int64
 	sinceSweep int
 	unpaired   int64
-	closing    []closing // outcomes in arrival order, dropped after closeGrace
+	closing    []closing // outcomes in arrival order, dropped after grace
+	grace      int64     // closeGrace, longer with a capacity model (capacityGrace)
 	qHead      int
 	lastPh     int // index of the phase of the last attempt (pacing)
 
@@ -351,8 +352,10 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 	a.reuseKeys = meta == nil || meta.Recorder == "serve"
 	a.onRetry = opts.OnRetry
 	a.resolve()
+	a.grace = closeGrace
 	if meta != nil && meta.Capacity != nil {
 		a.load = newLoadState(meta)
+		a.grace = capacityGrace(meta)
 	}
 	return a
 }

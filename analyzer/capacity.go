@@ -212,6 +212,27 @@ func (l *loadState) add(r *timeline.Attempt) {
 	}
 }
 
+// capacityGrace is how long the state of a logical request outlives its
+// outcome against a stub with finite capacity: an attempt the client left
+// waiting is recorded when the stub is done with it, after the outcome,
+// as late as a full queue takes to drain at the lowest share of the
+// workers a phase runs, plus ten mean service times (an exponential
+// service time is longer with probability e^-10). closeGrace at least,
+// a minute at most.
+func capacityGrace(meta *timeline.Meta) int64 {
+	c := meta.Capacity
+	share := 1.0
+	for _, ph := range meta.Phases {
+		if ph.Capacity > 0 && ph.Capacity < share {
+			share = ph.Capacity
+		}
+	}
+	workers := max(1, float64(c.Concurrency)*share)
+	svc := float64(max(c.Service, 0))
+	drain := float64(max(c.Queue, 0)) * svc / workers
+	return int64(min(float64(time.Minute), max(float64(closeGrace), float64(closeGrace)+drain+10*svc)))
+}
+
 // A Span is an interval of the run, ns since its start; End 0: until the
 // run ends.
 type Span struct{ Start, End int64 }

@@ -403,3 +403,24 @@ func TestCapacityWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityGrace: an attempt its client left waiting is recorded when
+// the stub is done with it, after the outcome; the analyzer keeps the
+// logical request long enough to pair it (no unordered-attempts warning
+// in a retry storm), as long as a full queue takes to drain at the
+// trigger's share plus ten service times.
+func TestCapacityGrace(t *testing.T) {
+	m := handMeta(triggerPhases(10*s1, 5*s1, 0.3)...)
+	if got, want := time.Duration(capacityGrace(m)), 500*ms+100*50*ms/3+10*50*ms; got != want {
+		t.Errorf("capacityGrace = %v; want %v", got, want)
+	}
+	if got := time.Duration(New(&timeline.Meta{Recorder: "run"}, Options{}).grace); got != 500*ms {
+		t.Errorf("grace without a capacity model = %v; want 500ms", got)
+	}
+	v, _ := metastableSim(1, jitter5).verdict(Options{})
+	for _, w := range v.Warnings {
+		if w.ID == WarnUnordered {
+			t.Errorf("warning %q in a retry storm whose records all came", w.Message)
+		}
+	}
+}

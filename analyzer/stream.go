@@ -81,7 +81,7 @@ func (a *Analyzer) Add(rec *timeline.Record) {
 		return
 	}
 	// Drop the requests whose outcome is older than the grace period.
-	for a.qHead < len(a.closing) && a.now-a.closing[a.qHead].at > closeGrace {
+	for a.qHead < len(a.closing) && a.now-a.closing[a.qHead].at > a.grace {
 		c := a.closing[a.qHead]
 		a.closing[a.qHead] = closing{}
 		a.qHead++
@@ -530,7 +530,7 @@ func (a *Analyzer) sweep(final bool) {
 	a.sinceSweep = 0
 	a.lastSweep = a.now
 	for _, st := range a.keys {
-		if final || (st.closed != 0 && a.now-st.closed > closeGrace) || a.now-st.last > a.idle {
+		if final || (st.closed != 0 && a.now-st.closed > a.grace) || a.now-st.last > a.idle {
 			a.drop(st)
 		}
 	}
