@@ -23,7 +23,9 @@
 //
 // A report never classifies retries itself: its collector runs an analyzer
 // (with Options.Analyzer) and draws the facts the analyzer judges each
-// retry on (analyzer.Retry), so its counts are the verdict's.
+// retry on (analyzer.Retry), so its counts are the verdict's; the capacity
+// plot draws the capacity checks' series and recovery instant
+// (Analyzer.Load) the same way.
 //   - Compare writes compare.html: several subjects' runs of one scenario,
 //     ranked, with the key-figure plot.
 //
