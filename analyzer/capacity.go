@@ -78,7 +78,6 @@ type loadState struct {
 	abandoned          int64 // attempts recorded abandoned
 	wastedN            int64 // of them, the ones that were given service
 	rejectedN          int64 // capacity rejections
-	queued             int64 // attempts that waited for a worker
 	servedN            int64 // attempts given service
 }
 
@@ -196,7 +195,6 @@ func (l *loadState) add(r *timeline.Attempt) {
 		l.good[i]++
 	}
 	if r.Queue > 0 {
-		l.queued++
 		l.wait(r.At, r.At+min(r.Queue, maxLoadTime))
 	}
 	if r.Service > 0 {
@@ -296,9 +294,9 @@ type LoadSeries struct {
 type Recovery struct {
 	// Skip says why the check judged nothing ("" when it judged).
 	Skip string
-	// End is when the last trigger ended; Hold how long goodput had to
-	// stay at Share (%) of the offered load; Threshold how long recovery
-	// may take.
+	// End is when the last trigger ended (ns since the run's start);
+	// Hold how long (ns) goodput had to stay at Share (%) of the offered
+	// load; Threshold how long recovery may take.
 	End       int64
 	Hold      int64
 	Share     float64
@@ -316,7 +314,7 @@ type Recovery struct {
 
 // Load returns the capacity checks' series and judgement of what was
 // added so far, or nil when the timeline states no capacity model. The
-// slices are copies, Len bins long.
+// slices are copies, one entry per bin up to the last one used.
 func (a *Analyzer) Load() *LoadSeries {
 	l := a.load
 	if l == nil {
@@ -355,7 +353,6 @@ type loadJudgement struct {
 type ampSpan struct {
 	attempts, first int64
 	peak            float64
-	windows         int
 }
 
 func (s *ampSpan) mean() float64 {
@@ -432,7 +429,6 @@ func (a *Analyzer) judgeLoad() loadJudgement {
 		for i := from; i+win <= to; i++ {
 			if f := sum(pf, i, i+win); f > 0 {
 				s.peak = max(s.peak, float64(sum(pa, i, i+win))/float64(f))
-				s.windows++
 			}
 		}
 		return s
@@ -446,7 +442,6 @@ func (a *Analyzer) judgeLoad() loadJudgement {
 		j.during.attempts += d.attempts
 		j.during.first += d.first
 		j.during.peak = max(j.during.peak, d.peak)
-		j.during.windows += d.windows
 	}
 
 	finishAmp := func(until int64) {
