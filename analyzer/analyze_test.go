@@ -240,6 +240,13 @@ func FuzzAnalyze(f *testing.F) {
 {"type":"attempt","client":"a","key":"k","attempt":6,"method":"PATCH","path":"/","at":-5,"done":0,"status":999,"retry_after":"-0"}
 {"type":"outcome","client":"a","key":"k","scheduled":0,"start":5,"end":-9223372036854775808,"result":"hung"}
 `))
+	// A capacity model with odd values: negative and huge times, a phase
+	// ending before it starts, shares out of range.
+	f.Add([]byte(`{"type":"meta","format":1,"recorder":"run","scenario":"m","seed":0,"start":"2026-01-01T00:00:00Z","capacity":{"concurrency":-2,"queue":-5,"service":-3},"phases":[{"name":"s","start":0,"end":100,"respond":"ok"},{"name":"t","start":100,"end":50,"respond":"ok","capacity":0.3},{"name":"a","start":50,"respond":"ok","capacity":2}]}
+{"type":"attempt","client":"a","key":"k","attempt":1,"method":"GET","path":"/","at":9223372036854775000,"done":1,"status":200,"queue":9223372036854775807,"service":9223372036854775807}
+{"type":"attempt","client":"a","key":"k","attempt":2,"method":"GET","path":"/","at":-5,"done":0,"status":503,"limit":"capacity","queue":-7,"service":-1}
+{"type":"attempt","client":"b","key":"b","attempt":1,"method":"GET","path":"/","at":120,"done":130,"status":200,"fault":"abandoned","queue":3,"service":5}
+`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Serial: one goroutine per exec keeps the fuzzer's workers busy.
 		v, err := Analyze(bytes.NewReader(data), Options{Serial: true})

@@ -269,7 +269,8 @@ type Analyzer struct {
 	lastSweep  int64
 	sinceSweep int
 	unpaired   int64
-	closing    []closing // outcomes in arrival order, dropped after closeGrace
+	closing    []closing // outcomes in arrival order, dropped after grace
+	grace      int64     // closeGrace, longer with a capacity model (capacityGrace)
 	qHead      int
 	lastPh     int // index of the phase of the last attempt (pacing)
 
@@ -306,6 +307,9 @@ type Analyzer struct {
 
 	fid      fidelity
 	required map[string]bool // checks whose skip makes the verdict inconclusive
+
+	load *loadState // the capacity checks' bins; nil without meta.capacity
+	ldJ  *loadJudgement
 }
 
 // counter counts offenders among judged events and keeps the first examples.
@@ -348,7 +352,22 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 	a.reuseKeys = meta == nil || meta.Recorder == "serve"
 	a.onRetry = opts.OnRetry
 	a.resolve()
+	a.grace = closeGrace
+	if meta != nil && meta.Capacity != nil {
+		a.load = newLoadState(meta)
+		a.grace = capacityGrace(meta)
+	}
 	return a
+}
+
+// cfgOf is the resolved configuration of check id.
+func (a *Analyzer) cfgOf(id string) *checkCfg {
+	for _, c := range a.cfg {
+		if c.def.id == id {
+			return c
+		}
+	}
+	return nil
 }
 
 func (a *Analyzer) resolve() {
@@ -496,4 +515,10 @@ func (a *Analyzer) resolve() {
 		a.idle = int64(5 * time.Minute)
 	}
 	a.giveUpFor, a.giveUpFrom = a.giveUpWithin(cfgOf(CheckGiveUp))
+	// A stub with finite capacity and a trigger is what recovery exists
+	// for: unless the scenario leaves it out or --skip skips it, it must
+	// judge something (a run too short to tell is INCONCLUSIVE).
+	if rc := cfgOf(CheckRecovery); rc.selected && rc.skipBy == "" && len(TriggerSpans(a.meta)) > 0 {
+		a.required[CheckRecovery] = true
+	}
 }

@@ -303,3 +303,64 @@ func benchAdd(b *testing.B, opts Options) {
 	}
 	b.ReportMetric(200_000*float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
 }
+
+// BenchmarkAddCapacity measures the capacity checks' cost: the records of
+// BenchmarkAdd judged without a capacity model and with one and a trigger,
+// interleaved in each iteration so that a busy machine slows both alike.
+// It reports the attempts/s of each (off, on) and the speed of "on" as a
+// ratio to "off" (x-off).
+func BenchmarkAddCapacity(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "t.ndjson")
+	if _, err := writeBenchTimeline(path, 200_000); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	dec := timeline.NewDecoder(f)
+	var recs []timeline.Record
+	for {
+		var r timeline.Record
+		if err := dec.Decode(&r); err == io.EOF {
+			break
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		if r.Type == timeline.TypeAttempt {
+			r.Attempt.Queue, r.Attempt.Service = int64(time.Millisecond), int64(time.Millisecond)
+		}
+		recs = append(recs, r)
+	}
+	off := *recs[0].Meta
+	on := off
+	on.Capacity = &timeline.Capacity{Concurrency: 50, Queue: 500, Service: int64(time.Millisecond)}
+	on.Phases = append([]timeline.Phase(nil), off.Phases...)
+	on.Phases[0].Capacity = 0.3
+	judge := func(meta *timeline.Meta) time.Duration {
+		start := time.Now()
+		an := New(meta, Options{})
+		for i := 1; i < len(recs); i++ {
+			an.Add(&recs[i])
+		}
+		an.Result()
+		return time.Since(start)
+	}
+	var tOff, tOn time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			tOff += judge(&off)
+			tOn += judge(&on)
+		} else {
+			tOn += judge(&on)
+			tOff += judge(&off)
+		}
+	}
+	n := 200_000 * float64(b.N)
+	b.ReportMetric(n/tOff.Seconds(), "off-attempts/s")
+	b.ReportMetric(n/tOn.Seconds(), "on-attempts/s")
+	b.ReportMetric(tOff.Seconds()/tOn.Seconds(), "x-off")
+}

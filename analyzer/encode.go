@@ -22,6 +22,12 @@ func fmtFigure(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 1, 64) + "×"
 	case "attempts/request":
 		return strconv.FormatFloat(v, 'f', 2, 64)
+	case "× offered load":
+		return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+	case "% wasted":
+		return strconv.FormatFloat(v, 'f', 1, 64) + "%"
+	case "s":
+		return strconv.FormatFloat(v, 'f', 1, 64) + "s"
 	default:
 		if v == float64(int64(v)) {
 			return strconv.FormatInt(int64(v), 10)
@@ -34,11 +40,14 @@ func fmtFigure(v float64, unit string) string {
 // that fmtFigure already shows.
 func unitWord(unit string) string {
 	switch unit {
-	case "%", "× full jitter", "% rate-limited":
-		if unit == "% rate-limited" {
-			return "rate-limited"
-		}
+	case "%", "× full jitter", "s":
 		return ""
+	case "% rate-limited":
+		return "rate-limited"
+	case "% wasted":
+		return "wasted"
+	case "× offered load":
+		return "offered load"
 	}
 	return unit
 }

@@ -59,13 +59,17 @@ func (a *Analyzer) giveUpWithin(c *checkCfg) (int64, string) {
 }
 
 // servedBy returns the first serving phase in effect at some instant of
-// [from, until), or nil.
+// [from, until), or nil. A phase that scales a finite capacity down (a
+// trigger) does not serve: the server is overloaded by design.
 func (a *Analyzer) servedBy(from, until int64) *timeline.Phase {
 	if a.meta == nil {
 		return nil
 	}
 	for i := range a.meta.Phases {
 		ph := &a.meta.Phases[i]
+		if a.meta.Capacity != nil && ph.Capacity > 0 && ph.Capacity < 1 {
+			continue
+		}
 		if ph.Start < until && (ph.End == 0 || ph.End > from) && serving(ph.Respond) {
 			return ph
 		}
@@ -80,12 +84,18 @@ func (a *Analyzer) servedBy(from, until int64) *timeline.Phase {
 // business), by a non-retryable status, or by the harness are not judged.
 // A request the client called non-retryable after a rate limit
 // (limited: its last attempt's response was one, a 403 with Retry-After
-// say) is judged as one that gave up: a rate limit is not a refusal.
-func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited bool) {
+// say) is judged as one that gave up: a rate limit is not a refusal. A
+// request that stopped on an overloaded stub (overloaded, see
+// Analyzer.overloaded) is not lost: against finite capacity, patience is
+// more load, which the capacity checks judge.
+func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool) {
 	if o.Harness || o.Result == timeline.ResultCanceled || o.Result == timeline.ResultHung {
 		return
 	}
 	a.gu.judged++
+	if overloaded {
+		return
+	}
 	switch o.Result {
 	case timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultError:
 	case timeline.ResultNonRetryable:
@@ -111,6 +121,26 @@ func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited bool) {
 		a.gu.ex = append(a.gu.ex, Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: o.Attempts, At: o.End, Prev: o.Start,
 			Detail: fmt.Sprintf("%s after %s (%d attempts), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), o.Attempts, ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
 	}
+}
+
+// overloaded reports whether a failed logical request stopped on a stub's
+// finite capacity: the timeline states one, and the request's final
+// status is a 503 or none (a full queue's rejection, or an attempt the
+// client timed out on while it waited) although the phase it ended in
+// answers neither by itself (ok or quota). The outcome is written when the
+// client returns, before the stub records an attempt it abandoned, so the
+// phase, not the attempt, tells.
+func (a *Analyzer) overloaded(o *timeline.Outcome) bool {
+	if a.load == nil || (o.Status != 0 && o.Status != 503) {
+		return false
+	}
+	for i := range a.meta.Phases {
+		ph := &a.meta.Phases[i]
+		if o.End >= ph.Start && (ph.End == 0 || o.End < ph.End) {
+			return ph.Respond == "ok" || strings.HasPrefix(ph.Respond, "quota")
+		}
+	}
+	return len(a.meta.Phases) == 0
 }
 
 func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {

@@ -98,6 +98,55 @@ func TestGiveUpIgnoresHarnessAndCanceled(t *testing.T) {
 	}
 }
 
+// TestGiveUpUnderOverload: against a stub with finite capacity, a request
+// that stopped because the stub was overloaded (a 503 or no response in a
+// phase that answers ok) is not lost to impatience, and a trigger phase
+// does not count as serving; a request that stopped on a phase's own 503
+// still is.
+func TestGiveUpUnderOverload(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		client func(*capSim)
+		want   string
+	}{{"no retries", noRetry, StatusPass}, {"a retry budget", budget10, StatusPass}, {"5 attempts, no budget", jitter5, StatusPass}} {
+		v, _ := metastableSim(1, tt.client).verdict(Options{})
+		if c := v.Check(CheckGiveUp); c.Status != tt.want || c.Figure != 0 {
+			t.Errorf("%s: give-up = %s %.2f%% (%s); want %s, none lost", tt.name, c.Status, c.Figure, c.Reason, tt.want)
+		}
+	}
+	// The same timeline without its capacity model: every failure lost.
+	s := metastableSim(1, noRetry)
+	s.noCapacity = true
+	v, _ := s.verdict(Options{})
+	if c := v.Check(CheckGiveUp); c.Status != StatusFail {
+		t.Errorf("without a capacity model: give-up = %s %.2f%% (%s); want fail", c.Status, c.Figure, c.Reason)
+	}
+	// A 503 of another kind in a capacity run is still judged.
+	m := handMeta(timeline.Phase{Name: "down", End: int64(s1), Respond: "status 503"}, timeline.Phase{Name: "up", Start: int64(s1), Respond: "ok"})
+	recs := []timeline.Record{{Type: timeline.TypeMeta, Meta: m},
+		{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "1", Key: "1/0", Attempt: 1, At: 0, Done: int64(ms), Status: 503}},
+		{Type: timeline.TypeOutcome, Outcome: timeline.Outcome{Client: "1", Key: "1/0", End: int64(ms), Result: timeline.ResultGaveUp, Status: 503, Attempts: 1}}}
+	if c := judge(recs, Options{}).Check(CheckGiveUp); c.Status != StatusFail {
+		t.Errorf("a plain 503 in a capacity run: give-up = %s (%s); want fail", c.Status, c.Reason)
+	}
+	// A 500 during a trigger, with a budget of 5 s that ends before the
+	// trigger does: the trigger phase does not serve, so nothing served
+	// within the budget. With the trigger at full capacity, it did.
+	for _, tt := range []struct {
+		share float64
+		want  string
+	}{{0.3, StatusPass}, {1, StatusFail}} {
+		m := handMeta(timeline.Phase{Name: "trigger", End: int64(10 * s1), Respond: "ok", Capacity: tt.share}, timeline.Phase{Name: "after", Start: int64(10 * s1), Respond: "ok"})
+		m.Policy = policy(100*ms, s1, 1, 5*s1, "full")
+		recs := []timeline.Record{{Type: timeline.TypeMeta, Meta: m},
+			{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "1", Key: "1/0", Attempt: 1, At: int64(s1), Done: int64(s1 + ms), Status: 500}},
+			{Type: timeline.TypeOutcome, Outcome: timeline.Outcome{Client: "1", Key: "1/0", Start: int64(s1), End: int64(s1 + ms), Result: timeline.ResultGaveUp, Status: 500, Attempts: 1}}}
+		if c := judge(recs, Options{}).Check(CheckGiveUp); c.Status != tt.want {
+			t.Errorf("a 500 in a phase at %v of capacity: give-up = %s (%s); want %s", tt.share, c.Status, c.Reason, tt.want)
+		}
+	}
+}
+
 func TestServing(t *testing.T) {
 	for respond, want := range map[string]bool{
 		"ok": true, "quota": true, "mix 200:90 500:10": true, "mix 204:1 reset:5": true,

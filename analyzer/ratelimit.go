@@ -56,7 +56,8 @@ func (c ResponseClass) Retryable() bool { return c == ResponseRateLimit || c == 
 //   - the status is an error (≥ 400) and a quota limit rejected the request
 //     (a.Limit set: the stub names the limit that refused, whatever the
 //     status it answers with, such as 403 for a provider's secondary
-//     limit); or
+//     limit; LimitCapacity, a full queue, is no quota's: the server could
+//     not keep up); or
 //   - the status is an error and its rate-limit headers say a limit is
 //     exhausted (RateLimitExhausted(a.RateLimit): RateLimit with r=0,
 //     X-RateLimit-Remaining: 0); or
@@ -84,7 +85,7 @@ func ClassifyResponse(a *timeline.Attempt) ResponseClass {
 	case st < 100:
 		return ResponseRefusal
 	}
-	if a.Limit != "" || (st < 500 && a.HasNotBefore) || (a.RateLimit != "" && RateLimitExhausted(a.RateLimit)) {
+	if (a.Limit != "" && a.Limit != LimitCapacity) || (st < 500 && a.HasNotBefore) || (a.RateLimit != "" && RateLimitExhausted(a.RateLimit)) {
 		return ResponseRateLimit
 	}
 	if st < 600 && st >= 500 {

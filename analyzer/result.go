@@ -29,7 +29,11 @@ const (
 // Result judges what was added so far.
 func (a *Analyzer) Result() *Verdict {
 	a.wvJ = a.judgeCohorts()
-	defer func() { a.wvJ = nil }()
+	if a.load != nil {
+		j := a.judgeLoad()
+		a.ldJ = &j
+	}
+	defer func() { a.wvJ, a.ldJ = nil, nil }()
 	v := &Verdict{Figures: a.fig}
 	failed := false
 	f := &v.Figures
@@ -264,6 +268,17 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			r.Reason += fmt.Sprintf(" (worst: %s over)", fmtDur(a.jb.worst))
 		}
 		r.Examples = a.jb.ex
+	case CheckRecovery, CheckLoadAmplification, CheckWastedWork:
+		if a.load == nil {
+			return skip("the stub models no finite capacity (no meta.capacity)")
+		}
+		switch c.def.id {
+		case CheckRecovery:
+			return a.judgeRecovery(a.ldJ)
+		case CheckLoadAmplification:
+			return a.judgeLoadAmp(c, a.ldJ)
+		}
+		return a.judgeWasted(c)
 	}
 	return r
 }
@@ -290,6 +305,12 @@ func (a *Analyzer) threshold(c *checkCfg) float64 {
 		return defaultGiveUp
 	case CheckJitterBounds:
 		return defaultJitter
+	case CheckRecovery:
+		return a.recoveryThreshold(c).Seconds()
+	case CheckLoadAmplification:
+		return defaultLoadAmp
+	case CheckWastedWork:
+		return defaultWasted
 	}
 	return 0
 }

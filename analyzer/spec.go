@@ -73,6 +73,9 @@ var checkDefs = []checkDef{
 	{CheckAmplification, "attempts/request", map[string]paramKind{"retry_share": kindNumber}},
 	{CheckPacing, "% rate-limited", map[string]paramKind{"warmup": kindDuration}},
 	{CheckJitterBounds, "%", map[string]paramKind{"tolerance": kindDuration, "first_exponent": kindNumber}},
+	{CheckRecovery, "s", map[string]paramKind{"window": kindDuration, "hold": kindDuration, "share": kindNumber}},
+	{CheckLoadAmplification, "× offered load", nil},
+	{CheckWastedWork, "% wasted", nil},
 }
 
 func lookupDef(id string) (*checkDef, bool) {

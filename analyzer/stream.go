@@ -82,7 +82,7 @@ func (a *Analyzer) Add(rec *timeline.Record) {
 		return
 	}
 	// Drop the requests whose outcome is older than the grace period.
-	for a.qHead < len(a.closing) && a.now-a.closing[a.qHead].at > closeGrace {
+	for a.qHead < len(a.closing) && a.now-a.closing[a.qHead].at > a.grace {
 		c := a.closing[a.qHead]
 		a.closing[a.qHead] = closing{}
 		a.qHead++
@@ -134,6 +134,9 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 
 	if a.pacingOn {
 		a.pacingAttempt(r, class)
+	}
+	if a.load != nil {
+		a.load.add(r)
 	}
 
 	// Pairwise checks.
@@ -496,7 +499,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		last := &st.att[len(st.att)-1]
 		limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
 	}
-	a.giveUpOutcome(o, limited)
+	a.giveUpOutcome(o, limited, a.overloaded(o))
 	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End
@@ -538,7 +541,7 @@ func (a *Analyzer) sweep(final bool) {
 	a.sinceSweep = 0
 	a.lastSweep = a.now
 	for _, st := range a.keys {
-		if final || (st.closed != 0 && a.now-st.closed > closeGrace) || a.now-st.last > a.idle {
+		if final || (st.closed != 0 && a.now-st.closed > a.grace) || a.now-st.last > a.idle {
 			a.drop(st)
 		}
 	}

@@ -14,6 +14,11 @@ const (
 	CheckAmplification = "amplification"
 	CheckPacing        = "pacing"
 	CheckJitterBounds  = "jitter-bounds"
+	// The capacity checks judge a stub with finite capacity
+	// (timeline.Meta.Capacity) and a trigger phase that scales it down.
+	CheckRecovery          = "recovery"
+	CheckLoadAmplification = "load-amplification"
+	CheckWastedWork        = "wasted-work"
 )
 
 // CheckIDs returns every check id in report order.

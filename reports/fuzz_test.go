@@ -27,6 +27,13 @@ func FuzzCollect(f *testing.F) {
 {"type":"attempt","client":"x","key":"k","attempt":3,"method":"GET","path":"/","at":5,"done":6,"status":999}
 {"type":"outcome","client":"x","key":"k","start":9223372036854775807,"end":-9223372036854775808,"result":"weird"}
 `))
+	// A capacity model with odd values: negative and huge times, a phase
+	// ending before it starts, shares out of range.
+	f.Add([]byte(`{"type":"meta","format":1,"recorder":"run","scenario":"m","seed":0,"start":"2026-01-01T00:00:00Z","capacity":{"concurrency":-2,"queue":-5,"service":-3},"phases":[{"name":"s","start":0,"end":100,"respond":"ok"},{"name":"t","start":100,"end":50,"respond":"ok","capacity":0.3},{"name":"a","start":50,"respond":"ok","capacity":2}]}
+{"type":"attempt","client":"a","key":"k","attempt":1,"method":"GET","path":"/","at":9223372036854775000,"done":1,"status":200,"queue":9223372036854775807,"service":9223372036854775807}
+{"type":"attempt","client":"a","key":"k","attempt":2,"method":"GET","path":"/","at":-5,"done":0,"status":503,"limit":"capacity","queue":-7,"service":-1}
+{"type":"attempt","client":"b","key":"b","attempt":1,"method":"GET","path":"/","at":120,"done":130,"status":200,"fault":"abandoned","queue":3,"service":5}
+`))
 	f.Add([]byte(`{"type":"attempt","client":"1","key":"1/0","attempt":1,"method":"GET","path":"/","at":0,"done":1}`))
 	f.Add([]byte("{\"type\":\"nope\"}\n\n{"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -156,7 +156,11 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 		if ph.End > 0 {
 			to = fmtDur(time.Duration(ph.End))
 		}
-		pd.Phases = append(pd.Phases, phaseRow{ph.Name, fmtDur(time.Duration(ph.Start)), to, ph.Respond, orDash(ph.RetryAfter)})
+		respond := ph.Respond
+		if ph.Capacity > 0 && ph.Capacity < 1 && m.Capacity != nil {
+			respond += fmt.Sprintf(", at %s%% of capacity", strconv.FormatFloat(100*ph.Capacity, 'f', -1, 64))
+		}
+		pd.Phases = append(pd.Phases, phaseRow{ph.Name, fmtDur(time.Duration(ph.Start)), to, respond, orDash(ph.RetryAfter)})
 	}
 	if f := m.Fleet; f != nil {
 		add(&pd.Fleet, "clients", strconv.Itoa(f.Clients))
@@ -191,6 +195,20 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 			s += ", per " + q.Key
 		}
 		add(&pd.Fleet, "server quota", s)
+	}
+	if k := m.Capacity; k != nil {
+		s := fmt.Sprintf("%d workers × %s", k.Concurrency, fmtDur(time.Duration(k.Service)))
+		if k.Dist != "" {
+			s += " (" + k.Dist + ")"
+		}
+		s += fmt.Sprintf(", queue %d", k.Queue)
+		if k.Discipline != "" {
+			s += " " + k.Discipline
+		}
+		if k.CancelOnDisconnect {
+			s += ", cancel on disconnect"
+		}
+		add(&pd.Fleet, "server capacity", fmt.Sprintf("%s: %s/s", s, fmtNum(analyzer.CapacityRate(k, 1))))
 	}
 	if p := m.Policy; p != nil {
 		if p.Base > 0 {

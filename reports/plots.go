@@ -56,9 +56,13 @@ type drawn struct {
 func seconds(ns float64) float64 { return ns / 1e9 }
 
 // plots builds every per-run plot from the collected data; the quota plot
-// only when the meta lists the published limits.
+// only when the meta lists the published limits, the capacity plot only
+// when it states a capacity model.
 func (c *Collector) plots() []drawn {
 	ds := []drawn{c.plotAttempts()}
+	if c.meta.Capacity != nil {
+		ds = append(ds, c.plotCapacity())
+	}
 	if c.quota != nil {
 		ds = append(ds, c.plotQuota())
 	}

@@ -94,6 +94,7 @@ var wantSize = map[string][2]int{
 	PlotBackoff:    {576, 288},
 	PlotCompletion: {576, 288},
 	PlotQuota:      {576, 288},
+	PlotCapacity:   {576, 360},
 	PlotCompare:    {864, 248}, // 12 × 3.45 in: 3 in of panels, the key under them
 }
 

@@ -23,7 +23,9 @@
 //
 // A report never classifies retries itself: its collector runs an analyzer
 // (with Options.Analyzer) and draws the facts the analyzer judges each
-// retry on (analyzer.Retry), so its counts are the verdict's.
+// retry on (analyzer.Retry), so its counts are the verdict's; the capacity
+// plot draws the capacity checks' series and recovery instant
+// (Analyzer.Load) the same way.
 //   - Compare writes compare.html: several subjects' runs of one scenario,
 //     ranked, with the key-figure plot.
 //
@@ -82,8 +84,9 @@ type Report struct {
 	Dir  string // the directory written to
 	HTML string // path of report.html
 	// Plots are in report order, including the ones not drawn (see
-	// Plot.Note); the quota plot (PlotQuota) is in it only when the
-	// timeline's meta lists the published limits.
+	// Plot.Note); the capacity plot (PlotCapacity) is in it only when the
+	// timeline's meta states a capacity model, the quota plot (PlotQuota)
+	// only when it lists the published limits.
 	Plots []Plot
 	Stats Stats // the report's own figures
 }
