@@ -14,7 +14,7 @@ import (
 // capacity (timeline.Meta.Capacity) rejected because its queue was full:
 // the phase's rejection, a 503. It is not a rate limit (ClassifyResponse):
 // the server could not keep up; the client did not ask for too much.
-const LimitCapacity = "capacity"
+const LimitCapacity = timeline.LimitCapacity
 
 // Bounds of the capacity checks' memory: the run's time axis in at most
 // loadBinCount bins, at least minLoadBin wide; a longer run doubles the
