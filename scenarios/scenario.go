@@ -45,6 +45,7 @@ const (
 var CheckIDs = []string{
 	"retry-after", "instant-retry", "waves", "non-retryable", "idempotency",
 	"attempts", "budget", "give-up", "amplification", "pacing", "jitter-bounds",
+	"recovery", "load-amplification", "wasted-work",
 }
 
 // Jitter kinds the loader accepts in subject.policy.jitter.
