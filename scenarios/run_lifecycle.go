@@ -35,8 +35,8 @@ type runner struct {
 	next      http.RoundTripper
 	counted   *countingTransport
 	epochLate time.Duration // how far past the epoch the run starts
-	total int64
-	done  atomic.Int64
+	total     int64
+	done      atomic.Int64
 	// inFlight counts outcomes made "canceled" because the run stopped;
 	// dialErrors the harness's own dial and accept failures.
 	inFlight   atomic.Int64

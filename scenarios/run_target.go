@@ -94,7 +94,7 @@ func anchored(epoch time.Time) time.Time {
 // throttling answers of a fleet whose stub is elsewhere (Progress and the
 // Summary read them as they read an in-process stub's Stats).
 type countingTransport struct {
-	next                   http.RoundTripper
+	next                 http.RoundTripper
 	attempts, t429, u503 atomic.Int64
 }
 
