@@ -23,7 +23,7 @@ import (
 //go:embed default-serve.yaml
 var defaultServe []byte
 
-const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--allow-remote]"
+const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--epoch INSTANT] [--duration D] [--allow-remote]"
 
 type serveOptions struct {
 	scenario    string
@@ -34,6 +34,7 @@ type serveOptions struct {
 	duration    time.Duration
 	allowRemote bool
 	seed        int64
+	epoch       epochFlag
 }
 
 // --start values.
@@ -50,7 +51,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.record, "record", "", "write the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force")
 	fs.BoolVar(&o.force, "force", false, "overwrite an existing --record file")
 	fs.StringVar(&o.start, "start", startNow, "when the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics and /healthz do not count)")
-	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long (0: only on SIGINT/SIGTERM)")
+	fs.Var(&o.epoch, "epoch", "start the phases (and time zero) at this wall-clock `instant` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with the other replicas and 'run --epoch'; a request that arrives before it waits for it")
+	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long, counted from the epoch when it is ahead (0: only on SIGINT/SIGTERM)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	if err := parseFlags(fs, args); err != nil {
@@ -64,6 +66,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 	if o.start != startNow && o.start != startFirstRequest {
 		return usagef("--start %q: want %s or %s", o.start, startNow, startFirstRequest)
+	}
+	epoch := o.epoch.t
+	if !epoch.IsZero() {
+		if fs.Changed("start") {
+			return usagef("--epoch and --start are exclusive: the epoch is when the phases start")
+		}
+		if ahead := time.Until(epoch); ahead > scenarios.MaxEpochAhead {
+			return usagef("--epoch %s is %v ahead, more than %v", o.epoch.String(), ahead.Round(time.Second), scenarios.MaxEpochAhead)
+		}
 	}
 	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
 		return err
@@ -94,6 +105,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("serve: --addr %s: %w", o.addr, err)
 	}
 	listened := time.Now()
+	start := listened
+	if !epoch.IsZero() {
+		start = scenarios.AnchorEpoch(epoch)
+	}
 
 	var file *os.File
 	if o.record != "" {
@@ -124,7 +139,10 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		if file == nil {
 			return nil
 		}
-		meta := serveMeta(sc, o.scenario == "", o.seed, start)
+		meta := serveMeta(sc, o.scenario == "", o.seed, start, epoch)
+		if late := listened.Sub(start); !epoch.IsZero() && late > 0 {
+			meta.Notes = append(meta.Notes, fmt.Sprintf("the server started %v after the epoch", late.Round(time.Millisecond)))
+		}
 		if o.start == startFirstRequest {
 			note := "phases started at the first request (--start first-request)"
 			if stopping {
@@ -141,7 +159,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	}
 
 	srv, err := stubserver.New(cfg, stubserver.Options{
-		Start:               listened,
+		Start:               start,
 		StartOnFirstRequest: o.start == startFirstRequest,
 		OpenRecorder:        openRecorder,
 		Seed:                o.seed,
@@ -166,13 +184,16 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if o.start == startFirstRequest {
 		fmt.Fprintf(e.stdout, "  phases start at the first request\n")
 	}
+	if !epoch.IsZero() {
+		fmt.Fprintf(e.stdout, "  phases start at the epoch %s (%s)\n", o.epoch.String(), relative(time.Until(start)))
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
 	var timer <-chan time.Time
 	if o.duration > 0 {
-		t := time.NewTimer(o.duration)
+		t := time.NewTimer(o.duration + max(0, time.Until(start)))
 		defer t.Stop()
 		timer = t.C
 	}
@@ -226,8 +247,12 @@ func loadServeScenario(arg string) (*scenarios.Scenario, error) {
 // serveMeta is the meta record of a serve recording of sc from start:
 // the scenarios package's, as run's, with no fleet of its own. The
 // default server is no scenario file: its record has no source.
-func serveMeta(sc *scenarios.Scenario, isDefault bool, seed int64, start time.Time) *timeline.Meta {
-	m := sc.Meta(scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: start, Tool: version})
+func serveMeta(sc *scenarios.Scenario, isDefault bool, seed int64, start, epoch time.Time) *timeline.Meta {
+	mo := scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: start, Tool: version}
+	if !epoch.IsZero() {
+		mo.Start, mo.Epoch, mo.Host = epoch, epoch, hostname()
+	}
+	m := sc.Meta(mo)
 	if isDefault {
 		m.Source = nil
 	}
@@ -267,15 +292,8 @@ func checkLoopback(flag, addr string, allow bool) error {
 	if err != nil {
 		return usagef("%s %q: %v", flag, addr, err)
 	}
-	if allow {
+	if allow || loopbackHost(host) {
 		return nil
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return usagef("%s %s is not a loopback address; pass --allow-remote to use it", flag, addr)
-	}
-	return nil
+	return usagef("%s %s is not a loopback address; pass --allow-remote to use it", flag, addr)
 }
