@@ -167,7 +167,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if _, ok := subj.(subjects.Program); ok && o.spread.any() {
 		return usagef("--target, --shard and --epoch need a goroutine subject: an exec subject's fleet starts every process before the in-process stub opens the scenario")
 	}
-	if err := o.spread.checkEpoch(sc, o.duration); err != nil {
+	if err := o.spread.checkScenario(sc, o.clients, o.duration); err != nil {
 		return err
 	}
 	if err := checkWritable(o.out, o.verdict.files()); err != nil {

@@ -60,9 +60,16 @@ func (f *spreadFlags) validate(v *verdictFlags) error {
 	return nil
 }
 
-// checkEpoch refuses an epoch the run of sc would miss (or one too far
-// ahead), as scenarios.CheckEpoch judges it; errors name the flag.
-func (f *spreadFlags) checkEpoch(sc *scenarios.Scenario, duration time.Duration) error {
+// checkScenario refuses a shard without clients in sc's fleet (of clients
+// when given), and an epoch the run would miss (or one too far ahead), as
+// scenarios.CheckEpoch judges it; errors name the flag.
+func (f *spreadFlags) checkScenario(sc *scenarios.Scenario, clients int, duration time.Duration) error {
+	if clients <= 0 {
+		clients = sc.Fleet.Clients
+	}
+	if sh := f.shard.s; !sh.Whole() && sh.Clients(clients) == 0 {
+		return usagef("--shard %s: shard %s of %d clients has none", sh, sh, clients)
+	}
 	if f.epoch.t.IsZero() {
 		return nil
 	}
