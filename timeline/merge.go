@@ -6,8 +6,10 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -109,22 +111,36 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 	srcs := make([]*mergeSrc, len(inputs))
 	for i, in := range inputs {
 		s := &mergeSrc{name: in.Name, dec: NewDecoder(in.R), idx: i}
-		err := s.dec.Decode(&s.rec)
+		var first Record
+		err := s.dec.Decode(&first)
 		switch {
 		case err == io.EOF:
 			return nil, &MergeError{Name: in.Name, Err: errors.New("empty: no meta record")}
 		case err != nil:
 			return nil, &MergeError{Name: in.Name, Err: err}
-		case s.rec.Type != TypeMeta:
-			return nil, &MergeError{Name: in.Name, Err: fmt.Errorf("the first record is %s, not meta: not a retrylab timeline", s.rec.Type)}
+		case first.Type != TypeMeta:
+			return nil, &MergeError{Name: in.Name, Err: fmt.Errorf("the first record is %s, not meta: not a retrylab timeline", first.Type)}
 		}
-		s.meta = s.rec.Meta
+		s.meta = first.Meta
 		s.fleet = s.meta.Recorder != "serve"
 		srcs[i] = s
 	}
 	meta, err := mergeMeta(srcs, opts)
 	if err != nil {
 		return nil, err
+	}
+	// With more than one CPU each input is decoded on a goroutine of its
+	// own, a few batches of records ahead of the merge.
+	if runtime.GOMAXPROCS(0) > 1 {
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		defer func() {
+			close(done)
+			wg.Wait()
+		}()
+		for _, s := range srcs {
+			s.decodeAhead(done, &wg)
+		}
 	}
 	sum := &MergeSummary{Meta: meta}
 	enc := NewEncoder(w)
@@ -142,10 +158,22 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 			h.push(s)
 		}
 	}
-	rn := newRenumber(2*int64(time.Second) + meta.ClockUncertainty)
+	// Only stub recordings' attempts can be of a request another input saw
+	// too (a shard's clients are its own): with fewer than two of them
+	// nothing is renumbered.
+	var rn *renumber
+	stubs := 0
+	for _, s := range srcs {
+		if !s.fleet {
+			stubs++
+		}
+	}
+	if stubs >= 2 {
+		rn = newRenumber(2*int64(time.Second) + meta.ClockUncertainty)
+	}
 	for len(h) > 0 {
 		s := h[0]
-		rec := &s.rec
+		rec := s.rec
 		var err error
 		switch rec.Type {
 		case TypeAttempt:
@@ -154,18 +182,20 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 			if a.HasNotBefore {
 				a.NotBefore = rebase(a.NotBefore, s.off)
 			}
-			rn.advance(s.key)
-			if rn.attempt(a, s.idx) {
-				sum.Renumbered++
+			if rn != nil && !s.fleet {
+				rn.advance(s.key)
+				if rn.attempt(a, s.idx) {
+					sum.Renumbered++
+				}
+				sum.PeakKeys = max(sum.PeakKeys, len(rn.cur)+len(rn.prev))
 			}
-			sum.PeakKeys = max(sum.PeakKeys, len(rn.cur)+len(rn.prev))
 			sum.Attempts++
 			err = enc.EncodeAttempt(a)
 		case TypeOutcome:
 			o := &rec.Outcome
 			o.Scheduled, o.Start, o.End = rebase(o.Scheduled, s.off), rebase(o.Start, s.off), rebase(o.End, s.off)
-			rn.advance(s.key)
-			if o.Result != ResultHung {
+			if rn != nil && o.Result != ResultHung {
+				rn.advance(s.key)
 				rn.closed(o.Key, s.key)
 			}
 			sum.Outcomes++
@@ -203,31 +233,107 @@ type mergeSrc struct {
 	fleet bool  // a fleet file (Recorder "run"), not a serve recording
 	shard Shard // a fleet file's
 	off   int64 // ns added to every instant: Start − Epoch
-	rec   Record
+	rec   *Record
 	key   int64 // rec's merge time, re-based
 	end   *End  // the input's end record, once read
+
+	own Record // rec's storage when decoding in line
+	// With decodeAhead: batches of decoded records come on full and go
+	// back on free; cur is the one being read, at index i.
+	full, free chan *recBatch
+	cur        *recBatch
+	i          int
+}
+
+// recBatch is a run of decoded records and the error that ended it.
+type recBatch struct {
+	recs []Record
+	err  error
+}
+
+// mergeBatch is how many records a batch holds; mergeBatches how many
+// batches each input has (one being read, the others decoded ahead).
+const (
+	mergeBatch   = 512
+	mergeBatches = 3
+)
+
+// decodeAhead starts the goroutine that decodes the input into batches,
+// until the input ends or done is closed.
+func (s *mergeSrc) decodeAhead(done <-chan struct{}, wg *sync.WaitGroup) {
+	s.full, s.free = make(chan *recBatch, mergeBatches), make(chan *recBatch, mergeBatches)
+	for range mergeBatches {
+		s.free <- &recBatch{recs: make([]Record, mergeBatch)}
+	}
+	wg.Go(func() {
+		for {
+			var b *recBatch
+			select {
+			case b = <-s.free:
+			case <-done:
+				return
+			}
+			b.recs = b.recs[:cap(b.recs)]
+			n := 0
+			for n < len(b.recs) {
+				if b.err = s.dec.Decode(&b.recs[n]); b.err != nil {
+					break
+				}
+				n++
+			}
+			b.recs = b.recs[:n]
+			select {
+			case s.full <- b:
+			case <-done:
+				return
+			}
+			if b.err != nil {
+				return
+			}
+		}
+	})
+}
+
+// read returns the input's next record (valid until the next read).
+func (s *mergeSrc) read() (*Record, error) {
+	if s.full == nil {
+		err := s.dec.Decode(&s.own)
+		return &s.own, err
+	}
+	for s.cur == nil || s.i == len(s.cur.recs) {
+		if s.cur != nil {
+			if err := s.cur.err; err != nil {
+				return nil, err
+			}
+			s.free <- s.cur
+		}
+		s.cur, s.i = <-s.full, 0
+	}
+	s.i++
+	return &s.cur.recs[s.i-1], nil
 }
 
 // next reads the input's next attempt or outcome into rec; false at the
 // end of the input. An end record is kept for mergeEnd.
 func (s *mergeSrc) next() (bool, error) {
 	for {
-		err := s.dec.Decode(&s.rec)
+		rec, err := s.read()
 		if err == io.EOF {
 			return false, nil
 		}
 		if err != nil {
 			return false, &MergeError{Name: s.name, Err: err}
 		}
-		switch s.rec.Type {
+		s.rec = rec
+		switch rec.Type {
 		case TypeAttempt:
-			s.key = rebase(s.rec.Attempt.Done, s.off)
+			s.key = rebase(rec.Attempt.Done, s.off)
 			return true, nil
 		case TypeOutcome:
-			s.key = rebase(s.rec.Outcome.End, s.off)
+			s.key = rebase(rec.Outcome.End, s.off)
 			return true, nil
 		case TypeEnd:
-			s.end = s.rec.End
+			s.end = rec.End
 		}
 	}
 }
@@ -292,13 +398,17 @@ func (h *mergeHeap) pop() {
 	h.fix()
 }
 
-// mergeMaxKeys bounds each generation of renumber's table.
-const mergeMaxKeys = 1 << 18
+// mergeMaxKeys bounds each generation of renumber's table (a variable
+// for tests).
+var mergeMaxKeys = 1 << 18
 
 // keyCount is what renumber knows of one logical request: the highest
 // attempt number given, and the one input its attempts came from so far
 // (-1: several).
-type keyCount struct{ n, src int32 }
+type keyCount struct {
+	n, src int32
+	key    string // the table's key (a copy of the record's)
+}
 
 // renumber numbers attempts per logical request in merged order when they
 // came from several inputs. Its table forgets a request some time after
@@ -314,9 +424,10 @@ type renumber struct {
 	now       int64
 }
 
+// keyDrop is a request to forget at an instant.
 type keyDrop struct {
-	key string
-	at  int64
+	kc *keyCount
+	at int64
 }
 
 func newRenumber(grace int64) *renumber {
@@ -333,8 +444,12 @@ func (r *renumber) advance(t int64) {
 		d := r.drops[r.head]
 		r.drops[r.head] = keyDrop{}
 		r.head++
-		delete(r.cur, d.key)
-		delete(r.prev, d.key)
+		// An entry made anew since (a straggler's) goes too: its
+		// attempts then keep their stub's numbers.
+		delete(r.cur, d.kc.key)
+		if r.prev != nil {
+			delete(r.prev, d.kc.key)
+		}
 	}
 	if r.head > 1024 && r.head > len(r.drops)/2 {
 		n := copy(r.drops, r.drops[r.head:])
@@ -344,12 +459,13 @@ func (r *renumber) advance(t int64) {
 
 // closed notes the outcome of key at t.
 func (r *renumber) closed(key string, t int64) {
-	if _, ok := r.cur[key]; !ok {
-		if _, ok := r.prev[key]; !ok {
-			return
-		}
+	kc := r.cur[key]
+	if kc == nil && r.prev != nil {
+		kc = r.prev[key]
 	}
-	r.drops = append(r.drops, keyDrop{key: strings.Clone(key), at: rebase(t, r.grace)})
+	if kc != nil {
+		r.drops = append(r.drops, keyDrop{kc: kc, at: rebase(t, r.grace)})
+	}
 }
 
 // attempt sets a's number, and reports whether it changed it.
@@ -364,7 +480,7 @@ func (r *renumber) attempt(a *Attempt, src int) bool {
 	n := a.Attempt
 	switch {
 	case kc == nil:
-		kc = &keyCount{n: int32(min(n, math.MaxInt32)), src: int32(src)}
+		kc = &keyCount{n: int32(min(n, math.MaxInt32)), src: int32(src), key: strings.Clone(a.Key)}
 	case kc.src == int32(src):
 		kc.n = max(kc.n, int32(min(n, math.MaxInt32)))
 	default:
@@ -376,7 +492,7 @@ func (r *renumber) attempt(a *Attempt, src int) bool {
 		if len(r.cur) >= mergeMaxKeys {
 			r.prev, r.cur = r.cur, make(map[string]*keyCount)
 		}
-		r.cur[strings.Clone(a.Key)] = kc
+		r.cur[kc.key] = kc
 	}
 	changed := n != a.Attempt
 	a.Attempt = n
