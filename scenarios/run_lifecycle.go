@@ -107,7 +107,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		r.start = time.Now()
 	}
 	if !opts.Epoch.IsZero() {
-		r.start = anchored(opts.Epoch)
+		r.start = AnchorEpoch(opts.Epoch)
 	}
 	if pf != nil {
 		pf.open(r)
@@ -199,8 +199,10 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	} else {
 		r.fleet(runCtx)
 	}
-	stoppedAt := r.since()
-	elapsed := time.Since(r.start)
+	// A run stopped before its epoch (a signal while it waits) stopped at
+	// time zero: the timeline has no instant before it.
+	stoppedAt := max(0, r.since())
+	elapsed := max(0, time.Since(r.start))
 	// First the stub stops answering: it holds every new request,
 	// unrecorded, so the fleet waiting on it goes quiet and leaves the CPU
 	// to what follows. (An external stub goes on answering: seal stops
@@ -233,7 +235,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 			end.Errors = append(end.Errors, recErr.Error())
 		}
 	}
-	flushed := time.Since(r.start)
+	flushed := max(0, time.Since(r.start))
 
 	// Last, the fleet's calls are canceled, the stub's listener and
 	// connections are closed, and the handlers still running (answering

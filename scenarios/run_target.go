@@ -82,10 +82,11 @@ func CheckEpoch(sc *Scenario, epoch, now time.Time) (late time.Duration, err err
 	}
 }
 
-// anchored is the instant epoch (a wall-clock time, read from a flag) on
-// this process's monotonic clock, so that the run's instants do not jump
-// when the wall clock is stepped.
-func anchored(epoch time.Time) time.Time {
+// AnchorEpoch is the instant epoch (a wall-clock time, read from a flag)
+// on this process's monotonic clock, so that instants measured from it do
+// not jump when the wall clock is stepped: what Run makes of
+// RunOptions.Epoch, and what `serve --epoch` gives the stub as its Start.
+func AnchorEpoch(epoch time.Time) time.Time {
 	now := time.Now()
 	return now.Add(epoch.Round(0).Sub(now)) // Round(0): the two wall clocks compared
 }

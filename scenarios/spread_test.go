@@ -101,7 +101,7 @@ func externalStub(t *testing.T, sc *Scenario, epoch time.Time, seed int64) (url 
 		t.Fatal(err)
 	}
 	rec := timeline.NewRecorder(enc, 1024)
-	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: anchored(epoch), Recorder: rec, Seed: seed})
+	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: AnchorEpoch(epoch), Recorder: rec, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +225,23 @@ func TestRunEpochInProcess(t *testing.T) {
 		if a.At < 0 || a.Phase != "down" && a.At < int64(300*time.Millisecond) {
 			t.Errorf("attempt %+v: want none before the epoch, the first phase from it", a)
 		}
+	}
+}
+
+// TestRunStoppedBeforeEpoch: a run stopped while it waits for its epoch
+// writes a timeline that decodes: it stopped at time zero, nothing started.
+func TestRunStoppedBeforeEpoch(t *testing.T) {
+	sc := mustParse(t, targetScenario)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var buf bytes.Buffer
+	sum, err := Run(ctx, sc, RunOptions{Epoch: time.Now().Add(5 * time.Second), Seed: 1, Timeline: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := decode(t, buf.Bytes())
+	if d.end == nil || d.end.At != 0 || d.end.Reason != timeline.EndInterrupted || d.end.Unstarted != 24 || len(d.outs)+len(d.atts) != 0 || sum.Elapsed != 0 {
+		t.Errorf("end %+v, %d outcomes, %d attempts, elapsed %v; want interrupted at 0 with 24 unstarted, nothing else", d.end, len(d.outs), len(d.atts), sum.Elapsed)
 	}
 }
 
