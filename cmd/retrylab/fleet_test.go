@@ -110,6 +110,9 @@ func TestFleetRehearsal(t *testing.T) {
 	for _, c := range []struct{ subject, want string }{{"retrylab", "pass"}, {"exp-no-jitter", "fail"}} {
 		t.Run(c.subject, func(t *testing.T) {
 			dir := filepath.Join(dir, c.subject)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			// The reference: the same scenario and seed in one process,
 			// while the rehearsal runs (the load is small).
 			var wg sync.WaitGroup
