@@ -73,7 +73,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		enc = timeline.NewEncoder(cw)
 	}
 
-	// The stub's listener (nil with a target: l is then only ever nil).
+	// The in-process stub's listener; nil with a target.
 	var l net.Listener
 	if opts.Target != "" {
 		r.base = trimTarget(opts.Target)
