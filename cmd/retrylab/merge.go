@@ -24,7 +24,7 @@ func cmdMerge(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("merge", mergeUsage, e)
 	fs.StringVarP(&out, "output", "o", "", "write the merged timeline to `FILE`; an existing file is refused unless --force")
 	fs.BoolVar(&force, "force", false, "overwrite an existing --output file")
-	fs.DurationVar(&uncertainty, "clock-uncertainty", timeline.DefaultClockUncertainty, "how far apart the clocks of the files' hosts may be (the merged meta's clock_uncertainty: checks comparing two hosts' instants widen by it); default: 0 when every file names one host, else this value")
+	fs.DurationVar(&uncertainty, "clock-uncertainty", timeline.DefaultClockUncertainty, "how far apart the clocks of the files' hosts may be, `D`: the merged meta's clock_uncertainty, which widens the retry-after tolerance; when not given, 0 for files of one host and this default for files of several")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
