@@ -180,6 +180,11 @@ func TestFleetRehearsal(t *testing.T) {
 					m.Scheduled, outcomes, attempts, stubAttempts, m.Shard, m.ClockUncertainty)
 			}
 
+			if code, out, errOut := runCmd(t, "report", merged, "--out", filepath.Join(dir, "report")); code != exitOK {
+				t.Errorf("report of the merged timeline: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			} else if _, err := os.Stat(filepath.Join(dir, "report", "report.html")); err != nil {
+				t.Errorf("report of the merged timeline: %v", err)
+			}
 			code, out, errOut = runCmd(t, "analyze", merged, "--json", filepath.Join(dir, "merged.json"))
 			wg.Wait()
 			if refCode != exitOK && refCode != exitFailed {
