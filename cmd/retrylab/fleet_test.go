@@ -93,7 +93,7 @@ func countRecords(t *testing.T, path string) (meta timeline.Meta, attempts, outc
 // TestFleetRehearsal rehearses a run spread over processes on loopback:
 // two `serve` stubs and three `run --target` shards (0 and 2 on the first
 // stub, 1 on the second) share one epoch; `merge` joins the two
-// recordings and three fleet files, and `analyze` judges the result. Every
+// recordings and three fleet files, and `analyze` judges the result (`report` draws it). Every
 // scheduled logical request has its outcome, the merge holds every
 // attempt the stubs recorded, and the verdict is the one-process run's,
 // for the reference client (PASS) and a negative control (FAIL, waves).
