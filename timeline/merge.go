@@ -94,7 +94,9 @@ func (e *MergeError) Unwrap() error { return e.Err }
 // at a time, so memory does not grow with the files. Attempts of a
 // logical request that reached several replicas are renumbered in merged
 // order (each replica numbered only the attempts it saw); attempts of a
-// request one replica saw keep its numbers.
+// request one replica saw keep its numbers. A record the merge does not
+// change (on the epoch, its number kept) is copied as it was read, fields
+// this version does not know included; the others are encoded anew.
 //
 // The merged meta is the first fleet file's (the first input's when there
 // is none) with Scheduled the sum of the shards', no Shard, and
@@ -174,6 +176,8 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 	for len(h) > 0 {
 		s := h[0]
 		rec := s.rec
+		// A record the merge does not change is copied as it was read.
+		same := s.off == 0
 		var err error
 		switch rec.Type {
 		case TypeAttempt:
@@ -186,11 +190,16 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 				rn.advance(s.key)
 				if rn.attempt(a, s.idx) {
 					sum.Renumbered++
+					same = false
 				}
 				sum.PeakKeys = max(sum.PeakKeys, len(rn.cur)+len(rn.prev))
 			}
 			sum.Attempts++
-			err = enc.EncodeAttempt(a)
+			if same {
+				err = enc.writeLine(s.raw)
+			} else {
+				err = enc.EncodeAttempt(a)
+			}
 		case TypeOutcome:
 			o := &rec.Outcome
 			o.Scheduled, o.Start, o.End = rebase(o.Scheduled, s.off), rebase(o.Start, s.off), rebase(o.End, s.off)
@@ -199,7 +208,11 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 				rn.closed(o.Key, s.key)
 			}
 			sum.Outcomes++
-			err = enc.EncodeOutcome(o)
+			if same {
+				err = enc.writeLine(s.raw)
+			} else {
+				err = enc.EncodeOutcome(o)
+			}
 		}
 		if err != nil {
 			return sum, err
@@ -234,7 +247,8 @@ type mergeSrc struct {
 	shard Shard // a fleet file's
 	off   int64 // ns added to every instant: Start − Epoch
 	rec   *Record
-	key   int64 // rec's merge time, re-based
+	raw   []byte // rec's line as read, valid until the next read
+	key   int64  // rec's merge time, re-based
 	end   *End  // the input's end record, once read
 
 	own Record // rec's storage when decoding in line
@@ -245,10 +259,13 @@ type mergeSrc struct {
 	i          int
 }
 
-// recBatch is a run of decoded records and the error that ended it.
+// recBatch is a run of decoded records, their lines (record i's is
+// lines[ends[i-1]:ends[i]]), and the error that ended the run.
 type recBatch struct {
-	recs []Record
-	err  error
+	recs  []Record
+	lines []byte
+	ends  []int
+	err   error
 }
 
 // mergeBatch is how many records a batch holds; mergeBatches how many
@@ -263,7 +280,7 @@ const (
 func (s *mergeSrc) decodeAhead(done <-chan struct{}, wg *sync.WaitGroup) {
 	s.full, s.free = make(chan *recBatch, mergeBatches), make(chan *recBatch, mergeBatches)
 	for range mergeBatches {
-		s.free <- &recBatch{recs: make([]Record, mergeBatch)}
+		s.free <- &recBatch{recs: make([]Record, mergeBatch), ends: make([]int, mergeBatch), lines: make([]byte, 0, 128*mergeBatch)}
 	}
 	wg.Go(func() {
 		for {
@@ -273,12 +290,14 @@ func (s *mergeSrc) decodeAhead(done <-chan struct{}, wg *sync.WaitGroup) {
 			case <-done:
 				return
 			}
-			b.recs = b.recs[:cap(b.recs)]
+			b.recs, b.lines = b.recs[:cap(b.recs)], b.lines[:0]
 			n := 0
 			for n < len(b.recs) {
 				if b.err = s.dec.Decode(&b.recs[n]); b.err != nil {
 					break
 				}
+				b.lines = append(b.lines, s.dec.raw...)
+				b.ends[n] = len(b.lines)
 				n++
 			}
 			b.recs = b.recs[:n]
@@ -294,37 +313,43 @@ func (s *mergeSrc) decodeAhead(done <-chan struct{}, wg *sync.WaitGroup) {
 	})
 }
 
-// read returns the input's next record (valid until the next read).
-func (s *mergeSrc) read() (*Record, error) {
+// read returns the input's next record and its line (both valid until
+// the next read).
+func (s *mergeSrc) read() (*Record, []byte, error) {
 	if s.full == nil {
 		err := s.dec.Decode(&s.own)
-		return &s.own, err
+		return &s.own, s.dec.raw, err
 	}
 	for s.cur == nil || s.i == len(s.cur.recs) {
 		if s.cur != nil {
 			if err := s.cur.err; err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			s.free <- s.cur
 		}
 		s.cur, s.i = <-s.full, 0
 	}
+	b, i := s.cur, s.i
 	s.i++
-	return &s.cur.recs[s.i-1], nil
+	from := 0
+	if i > 0 {
+		from = b.ends[i-1]
+	}
+	return &b.recs[i], b.lines[from:b.ends[i]], nil
 }
 
 // next reads the input's next attempt or outcome into rec; false at the
 // end of the input. An end record is kept for mergeEnd.
 func (s *mergeSrc) next() (bool, error) {
 	for {
-		rec, err := s.read()
+		rec, raw, err := s.read()
 		if err == io.EOF {
 			return false, nil
 		}
 		if err != nil {
 			return false, &MergeError{Name: s.name, Err: err}
 		}
-		s.rec = rec
+		s.rec, s.raw = rec, raw
 		switch rec.Type {
 		case TypeAttempt:
 			s.key = rebase(rec.Attempt.Done, s.off)
