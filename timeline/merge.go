@@ -249,7 +249,7 @@ type mergeSrc struct {
 	rec   *Record
 	raw   []byte // rec's line as read, valid until the next read
 	key   int64  // rec's merge time, re-based
-	end   *End  // the input's end record, once read
+	end   *End   // the input's end record, once read
 
 	own Record // rec's storage when decoding in line
 	// With decodeAhead: batches of decoded records come on full and go
