@@ -241,7 +241,8 @@ type Analyzer struct {
 	maxEx    int
 
 	// resolved parameters
-	raTol      int64
+	raTol      int64 // with raClock in it
+	raClock    int64 // meta's clock uncertainty between hosts (merged timelines)
 	instWindow int64
 	waveSlack  int64
 	waveWindow int64
@@ -476,6 +477,13 @@ func (a *Analyzer) resolve() {
 
 	sec := func(s float64) int64 { return int64(s * float64(time.Second)) }
 	a.raTol = sec(cfgOf(CheckRetryAfter).num("tolerance", 0.005))
+	// A merged timeline's not_before and the retry's arrival may come
+	// from two hosts' clocks (a retry answered by another replica): they
+	// compare only within the clock uncertainty the merge states.
+	if a.meta != nil && a.meta.ClockUncertainty > 0 {
+		a.raClock = a.meta.ClockUncertainty
+		a.raTol += a.raClock
+	}
 	a.instWindow = sec(cfgOf(CheckInstantRetry).num("window", 0.050))
 	wc := cfgOf(CheckWaves)
 	a.waveSlack = sec(wc.num("slack", 0.050))

@@ -124,6 +124,16 @@ func verdict(c *checkCfg, figure, def float64, samples int64, reason string) Che
 
 func skip(reason string) CheckResult { return CheckResult{Status: StatusSkip, Reason: reason} }
 
+// clockNote says, for the retry-after check's reason, that its tolerance
+// holds the clock uncertainty of a merged timeline; "" when it has none.
+func (a *Analyzer) clockNote() string {
+	if a.raClock <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the tolerance %s plus the clock uncertainty %s between the hosts this merged timeline joins: not_before and the retry may come from two clocks)",
+		fmtDur(a.raTol-a.raClock), fmtDur(a.raClock))
+}
+
 func pct(n, d int64) float64 {
 	if d == 0 {
 		return 0
@@ -138,8 +148,8 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.ra.judged == 0 {
 			return skip("no retry followed a Retry-After that named a later instant")
 		}
-		r = verdict(c, float64(a.ra.bad), 0, a.ra.judged, fmt.Sprintf("%d of %d retries after a usable Retry-After arrived more than %s before not_before",
-			a.ra.bad, a.ra.judged, fmtDur(a.raTol)))
+		r = verdict(c, float64(a.ra.bad), 0, a.ra.judged, fmt.Sprintf("%d of %d retries after a usable Retry-After arrived more than %s before not_before%s",
+			a.ra.bad, a.ra.judged, fmtDur(a.raTol), a.clockNote()))
 		if a.ra.bad > 0 {
 			r.Reason += fmt.Sprintf(" (worst: %s early)", fmtDur(a.ra.worst))
 		}

@@ -27,7 +27,11 @@ type MetaOptions struct {
 	Start    time.Time // wall-clock time zero
 	Virtual  bool
 	Tool     string // retrylab version
-	Shard    string // "i/n"
+	Shard    string // "i/n"; the fleet's Scheduled is then the shard's share
+	// Epoch is the shared time zero (Meta.Epoch), zero when none; Host
+	// the machine's name (Meta.Host).
+	Epoch time.Time
+	Host  string
 }
 
 // Meta builds the timeline's meta record for a run of sc: the typed
@@ -47,6 +51,8 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Seed:        o.Seed,
 		Start:       o.Start,
 		Shard:       o.Shard,
+		Epoch:       o.Epoch,
+		Host:        o.Host,
 		Phases:      o.Phases,
 		Capacity:    metaCapacity(sc.Server.Capacity),
 	}
@@ -68,6 +74,9 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 			Timeout:  int64(sc.Fleet.Timeout),
 		}
 		m.Scheduled = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
+		if sh, err := timeline.ParseShard(o.Shard); err == nil {
+			m.Scheduled = int64(sh.Clients(sc.Fleet.Clients)) * int64(sc.Fleet.Requests)
+		}
 	}
 	if src, err := json.Marshal(sc); err == nil {
 		m.Source = src

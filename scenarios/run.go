@@ -58,6 +58,32 @@ type RunOptions struct {
 	// Start is the wall-clock time zero written into the meta record and
 	// used by the stub (zero: time.Now() when the run starts).
 	Start time.Time
+	// Target, when set, is the base URL ("http://host:port") of a stub
+	// outside the process — one `retrylab serve`, or several behind a
+	// load balancer — that the fleet drives instead of starting its own.
+	// The timeline then holds what only the fleet knows (the meta record,
+	// the outcomes, the end record) and the stub records the attempts
+	// (serve --record); timeline.Merge joins them. Run does not check that
+	// the target is on loopback (the CLI does). A virtual run or an exec
+	// subject cannot have one.
+	Target string
+	// Shard, when not whole, runs one shard of the fleet: the clients
+	// whose ids are i, i+n, …, each with the arrival instant, jitter
+	// source and id it has in the whole fleet's run of the same seed, so
+	// n shards together run exactly the fleet one process would. Meta.Shard
+	// says "i/n", Meta.Scheduled counts the shard's own requests.
+	Shard timeline.Shard
+	// Epoch, when set, is time zero: a wall-clock instant shared with the
+	// other processes of the run (`serve --epoch`, the other shards), at
+	// which the phases and the fleet's arrivals start, instead of the
+	// run's own start (Start is then ignored). Run refuses an epoch that
+	// CheckEpoch refuses; one in the past by less than the first phase
+	// starts the clients whose arrivals have passed at once, late. Meta
+	// records it in Epoch and Start.
+	Epoch time.Time
+	// Host names the machine in the meta record (Meta.Host; "" unknown),
+	// so that merge can tell one host's files from several hosts'.
+	Host string
 	// Detach makes Run return as soon as the timeline is whole and
 	// flushed, without canceling the fleet's calls or closing the stub's
 	// connections (seconds of work with 100,000 clients in flight): the
@@ -113,7 +139,12 @@ type Summary struct {
 	Scenario string
 	Subject  string
 	Seed     int64
-	Clients  int
+	Clients  int // the shard's, with RunOptions.Shard
+	// Shard is RunOptions.Shard as "i/n" ("" for the whole fleet); Target
+	// RunOptions.Target. With a target, Attempts, Throttled429 and
+	// Unavailable503 are what the harness sent and received.
+	Shard  string
+	Target string
 	// Planned is clients × requests; Requests is how many logical requests
 	// got an outcome, Results counts them by timeline result.
 	Planned  int64
@@ -170,7 +201,10 @@ var ErrNoSubject = errors.New("scenarios: no such subject")
 // fleet of simulated clients, each calling through a Caller the subject
 // builds over one shared harness http.Transport, and records the
 // timeline: the meta record, every attempt the stub sees and one outcome
-// per logical request.
+// per logical request. With opts.Target it starts no stub: the fleet
+// drives the one at that URL and the timeline holds no attempt; with
+// opts.Shard it runs one shard of the fleet; with opts.Epoch its time zero
+// is an instant shared with other processes (see RunOptions).
 //
 // Each logical request is watched: past the fleet's timeout its outcome is
 // "hung" and the client moves on; when the run's duration cap passes or ctx
@@ -222,8 +256,19 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
 		}
 	}
+	_, program := subj.(subjects.Program)
+	if err := checkSpread(&eff, opts, program); err != nil {
+		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	}
+	var late time.Duration
+	if !opts.Epoch.IsZero() {
+		var err error
+		if late, err = CheckEpoch(&eff, opts.Epoch, time.Now()); err != nil {
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+	}
 
-	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout)}
+	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout), epochLate: late}
 	return r.run(ctx)
 }
 

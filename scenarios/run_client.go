@@ -36,7 +36,7 @@ type result struct {
 // context, abandons the worker and starts a new one for its next request.
 func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 	sc := r.sc
-	caller := r.subj.New(r.tr, subjects.Params{
+	caller := r.subj.New(r.next, subjects.Params{
 		Client:  id,
 		Rand:    rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))),
 		Policy:  sc.Subject.Policy,
@@ -75,7 +75,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 			Start:     r.since(),
 		}
 		r.late.Add(out.Start - out.Scheduled)
-		slot := &r.slots[id]
+		slot := &r.slots[r.slotOf(id)]
 		if !slot.begin(&out) {
 			return
 		}

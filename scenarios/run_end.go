@@ -192,9 +192,10 @@ func writeEnd(enc *timeline.Encoder, pending []timeline.Outcome, end *timeline.E
 
 // summary is what the run did, once it is over.
 func (r *runner) summary(elapsed, flushed time.Duration, stopped string, end timeline.End) *Summary {
-	st := r.srv.Stats()
+	st := r.stubStats()
 	sum := &Summary{
-		Scenario: r.sc.Name, Subject: r.subj.Name(), Seed: r.opts.Seed, Clients: r.sc.Fleet.Clients,
+		Scenario: r.sc.Name, Subject: r.subj.Name(), Seed: r.opts.Seed, Clients: r.opts.Shard.Clients(r.sc.Fleet.Clients),
+		Shard: r.opts.Shard.String(), Target: r.opts.Target,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
 		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: summarizeLateness(r.late),

@@ -27,12 +27,17 @@ func (r *runner) fleet(ctx context.Context) {
 	r.waitFleet(ctx, &wg)
 }
 
-// launch starts every client at its arrival instant, until ctx ends.
+// launch starts every client at its arrival instant, until ctx ends. A
+// shard draws every client's arrival, in order, and starts its own: its
+// clients arrive when they would in the whole fleet's run.
 func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 	sc := r.sc
 	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
 	for i := range sc.Fleet.Clients {
 		at := arrivals.next() + time.Duration(i)*r.opts.Stagger
+		if !r.opts.Shard.Has(i) {
+			continue
+		}
 		if d := at - time.Since(r.start); d > 0 {
 			t := time.NewTimer(d)
 			select {

@@ -1,6 +1,6 @@
 // A run's lifecycle: the runner's state, and run: the harness transport
-// and listener, the stub, the meta record, the fleet, the stop and the
-// end record (see run_end.go), the summary.
+// and listener, the stub (none with a target), the meta record, the
+// fleet, the stop and the end record (see run_end.go), the summary.
 
 package scenarios
 
@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -26,11 +27,16 @@ type runner struct {
 
 	start time.Time
 	rec   *timeline.Recorder
-	srv   *stubserver.Server
+	srv   *stubserver.Server // nil with RunOptions.Target
 	base  string
 	tr    *http.Transport
-	total int64
-	done  atomic.Int64
+	// next is what the subjects call through: tr, or with a target tr
+	// wrapped by counted, the harness's own count of the stub's answers.
+	next      http.RoundTripper
+	counted   *countingTransport
+	epochLate time.Duration // how far past the epoch the run starts
+	total     int64
+	done      atomic.Int64
 	// inFlight counts outcomes made "canceled" because the run stopped;
 	// dialErrors the harness's own dial and accept failures.
 	inFlight   atomic.Int64
@@ -58,7 +64,7 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	sc, opts := r.sc, r.opts
-	r.total = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
+	r.total = int64(opts.Shard.Clients(sc.Fleet.Clients)) * int64(sc.Fleet.Requests)
 
 	var cw *countingWriter
 	var enc *timeline.Encoder
@@ -67,17 +73,27 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		enc = timeline.NewEncoder(cw)
 	}
 
-	l, dial, closeNet, err := listen(opts.Virtual)
-	if err != nil {
-		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	// The in-process stub's listener; nil with a target.
+	var l net.Listener
+	if opts.Target != "" {
+		r.base = trimTarget(opts.Target)
+		r.tr = r.transport((&net.Dialer{Timeout: 5 * time.Second}).DialContext)
+		r.counted = &countingTransport{next: r.tr}
+		r.next = r.counted
+	} else {
+		ln, dial, closeNet, err := listen(opts.Virtual)
+		if err != nil {
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+		defer closeNet()
+		l = &countingListener{Listener: ln, errs: &r.dialErrors}
+		r.base = "http://" + l.Addr().String()
+		r.tr = r.transport(dial)
+		r.next = r.tr
 	}
-	defer closeNet()
-	l = &countingListener{Listener: l, errs: &r.dialErrors}
-	r.base = "http://" + l.Addr().String()
 	if _, ok := r.subj.(subjects.Program); !ok {
-		r.slots = make([]slot, sc.Fleet.Clients)
+		r.slots = make([]slot, opts.Shard.Clients(sc.Fleet.Clients))
 	}
-	r.tr = r.transport(dial)
 
 	// An exec fleet starts every process first and opens the scenario
 	// only when all are ready (the start barrier): time zero is then.
@@ -90,6 +106,9 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if r.start.IsZero() || pf != nil {
 		r.start = time.Now()
 	}
+	if !opts.Epoch.IsZero() {
+		r.start = AnchorEpoch(opts.Epoch)
+	}
 	if pf != nil {
 		pf.open(r)
 	}
@@ -97,31 +116,46 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if enc != nil {
 		r.rec = timeline.NewRecorder(enc, 4096)
 	}
-	srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter})
-	if err != nil {
-		r.abortPrograms(pf)
-		l.Close()
-		r.closeRecorder()
-		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+	closeListener := func() {
+		if l != nil {
+			l.Close()
+		}
 	}
-	r.srv = srv
+	var phases []timeline.Phase // nil with a target: Meta lays them out
+	if opts.Target == "" {
+		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter})
+		if err != nil {
+			r.abortPrograms(pf)
+			closeListener()
+			r.closeRecorder()
+			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		}
+		r.srv = srv
+		phases = srv.Phases()
+	}
 	if enc != nil {
-		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: srv.Phases(), Seed: opts.Seed,
-			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool})
+		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: phases, Seed: opts.Seed,
+			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool,
+			Shard: opts.Shard.String(), Epoch: opts.Epoch, Host: opts.Host})
+		meta.Notes = append(meta.Notes, r.metaNotes(r.epochLate)...)
 		// The Recorder has not been handed a record yet, so writing the
 		// meta record through the encoder first keeps it first.
 		if err := enc.EncodeMeta(meta); err != nil {
 			r.abortPrograms(pf)
-			l.Close()
+			closeListener()
 			r.closeRecorder()
 			return nil, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, err)
 		}
 	}
 	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
+	if srv := r.srv; srv != nil {
+		go func() {
+			defer close(served)
+			srv.Serve(l)
+		}()
+	} else {
+		close(served)
+	}
 
 	// The run stops at its duration cap, on ctx (a signal), or at the
 	// first timeline write error, whichever comes first.
@@ -165,12 +199,18 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	} else {
 		r.fleet(runCtx)
 	}
-	stoppedAt := r.since()
-	elapsed := time.Since(r.start)
+	// A run stopped before its epoch (a signal while it waits) stopped at
+	// time zero: the timeline has no instant before it.
+	stoppedAt := max(0, r.since())
+	elapsed := max(0, time.Since(r.start))
 	// First the stub stops answering: it holds every new request,
 	// unrecorded, so the fleet waiting on it goes quiet and leaves the CPU
-	// to what follows.
-	srv.Hold()
+	// to what follows. (An external stub goes on answering: seal stops
+	// the fleet's outcomes all the same.)
+	srv := r.srv
+	if srv != nil {
+		srv.Hold()
+	}
 	// From here no client writes an outcome: requests still in flight are
 	// recorded canceled, whether or not their goroutines have run since
 	// the run stopped (with 100,000 clients they may not for seconds).
@@ -181,7 +221,10 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	// canceling a hundred thousand calls and closing their connections
 	// takes seconds that the timeline need not wait for.
 	shCtx, shCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	sealErr := srv.Seal(shCtx)
+	var sealErr error
+	if srv != nil {
+		sealErr = srv.Seal(shCtx)
+	}
 	stopped, end := r.stopReason(ctx, stoppedAt)
 	stopProgress()
 	r.fillEnd(&end, pf, sealErr)
@@ -192,7 +235,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 			end.Errors = append(end.Errors, recErr.Error())
 		}
 	}
-	flushed := time.Since(r.start)
+	flushed := max(0, time.Since(r.start))
 
 	// Last, the fleet's calls are canceled, the stub's listener and
 	// connections are closed, and the handlers still running (answering
@@ -202,8 +245,11 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	teardown := func() error {
 		defer shCancel()
 		stop(nil)
-		l.Close()
-		err := srv.Close(shCtx)
+		closeListener()
+		var err error
+		if srv != nil {
+			err = srv.Close(shCtx)
+		}
 		<-served
 		r.tr.CloseIdleConnections()
 		return err
@@ -211,7 +257,9 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	shErr := sealErr
 	if opts.Detach {
 		// Left as it is: the fleet's calls wait on the stub, which holds
-		// them (Seal), so the process exits without the teardown's work.
+		// them (Seal), so the process exits without the teardown's work
+		// (an external stub's answers wake nobody: seal has closed every
+		// client's slot).
 		detached = true
 		shCancel()
 	} else if err := teardown(); shErr == nil {

@@ -39,7 +39,7 @@ func (r *runner) progress() (stop func()) {
 }
 
 func (r *runner) snapshot() Progress {
-	st := r.srv.Stats()
+	st := r.stubStats()
 	return Progress{Done: r.done.Load(), Total: r.total, Attempts: st.Attempts,
 		Throttled429: st.Throttled429, Unavailable503: st.Unavailable503, Elapsed: time.Since(r.start)}
 }

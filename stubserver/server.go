@@ -32,7 +32,12 @@ const (
 // Options are the run-time settings of a Server; the zero value is usable.
 type Options struct {
 	// Start is time zero of the run (zero: time.Now() in New). Every
-	// recorded instant is time.Since(Start) on the monotonic clock.
+	// recorded instant is time.Since(Start) on the monotonic clock. A
+	// Start in the future (an epoch several processes share) holds each
+	// request that arrives before it until then, when the scenario
+	// begins, so no recorded instant is before time zero; a request whose
+	// client leaves first, or that the server's shutdown finds waiting, is
+	// not recorded.
 	Start time.Time
 	// StartOnFirstRequest starts the run's clock — the phase schedule and
 	// time zero of every recorded instant — at the arrival of the first
@@ -482,6 +487,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.started.Load() {
 		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
 	}
+	if early := s.start.Sub(arrive); early > 0 {
+		if !s.awaitStart(r, early) {
+			w.Header()["Connection"] = connClose
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		arrive = time.Now()
+	}
 	if bad := tooLong(r, s.quota != nil && s.quota.endpoint); bad != "" {
 		s.reject(w, r, arrive, bad)
 		return
@@ -663,6 +676,21 @@ func drain(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		io.Copy(io.Discard, r.Body)
 	}
+}
+
+// awaitStart holds a request that arrived d before time zero (Options.Start
+// in the future) until then; false when its client left or the server
+// stopped first.
+func (s *Server) awaitStart(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+	case <-s.stopping:
+	}
+	return false
 }
 
 // tooLongBodies are the 400 bodies naming the identity that was too long.

@@ -1,6 +1,8 @@
 package stubserver
 
 import (
+	"context"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -94,6 +96,48 @@ func TestStartOnFirstRequestConcurrent(t *testing.T) {
 		h.rec = s.rec
 		if as := h.attempts(); len(as) != 20 {
 			t.Errorf("records = %d; want 20", len(as))
+		}
+	})
+}
+
+// TestStartInTheFuture: with time zero ahead (an epoch shared with other
+// processes), a request that arrives early waits for it and is recorded
+// at time zero; one whose client leaves first is not recorded.
+func TestStartInTheFuture(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &harness{t: t}
+		h.rec = timeline.NewRecorder(timeline.NewEncoder(&h.buf), 64)
+		epoch := time.Now().Add(3 * time.Second)
+		s, err := New(Config{Phases: []Phase{
+			{Name: "outage", For: 5 * time.Second, Respond: Respond{Kind: RespondStatus, Status: 503}},
+			{Name: "recovered"},
+		}}, Options{Start: epoch, Recorder: h.rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.s = s
+		if w := h.do("GET", "/healthz"); w.Code != 200 {
+			t.Errorf("/healthz before the epoch: %d; want 200 at once", w.Code)
+		}
+		// A client that gives up before the epoch.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r := httptest.NewRequestWithContext(ctx, "GET", "/c/2/r/0", nil)
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		cancel()
+		if w.Code != 503 || time.Until(epoch) != 2*time.Second {
+			t.Errorf("request abandoned before the epoch: %d, %v before it; want 503 after its 1 s timeout", w.Code, time.Until(epoch))
+		}
+		time.Sleep(time.Second) // synctest: virtual time; 1 s before the epoch
+		if w := h.do("GET", "/c/1/r/0"); w.Code != 503 {
+			t.Errorf("early request: %d; want the first phase's 503", w.Code)
+		}
+		if !time.Now().Equal(epoch) {
+			t.Errorf("early request answered %v after the epoch; want at it", time.Since(epoch))
+		}
+		as := h.attempts()
+		if len(as) != 1 || as[0].Client != "1" || as[0].At != 0 || as[0].Phase != "outage" {
+			t.Errorf("records %+v; want client 1's alone, at 0 in the outage", as)
 		}
 	})
 }

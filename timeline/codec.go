@@ -70,6 +70,22 @@ func (e *Encoder) EncodeOutcome(o *Outcome) error {
 	return e.write()
 }
 
+// writeLine writes a record's line as it was read (Decoder.raw), which
+// the decoder accepted.
+func (e *Encoder) writeLine(line []byte) error {
+	if e.err != nil {
+		return e.err
+	}
+	if _, err := e.w.Write(line); err != nil {
+		e.err = fmt.Errorf("timeline: write: %w", err)
+		return e.err
+	}
+	if err := e.w.WriteByte('\n'); err != nil {
+		e.err = fmt.Errorf("timeline: write: %w", err)
+	}
+	return e.err
+}
+
 func (e *Encoder) write() error {
 	if _, err := e.w.Write(e.buf); err != nil {
 		e.err = fmt.Errorf("timeline: write: %w", err)
@@ -260,6 +276,9 @@ type Decoder struct {
 	records  int // records decoded so far
 	metaLine int // line of the meta record, 0 before it
 	endLine  int // line of the end record, 0 before it
+	// raw is the last record's line as read, trimmed: valid until the
+	// next Decode (Merge copies the lines it need not change).
+	raw []byte
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -292,6 +311,7 @@ func (d *Decoder) Decode(rec *Record) error {
 		if err := d.order(rec.Type); err != nil {
 			return &SyntaxError{Line: d.line, Msg: err.Error()}
 		}
+		d.raw = line
 		return nil
 	}
 }

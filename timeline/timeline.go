@@ -1,10 +1,12 @@
 // Package timeline owns the records of a retrylab run — one meta record, then
 // an attempt per request the stub server saw and an outcome per logical
-// request a simulated client made — and their streaming NDJSON codec.
+// request a simulated client made — and their streaming NDJSON codec, and
+// Merge, which joins the files of a fleet spread over several processes.
 //
-// All instants are nanoseconds since the run's start on the monotonic clock,
-// so nothing downstream parses dates. The package is a leaf: it imports only
-// the standard library.
+// All instants are nanoseconds since the run's time zero (Meta.Start: the
+// process's start, or the epoch its processes share) on the monotonic
+// clock, so nothing downstream parses dates. The package is a leaf: it
+// imports only the standard library.
 package timeline
 
 import (
@@ -90,13 +92,35 @@ type Meta struct {
 	Summary        string  `json:"summary,omitempty"`         // the subject's own configuration summary
 
 	Seed  int64     `json:"seed"`
-	Start time.Time `json:"start"`           // wall-clock instant of time zero
-	Shard string    `json:"shard,omitempty"` // "i/n" when the run is one shard of many
+	Start time.Time `json:"start"` // wall-clock instant of time zero
+	// Epoch is the shared scenario clock (`--epoch`): the wall-clock
+	// instant every process of a fleet spread over several — `serve`
+	// replicas and `run` shards — starts the scenario's phases at. Zero
+	// when the process started its own clock. A process that has one sets
+	// Start to it; merge checks that every file names the same one and
+	// re-bases each file's records by Start − Epoch.
+	Epoch time.Time `json:"epoch,omitzero"`
+	// Host is the name of the machine that wrote the file (os.Hostname),
+	// "" when unknown; merge reads it to tell files of one host, whose
+	// instants share a clock, from files of several.
+	Host string `json:"host,omitempty"`
+	// Shard is "i/n" when the run is one shard of n: its clients are the
+	// fleet's ids i, i+n, i+2n, … (ids stay global, so shards' records
+	// never collide). A merged timeline that holds every shard has none.
+	Shard string `json:"shard,omitempty"`
+	// ClockUncertainty is how far apart, in nanoseconds, the clocks of the
+	// hosts whose records a merged timeline joins may be: instants recorded
+	// on two hosts (a not_before from one stub replica, the retry's
+	// arrival at another) are comparable only within it, and checks that
+	// compare them widen their tolerance by it. 0 for a timeline of one
+	// process or of several processes on one host.
+	ClockUncertainty int64 `json:"clock_uncertainty,omitempty"`
 	// Duration is the run's hard cap in nanoseconds (0: none).
 	Duration int64 `json:"duration,omitempty"`
 	// Scheduled is how many logical requests the fleet scheduled (clients ×
-	// requests); 0 for a serve recording, which judges what it holds. A run
-	// timeline with fewer outcomes than this is incomplete.
+	// requests, a shard's own share under Shard, the sum of the shards'
+	// in a merged timeline); 0 for a serve recording, which judges what it
+	// holds. A run timeline with fewer outcomes than this is incomplete.
 	Scheduled int64 `json:"scheduled,omitempty"`
 
 	Phases []Phase `json:"phases,omitempty"`
@@ -155,6 +179,8 @@ type Capacity struct {
 
 // Fleet is what the simulated clients were asked to do.
 type Fleet struct {
+	// Clients is the whole fleet's size, in a shard's timeline too (its
+	// share is Meta.Scheduled / Requests).
 	Clients  int    `json:"clients"`
 	Requests int    `json:"requests"` // logical requests per client
 	Start    string `json:"start,omitempty"`

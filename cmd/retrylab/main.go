@@ -159,6 +159,7 @@ func init() {
 		"analyze":   {"judge a recorded timeline", cmdAnalyze},
 		"report":    {"write the HTML report of a timeline", cmdReport},
 		"compare":   {"run several subjects on one scenario and rank them", cmdCompare},
+		"merge":     {"join the stubs' recordings and the fleet shards' timelines of one run", cmdMerge},
 		"subjects":  {"list the subjects (libraries under test)", cmdSubjects},
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-const runUsage = "run SCENARIO|FILE [--subject NAME] [--clients N] [--requests N] [--seed N] [--duration D] [--out DIR] [--quiet] [--no-report] [--check ...] [--json F] [--junit F] [--markdown F]"
+const runUsage = "run SCENARIO|FILE [--subject NAME] [--clients N] [--requests N] [--seed N] [--duration D] [--out DIR] [--quiet] [--no-report] [--check ...] [--json F] [--junit F] [--markdown F] [--target URL [--allow-remote]] [--shard i/n] [--epoch INSTANT]"
 
 type runOptions struct {
 	subject  string
@@ -38,6 +38,8 @@ type runOptions struct {
 	// runID names the run's quota in Redis (a redis:// backend), so that
 	// each run starts with it whole: its directory's name by default.
 	runID string
+	// spread: run's own flags for a fleet spread over processes.
+	spread spreadFlags
 }
 
 func (o *runOptions) register(fs interface {
@@ -150,6 +152,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("run", runUsage, e)
 	o.register(fs)
 	o.verdict.register(fs)
+	o.spread.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -157,6 +160,9 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return usagef("run takes one scenario (a built-in name or a file), got %d arguments", fs.NArg())
 	}
 	if err := o.validate(fs.Changed); err != nil {
+		return err
+	}
+	if err := o.spread.validate(&o.verdict); err != nil {
 		return err
 	}
 	aopts, err := o.verdict.options()
@@ -167,11 +173,21 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := subj.(subjects.Program); ok && o.spread.any() {
+		return usagef("--target, --shard and --epoch need a goroutine subject: an exec subject's fleet starts every process before the in-process stub opens the scenario")
+	}
+	if err := o.spread.checkScenario(sc, o.clients, o.duration); err != nil {
+		return err
+	}
 	if err := checkWritable(o.out, o.verdict.files()); err != nil {
 		return err
 	}
 
-	dir, err := scenarios.NewRunDir(o.out, fmt.Sprintf("%s-%s-%s", sc.Name, safeName(subj.Name()), time.Now().Format("20060102-150405")))
+	name := fmt.Sprintf("%s-%s-%s", sc.Name, safeName(subj.Name()), time.Now().Format("20060102-150405"))
+	if sh := o.spread.shard.s; !sh.Whole() {
+		name += fmt.Sprintf("-shard-%dof%d", sh.Index, sh.Count)
+	}
+	dir, err := scenarios.NewRunDir(o.out, name)
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -182,6 +198,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.spread.target != "" {
+		// Nothing to judge here: the attempts are in the stubs' recordings.
+		fmt.Fprintf(e.stdout, "fleet only: merge this timeline with the stubs' recordings and every other shard's, then analyze the result:\n  retrylab merge -o merged.ndjson STUB.ndjson... %s...\n", sum.TimelinePath)
+		return nil
 	}
 
 	v, col, err := judgeFile(sum.TimelinePath, aopts, !o.noReport)
@@ -232,7 +253,7 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 	}
 	defer closeBackend()
 	bars := newProgressBars(e, o.quiet, fmt.Sprintf("%s · %s", sc.Name, subj.Name()))
-	sum, err := scenarios.Run(ctx, sc, scenarios.RunOptions{
+	ropts := scenarios.RunOptions{
 		Subject:      subj,
 		Clients:      o.clients,
 		Requests:     o.requests,
@@ -244,7 +265,9 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 		Tool:         version,
 		Detach:       e.exits && !o.noDetach,
 		NewLimiter:   newLimiter,
-	})
+	}
+	o.spread.options(&ropts)
+	sum, err := scenarios.Run(ctx, sc, ropts)
 	bars.finish()
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = &scenarios.TimelineError{Path: path, Err: cerr}
@@ -331,7 +354,14 @@ func openTimeline(path string) (*os.File, error) {
 }
 
 func printSummary(w io.Writer, s *scenarios.Summary) {
-	fmt.Fprintf(w, "run: %s · subject %s · seed %d · %d clients\n", s.Scenario, s.Subject, s.Seed, s.Clients)
+	fmt.Fprintf(w, "run: %s · subject %s · seed %d · %d clients", s.Scenario, s.Subject, s.Seed, s.Clients)
+	if s.Shard != "" {
+		fmt.Fprintf(w, " (shard %s)", s.Shard)
+	}
+	if s.Target != "" {
+		fmt.Fprintf(w, " · target %s", s.Target)
+	}
+	fmt.Fprintln(w)
 	var parts []string
 	keys := make([]string, 0, len(s.Results))
 	for k := range s.Results {
@@ -342,7 +372,11 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, s.Results[k]))
 	}
 	fmt.Fprintf(w, "  logical requests: %d of %d (%s)\n", s.Requests, s.Planned, strings.Join(parts, ", "))
-	fmt.Fprintf(w, "  attempts: %d (429: %d, 503: %d)\n", s.Attempts, s.Throttled429, s.Unavailable503)
+	sent := ""
+	if s.Target != "" {
+		sent = " sent"
+	}
+	fmt.Fprintf(w, "  attempts%s: %d (429: %d, 503: %d)\n", sent, s.Attempts, s.Throttled429, s.Unavailable503)
 	stopped := "all requests done"
 	switch s.Stopped {
 	case scenarios.StoppedDuration:

@@ -25,7 +25,7 @@ import (
 //go:embed default-serve.yaml
 var defaultServe []byte
 
-const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--duration D] [--redis URL] [--upstream URL] [--allow-remote]"
+const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--epoch INSTANT] [--duration D] [--redis URL] [--upstream URL] [--allow-remote]"
 
 type serveOptions struct {
 	scenario    string
@@ -39,6 +39,7 @@ type serveOptions struct {
 	redis       string
 	redisSet    bool // --redis was given
 	upstream    string
+	epoch       epochFlag
 }
 
 // --start values.
@@ -68,7 +69,8 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs.StringVar(&o.record, "record", "", "write the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force")
 	fs.BoolVar(&o.force, "force", false, "overwrite an existing --record file")
 	fs.StringVar(&o.start, "start", startNow, "when the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics and /healthz do not count)")
-	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long (0: only on SIGINT/SIGTERM)")
+	fs.Var(&o.epoch, "epoch", "start the phases (and time zero) at this wall-clock `instant` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with the other replicas and 'run --epoch'; a request that arrives before it waits for it")
+	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long, counted from the epoch when it is ahead (0: only on SIGINT/SIGTERM)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
@@ -90,6 +92,15 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	}
 	if o.start != startNow && o.start != startFirstRequest {
 		return o, usagef("--start %q: want %s or %s", o.start, startNow, startFirstRequest)
+	}
+	epoch := o.epoch.t
+	if !epoch.IsZero() {
+		if fs.Changed("start") {
+			return o, usagef("--epoch and --start are exclusive: the epoch is when the phases start")
+		}
+		if ahead := time.Until(epoch); ahead > scenarios.MaxEpochAhead {
+			return o, usagef("--epoch %s is %v ahead, more than %v", o.epoch.String(), ahead.Round(time.Second), scenarios.MaxEpochAhead)
+		}
 	}
 	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
 		return o, err
@@ -134,6 +145,11 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return fmt.Errorf("serve: --addr %s: %w", o.addr, err)
 	}
 	listened := time.Now()
+	start := listened
+	epoch := o.epoch.t
+	if !epoch.IsZero() {
+		start = scenarios.AnchorEpoch(epoch)
+	}
 
 	var file *os.File
 	if o.record != "" {
@@ -164,7 +180,10 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		if file == nil {
 			return nil
 		}
-		meta := serveMeta(sc, o.scenario == "", o.seed, start)
+		meta := serveMeta(sc, o.scenario == "", o.seed, start, epoch)
+		if late := listened.Sub(start); !epoch.IsZero() && late > 0 {
+			meta.Notes = append(meta.Notes, fmt.Sprintf("the server started %v after the epoch", late.Round(time.Millisecond)))
+		}
 		if newLimiter != nil {
 			meta.Notes = append(meta.Notes, backendNote(cfg, name, o.redisSet))
 		}
@@ -186,10 +205,10 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return rec
 	}
 
-	status := newServeStatus(e, serveMeta(sc, o.scenario == "", o.seed, listened))
+	status := newServeStatus(e, serveMeta(sc, o.scenario == "", o.seed, start, epoch))
 	srv, err := stubserver.New(cfg, stubserver.Options{
 		OnAttempt:           status.onAttempt,
-		Start:               listened,
+		Start:               start,
 		StartOnFirstRequest: o.start == startFirstRequest,
 		OpenRecorder:        openRecorder,
 		Seed:                o.seed,
@@ -225,6 +244,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	if cfg.Upstream != "" {
 		fmt.Fprintf(e.stdout, "  %s\n", upstreamNote(cfg.Upstream, o.upstream != ""))
 	}
+	if !epoch.IsZero() {
+		fmt.Fprintf(e.stdout, "  phases start at the epoch %s (%s)\n", o.epoch.String(), relative(time.Until(start)))
+	}
 
 	status.srv.Store(srv)
 	served := make(chan error, 1)
@@ -232,7 +254,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 
 	var timer <-chan time.Time
 	if o.duration > 0 {
-		t := time.NewTimer(o.duration)
+		t := time.NewTimer(o.duration + max(0, time.Until(start)))
 		defer t.Stop()
 		timer = t.C
 	}
@@ -316,8 +338,12 @@ func loadServeScenario(arg string) (*scenarios.Scenario, error) {
 // serveMeta is the meta record of a serve recording of sc from start:
 // the scenarios package's, as run's, with no fleet of its own. The
 // default server is no scenario file: its record has no source.
-func serveMeta(sc *scenarios.Scenario, isDefault bool, seed int64, start time.Time) *timeline.Meta {
-	m := sc.Meta(scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: start, Tool: version})
+func serveMeta(sc *scenarios.Scenario, isDefault bool, seed int64, start, epoch time.Time) *timeline.Meta {
+	mo := scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: start, Tool: version}
+	if !epoch.IsZero() {
+		mo.Start, mo.Epoch, mo.Host = epoch, epoch, hostname()
+	}
+	m := sc.Meta(mo)
 	if isDefault {
 		m.Source = nil
 	}
@@ -357,15 +383,8 @@ func checkLoopback(flag, addr string, allow bool) error {
 	if err != nil {
 		return usagef("%s %q: %v", flag, addr, err)
 	}
-	if allow {
+	if allow || loopbackHost(host) {
 		return nil
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return usagef("%s %s is not a loopback address; pass --allow-remote to use it", flag, addr)
-	}
-	return nil
+	return usagef("%s %s is not a loopback address; pass --allow-remote to use it", flag, addr)
 }

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// rehearsalScenario is outage-bare trimmed: a 2 s outage of bare 503s that
+// the whole fleet starts into, where full jitter passes and backoff
+// without jitter fails on waves.
+const rehearsalScenario = `name: rehearsal
+description: outage-bare trimmed for a rehearsal of a fleet over several processes
+duration: 12s
+server:
+  latency: 2ms
+  headers: none
+  phases:
+    - {name: outage, for: 2s, respond: {status: 503}, retry_after: none}
+    - {name: recovered, respond: ok}
+fleet: {clients: 90, start: burst, requests: 1, method: GET, timeout: 10s}
+subject:
+  name: retrylab
+  policy: {base: 200ms, cap: 2s, budget: 9s, jitter: full}
+expect:
+  checks: [instant-retry, waves, non-retryable, attempts, budget, give-up, amplification]
+  require: [instant-retry, waves, give-up]
+`
+
+// rehearsalServeArgs are added to both stubs' serve command lines.
+//
+// TODO(issue 14, shared quota): once serve can share its quota through
+// Redis (another branch), start both stubs on one redistest server here
+// and rehearse a quota scenario (quota-steady), so that two replicas are
+// shown to enforce one global quota. Until then the rehearsal's scenario
+// has no quota, and each stub's memory limiter would be its own.
+var rehearsalServeArgs []string
+
+// verdictJSON is what the rehearsal compares of two verdicts.
+type verdictJSON struct {
+	Verdict      string   `json:"verdict"`
+	Inconclusive []string `json:"inconclusive"`
+	Checks       []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	} `json:"checks"`
+}
+
+func (v verdictJSON) String() string {
+	var b strings.Builder
+	b.WriteString(v.Verdict)
+	for _, c := range v.Checks {
+		fmt.Fprintf(&b, " %s:%s", c.ID, c.Status)
+	}
+	if len(v.Inconclusive) > 0 {
+		fmt.Fprintf(&b, " inconclusive: %q", v.Inconclusive)
+	}
+	return b.String()
+}
+
+func readVerdict(t *testing.T, path string) verdictJSON {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v verdictJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// countRecords counts a timeline's attempts and outcomes, and returns its
+// meta.
+func countRecords(t *testing.T, path string) (meta timeline.Meta, attempts, outcomes int) {
+	t.Helper()
+	m, as := readTimeline(t, path)
+	f, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, len(as), strings.Count(string(f), `{"type":"outcome"`)
+}
+
+// TestFleetRehearsal rehearses a run spread over processes on loopback:
+// two `serve` stubs and three `run --target` shards (0 and 2 on the first
+// stub, 1 on the second) share one epoch; `merge` joins the two
+// recordings and three fleet files, and `analyze` judges the result (`report` draws it). Every
+// scheduled logical request has its outcome, the merge holds every
+// attempt the stubs recorded, and the verdict is the one-process run's,
+// for the reference client (PASS) and a negative control (FAIL, waves).
+// About 6 s of real time per subject.
+func TestFleetRehearsal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the rehearsal in real time (about 12 s)")
+	}
+	dir := t.TempDir()
+	scFile := filepath.Join(dir, "rehearsal.yaml")
+	if err := os.WriteFile(scFile, []byte(rehearsalScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ subject, want string }{{"retrylab", "pass"}, {"exp-no-jitter", "fail"}} {
+		t.Run(c.subject, func(t *testing.T) {
+			dir := filepath.Join(dir, c.subject)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// The reference: the same scenario and seed in one process,
+			// while the rehearsal runs (the load is small).
+			var wg sync.WaitGroup
+			var refCode int
+			var refOut, refErr string
+			wg.Go(func() {
+				refCode, refOut, refErr = runCmd(t, "run", scFile, "--subject", c.subject, "--seed", "5", "--quiet", "--no-report",
+					"--out", filepath.Join(dir, "ref"), "--json", filepath.Join(dir, "ref.json"))
+			})
+
+			// Time for both stubs to listen and three shards to start.
+			epoch := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+			recs := []string{filepath.Join(dir, "stub-a.ndjson"), filepath.Join(dir, "stub-b.ndjson")}
+			var urls []string
+			var stops []func() error
+			for _, rec := range recs {
+				url, stop := serveUntilURL(t, append([]string{"--addr", "127.0.0.1:0", "--scenario", scFile, "--seed", "5",
+					"--epoch", epoch, "--record", rec}, rehearsalServeArgs...)...)
+				urls, stops = append(urls, url), append(stops, stop)
+			}
+			type shardRun struct {
+				code        int
+				out, errOut string
+			}
+			shards := make([]shardRun, 3)
+			var sw sync.WaitGroup
+			for i := range 3 {
+				sw.Go(func() {
+					s := &shards[i]
+					s.code, s.out, s.errOut = runCmd(t, "run", scFile, "--subject", c.subject, "--seed", "5", "--quiet",
+						"--target", urls[i%2], "--shard", fmt.Sprintf("%d/3", i), "--epoch", epoch, "--out", filepath.Join(dir, fmt.Sprint("shard", i)))
+				})
+			}
+			sw.Wait()
+			for _, stop := range stops {
+				if err := stop(); err != nil {
+					t.Errorf("serve: %v", err)
+				}
+			}
+			files := append([]string(nil), recs...)
+			for i, s := range shards {
+				if s.code != exitOK || !strings.Contains(s.out, "fleet only: merge this timeline") {
+					t.Fatalf("shard %d/3: exit %d\nstdout:\n%s\nstderr:\n%s", i, s.code, s.out, s.errOut)
+				}
+				tl, _ := filepath.Glob(filepath.Join(dir, fmt.Sprint("shard", i), "*-shard-*of3", "timeline.ndjson"))
+				if len(tl) != 1 {
+					t.Fatalf("shard %d/3 wrote timelines %v; want one, in a directory named for its shard", i, tl)
+				}
+				files = append(files, tl[0])
+			}
+
+			merged := filepath.Join(dir, "merged.ndjson")
+			code, out, errOut := runCmd(t, append([]string{"merge", "-o", merged}, files...)...)
+			if code != exitOK {
+				t.Fatalf("merge: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			m, attempts, outcomes := countRecords(t, merged)
+			stubAttempts := 0
+			for _, rec := range recs {
+				_, n, _ := countRecords(t, rec)
+				stubAttempts += n
+			}
+			if m.Scheduled != 90 || outcomes != 90 || attempts != stubAttempts || m.Shard != "" || m.ClockUncertainty != 0 {
+				t.Errorf("merged: scheduled %d, %d outcomes, %d attempts (stubs recorded %d), shard %q, clock uncertainty %d; want 90, 90, equal, none, 0 (one host)",
+					m.Scheduled, outcomes, attempts, stubAttempts, m.Shard, m.ClockUncertainty)
+			}
+
+			if code, out, errOut := runCmd(t, "report", merged, "--out", filepath.Join(dir, "report")); code != exitOK {
+				t.Errorf("report of the merged timeline: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			} else if _, err := os.Stat(filepath.Join(dir, "report", "report.html")); err != nil {
+				t.Errorf("report of the merged timeline: %v", err)
+			}
+			code, out, errOut = runCmd(t, "analyze", merged, "--json", filepath.Join(dir, "merged.json"))
+			wg.Wait()
+			if refCode != exitOK && refCode != exitFailed {
+				t.Fatalf("one-process run: exit %d\nstdout:\n%s\nstderr:\n%s", refCode, refOut, refErr)
+			}
+			ref, got := readVerdict(t, filepath.Join(dir, "ref.json")), readVerdict(t, filepath.Join(dir, "merged.json"))
+			if ref.Verdict != c.want || got.String() != ref.String() || code != refCode {
+				t.Errorf("merged verdict (exit %d):\n  %s\none-process verdict (exit %d):\n  %s\nwant both %s\nanalyze stdout:\n%s",
+					code, got, refCode, ref, c.want, out)
+			}
+		})
+	}
+}

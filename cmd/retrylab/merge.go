@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/retrylab/retrylab/internal/atomicfile"
+	"github.com/retrylab/retrylab/timeline"
+)
+
+const mergeUsage = "merge -o OUT [--force] [--clock-uncertainty D] FILE..."
+
+func cmdMerge(ctx context.Context, e *env, args []string) error {
+	var (
+		out         string
+		force       bool
+		uncertainty time.Duration
+	)
+	fs := newFlags("merge", mergeUsage, e)
+	fs.StringVarP(&out, "output", "o", "", "write the merged timeline to `FILE`; an existing file is refused unless --force")
+	fs.BoolVar(&force, "force", false, "overwrite an existing --output file")
+	fs.DurationVar(&uncertainty, "clock-uncertainty", timeline.DefaultClockUncertainty, "how far apart the clocks of the files' hosts may be, `D`: the merged meta's clock_uncertainty, which widens the retry-after tolerance; when not given, 0 for files of one host and this default for files of several")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if out == "" {
+		return usagef("merge needs -o FILE, the merged timeline")
+	}
+	if fs.NArg() == 0 {
+		return usagef("merge takes the timeline files to merge (the stubs' --record files and every run shard's timeline.ndjson), got none")
+	}
+	if uncertainty < 0 {
+		return usagef("--clock-uncertainty must be >= 0, got %v", uncertainty)
+	}
+	if fi, err := os.Stat(out); err == nil {
+		if fi.IsDir() {
+			return usagef("--output %s: is a directory", out)
+		}
+		if !force {
+			return usagef("--output %s: the file exists; pass --force to overwrite it", out)
+		}
+	}
+	if err := probeDir(filepath.Dir(out)); err != nil {
+		return usagef("--output %s: %v", out, err)
+	}
+
+	var inputs []timeline.MergeInput
+	var infos []os.FileInfo
+	outInfo, _ := os.Stat(out)
+	for _, path := range fs.Args() {
+		f, err := openTimeline(path)
+		if err != nil {
+			closeInputs(inputs)
+			return err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			closeInputs(inputs)
+			return badInput(err)
+		}
+		for i, prev := range infos {
+			if os.SameFile(fi, prev) {
+				f.Close()
+				closeInputs(inputs)
+				return usagef("%s and %s are the same file: merging it twice would count its records twice", inputs[i].Name, path)
+			}
+		}
+		if outInfo != nil && os.SameFile(fi, outInfo) {
+			f.Close()
+			closeInputs(inputs)
+			return usagef("--output %s is also an input", out)
+		}
+		infos = append(infos, fi)
+		inputs = append(inputs, timeline.MergeInput{Name: path, R: f})
+	}
+	defer closeInputs(inputs)
+
+	var sum *timeline.MergeSummary
+	err := atomicfile.Write(out, func(w io.Writer) error {
+		var err error
+		sum, err = timeline.Merge(w, inputs, timeline.MergeOptions{ClockUncertainty: uncertainty, UncertaintySet: fs.Changed("clock-uncertainty")})
+		return err
+	})
+	var me *timeline.MergeError
+	if errors.As(err, &me) {
+		return badInput(err)
+	}
+	if err != nil {
+		return fmt.Errorf("merge: --output %s: %w", out, err)
+	}
+	m := sum.Meta
+	fmt.Fprintf(e.stdout, "merged %d files into %s: %d attempts, %d outcomes of %d scheduled", len(inputs), out, sum.Attempts, sum.Outcomes, m.Scheduled)
+	if sum.Renumbered > 0 {
+		fmt.Fprintf(e.stdout, ", %d attempts renumbered (retries seen by several replicas)", sum.Renumbered)
+	}
+	fmt.Fprintf(e.stdout, "\n  epoch %s; clock uncertainty between hosts %v", m.Epoch.Format(time.RFC3339Nano), time.Duration(m.ClockUncertainty))
+	if m.Recorder == "run" && sum.End == nil {
+		fmt.Fprint(e.stdout, "; no end record: a fleet file has none (its shard was killed or its file cut short)")
+	}
+	fmt.Fprintln(e.stdout)
+	return nil
+}
+
+func closeInputs(inputs []timeline.MergeInput) {
+	for _, in := range inputs {
+		if c, ok := in.R.(io.Closer); ok {
+			c.Close()
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// TestRunSpreadFlagErrors: bad --target, --shard and --epoch values are
+// bad input naming the flag, found before anything runs.
+func TestRunSpreadFlagErrors(t *testing.T) {
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	ahead := time.Now().Add(3 * time.Hour).UTC().Format(time.RFC3339)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--target", "http://10.1.2.3:8080"}, "--target http://10.1.2.3:8080 is not a loopback address; pass --allow-remote"},
+		{[]string{"--target", "http://stub.example"}, "is not a loopback address"},
+		{[]string{"--allow-remote"}, "--allow-remote needs --target"},
+		{[]string{"--target", "127.0.0.1:8080"}, "--target: scenarios: target \"127.0.0.1:8080\": want an http:// or https:// URL"},
+		{[]string{"--target", "http://127.0.0.1:1/api"}, "want no path"},
+		{[]string{"--target", "http://127.0.0.1:1", "--json", "v.json"}, "--json with --target: this run's timeline holds no attempt"},
+		{[]string{"--target", "http://127.0.0.1:1", "--check", "waves"}, "--check with --target"},
+		{[]string{"--shard", "3/3"}, `invalid argument "3/3" for "--shard"`},
+		{[]string{"--shard", "1"}, "want i/n"},
+		{[]string{"--shard", "5/8", "--clients", "4"}, "shard 5/8 of 4 clients has none"},
+		{[]string{"--epoch", "tomorrow"}, `invalid argument "tomorrow" for "--epoch"`},
+		{[]string{"--epoch", past}, "--epoch " + past + ": scenarios: the epoch has passed"},
+		{[]string{"--epoch", ahead}, "more than 1h0m0s"},
+		{[]string{"--shard", "0/2", "--subject", "exec:true"}, "an exec subject's fleet starts every process"},
+	} {
+		out := t.TempDir()
+		args := append([]string{"run", "testdata/tiny-outage.yaml", "--quiet", "--out", out}, c.args...)
+		code, _, stderr := runCmd(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("run %s: exit %d, stderr %q; want %d containing %q", strings.Join(c.args, " "), code, stderr, exitUsage, c.want)
+		}
+		if ents, _ := os.ReadDir(out); len(ents) != 0 {
+			t.Errorf("run %s created %d entries in --out; want none", strings.Join(c.args, " "), len(ents))
+		}
+	}
+}
+
+// TestServeEpoch: serve --epoch starts the phases at the epoch: its
+// recording names it as time zero and the host, and a request sent before
+// it waits for it; --epoch with --start is refused.
+func TestServeEpoch(t *testing.T) {
+	epoch := time.Now().Add(700 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	e := epoch.Format(time.RFC3339Nano)
+	code, _, stderr := runCmd(t, "serve", "--addr", "127.0.0.1:0", "--epoch", e, "--start", "now")
+	if code != exitUsage || !strings.Contains(stderr, "--epoch and --start are exclusive") {
+		t.Errorf("serve --epoch --start: exit %d, %q; want %d", code, stderr, exitUsage)
+	}
+	record := filepath.Join(t.TempDir(), "t.ndjson")
+	base, stop := serveUntilURL(t, "--addr", "127.0.0.1:0", "--record", record, "--epoch", e)
+	resp, err := http.Get(base + "/c/1/r/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	answered := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if answered.Before(epoch) {
+		t.Errorf("a request before the epoch was answered %v before it; want it held until the epoch", epoch.Sub(answered))
+	}
+	meta, as := readTimeline(t, record)
+	if !meta.Start.Equal(epoch) || !meta.Epoch.Equal(epoch) || meta.Host == "" {
+		t.Errorf("meta start %v epoch %v host %q; want the epoch %v twice and the host", meta.Start, meta.Epoch, meta.Host, epoch)
+	}
+	if len(as) != 1 || as[0].At < 0 || as[0].At > int64(200*time.Millisecond) {
+		t.Errorf("attempts %+v; want the early one, at the epoch", as)
+	}
+}
+
+// mergeFile writes a timeline of meta and recs (Attempt, Outcome or *End).
+func mergeFile(t *testing.T, dir, name string, meta *timeline.Meta, recs ...any) string {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := timeline.NewEncoder(&buf)
+	enc.EncodeMeta(meta)
+	for _, r := range recs {
+		switch r := r.(type) {
+		case timeline.Attempt:
+			enc.EncodeAttempt(&r)
+		case timeline.Outcome:
+			enc.EncodeOutcome(&r)
+		case *timeline.End:
+			enc.EncodeEnd(r)
+		}
+	}
+	if err := enc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestMergeCommand: merge writes one timeline of a stub's recording and
+// a fleet file; inputs of different runs, a file given twice, or an output
+// that exists are bad input naming the file or flag, and nothing is
+// written.
+func TestMergeCommand(t *testing.T) {
+	dir := t.TempDir()
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	meta := func(recorder string, seed int64) *timeline.Meta {
+		m := &timeline.Meta{Format: timeline.Format, Recorder: recorder, Scenario: "s", Seed: seed, Start: epoch, Epoch: epoch, Host: "h1"}
+		if recorder == "run" {
+			m.Subject, m.Scheduled, m.Fleet = "retrylab", 1, &timeline.Fleet{Clients: 1, Requests: 1}
+		}
+		return m
+	}
+	stub := mergeFile(t, dir, "stub.ndjson", meta("serve", 1),
+		timeline.Attempt{Client: "0", Key: "0/0", Attempt: 1, Method: "GET", Path: "/c/0/r/0", At: 5, Done: 9, Status: 200})
+	fleet := mergeFile(t, dir, "fleet.ndjson", meta("run", 1),
+		timeline.Outcome{Client: "0", Key: "0/0", Scheduled: 0, Start: 1, End: 10, Result: timeline.ResultOK, Status: 200},
+		&timeline.End{At: 11, Reason: timeline.EndCompleted})
+	other := mergeFile(t, dir, "other.ndjson", meta("serve", 2))
+	out := filepath.Join(dir, "m", "merged.ndjson")
+
+	code, stdout, stderr := runCmd(t, "merge", "-o", out, stub, fleet)
+	if code != exitOK || !strings.Contains(stdout, "merged 2 files into "+out+": 1 attempts, 1 outcomes of 1 scheduled") ||
+		!strings.Contains(stdout, "clock uncertainty between hosts 0s") {
+		t.Fatalf("merge: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	code, _, stderr = runCmd(t, "analyze", out)
+	if code == exitUsage {
+		t.Errorf("analyze of the merged timeline: bad input: %s", stderr)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{stub}, "merge needs -o FILE"},
+		{[]string{"-o", filepath.Join(dir, "x.ndjson")}, "got none"},
+		{[]string{"-o", out, stub, fleet}, "--output " + out + ": the file exists; pass --force"},
+		{[]string{"-o", filepath.Join(dir, "x.ndjson"), stub, stub}, "are the same file"},
+		{[]string{"-o", filepath.Join(dir, "x.ndjson"), stub, other}, fmt.Sprintf("timeline: merge: %s: seed 2; %s has seed 1", other, stub)},
+		{[]string{"-o", filepath.Join(dir, "x.ndjson"), stub, filepath.Join(dir, "missing.ndjson")}, "missing.ndjson"},
+		{[]string{"-o", filepath.Join(dir, "x.ndjson"), "--clock-uncertainty", "-1ms", stub}, "--clock-uncertainty must be >= 0"},
+		{[]string{"--force", "-o", stub, stub, fleet}, "--output " + stub + " is also an input"},
+	} {
+		code, _, stderr := runCmd(t, append([]string{"merge"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("merge %s: exit %d, stderr %q; want %d containing %q", strings.Join(c.args, " "), code, stderr, exitUsage, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.ndjson")); err == nil {
+		t.Error("a refused merge wrote its output")
+	}
+
+	// Files of two hosts: the stated uncertainty, or the default.
+	m2 := meta("run", 1)
+	m2.Host = "h2"
+	fleet2 := mergeFile(t, dir, "fleet2.ndjson", m2, &timeline.End{At: 11, Reason: timeline.EndCompleted})
+	for _, c := range []struct {
+		flags []string
+		want  time.Duration
+	}{{nil, timeline.DefaultClockUncertainty}, {[]string{"--clock-uncertainty", "3ms"}, 3 * time.Millisecond}} {
+		out := filepath.Join(dir, fmt.Sprint("two-hosts-", len(c.flags), ".ndjson"))
+		args := append(append([]string{"merge", "-o", out}, c.flags...), stub, fleet2)
+		if code, stdout, stderr := runCmd(t, args...); code != exitOK || !strings.Contains(stdout, fmt.Sprintf("clock uncertainty between hosts %v", c.want)) {
+			t.Errorf("merge %v: exit %d, %s %s; want the uncertainty %v", c.flags, code, stdout, stderr, c.want)
+		}
+	}
+}
+
+// FuzzParseEpoch: parseEpoch never panics, and what it accepts prints
+// back to the same instant.
+func FuzzParseEpoch(f *testing.F) {
+	for _, s := range []string{"2026-12-01T12:00:00Z", "2026-12-01T12:00:00.5+01:00", "2026-12-01", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := parseEpoch(s)
+		if err != nil {
+			return
+		}
+		back, err := parseEpoch(e.Format(time.RFC3339Nano))
+		if err != nil || !back.Equal(e) {
+			t.Fatalf("parseEpoch(%q) = %v; printed back %v, %v", s, e, back, err)
+		}
+	})
+}
