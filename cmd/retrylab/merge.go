@@ -13,7 +13,7 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-const mergeUsage = "merge -o OUT [--force] [--clock-uncertainty D] FILE..."
+const mergeUsage = "merge -o OUT [--force] [--clock-uncertainty D] FILE|DIR..."
 
 func cmdMerge(ctx context.Context, e *env, args []string) error {
 	var (
@@ -32,7 +32,7 @@ func cmdMerge(ctx context.Context, e *env, args []string) error {
 		return usagef("merge needs -o FILE, the merged timeline")
 	}
 	if fs.NArg() == 0 {
-		return usagef("merge takes the timeline files to merge (the stubs' --record files and every run shard's timeline.ndjson), got none")
+		return usagef("merge takes the timeline files to merge (the stubs' --record files and every run shard's timeline.ndjson), or directories holding them, got none")
 	}
 	if uncertainty < 0 {
 		return usagef("--clock-uncertainty must be >= 0, got %v", uncertainty)
@@ -52,7 +52,11 @@ func cmdMerge(ctx context.Context, e *env, args []string) error {
 	var inputs []timeline.MergeInput
 	var infos []os.FileInfo
 	outInfo, _ := os.Stat(out)
-	for _, path := range fs.Args() {
+	paths, err := mergeInputs(fs.Args(), outInfo)
+	if err != nil {
+		return err
+	}
+	for _, path := range paths {
 		f, err := openTimeline(path)
 		if err != nil {
 			closeInputs(inputs)
@@ -82,7 +86,7 @@ func cmdMerge(ctx context.Context, e *env, args []string) error {
 	defer closeInputs(inputs)
 
 	var sum *timeline.MergeSummary
-	err := atomicfile.Write(out, func(w io.Writer) error {
+	err = atomicfile.Write(out, func(w io.Writer) error {
 		var err error
 		sum, err = timeline.Merge(w, inputs, timeline.MergeOptions{ClockUncertainty: uncertainty, UncertaintySet: fs.Changed("clock-uncertainty")})
 		return err
@@ -113,4 +117,43 @@ func closeInputs(inputs []timeline.MergeInput) {
 			c.Close()
 		}
 	}
+}
+
+// mergeInputs expands args: a directory stands for every *.ndjson file
+// below it, in lexical order, but the output (so that a container without
+// a shell to expand globs can merge a results volume into itself: `merge
+// -o /results/merged.ndjson /results`). A directory holding none is an
+// error naming it.
+func mergeInputs(args []string, out os.FileInfo) ([]string, error) {
+	var paths []string
+	for _, arg := range args {
+		fi, err := os.Stat(arg)
+		if err != nil || !fi.IsDir() {
+			paths = append(paths, arg) // openTimeline names what is wrong
+			continue
+		}
+		n := len(paths)
+		err = filepath.WalkDir(arg, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || filepath.Ext(path) != ".ndjson" {
+				return nil
+			}
+			if out != nil {
+				if fi, err := d.Info(); err == nil && os.SameFile(fi, out) {
+					return nil
+				}
+			}
+			paths = append(paths, path)
+			return nil
+		})
+		if err != nil {
+			return nil, badInput(fmt.Errorf("merge: %s: %w", arg, err))
+		}
+		if len(paths) == n {
+			return nil, usagef("%s: a directory without *.ndjson timelines", arg)
+		}
+	}
+	return paths, nil
 }

@@ -195,3 +195,35 @@ func FuzzParseEpoch(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeDirectory: a directory stands for the timelines below it, so a
+// container without a shell merges a results volume into itself; the
+// output, already there, is skipped; a directory without timelines is bad
+// input.
+func TestMergeDirectory(t *testing.T) {
+	dir := t.TempDir()
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	stubMeta := &timeline.Meta{Format: timeline.Format, Recorder: "serve", Scenario: "s", Seed: 1, Start: epoch, Epoch: epoch, Host: "h1"}
+	runMeta := &timeline.Meta{Format: timeline.Format, Recorder: "run", Scenario: "s", Seed: 1, Start: epoch, Epoch: epoch, Host: "h1",
+		Subject: "retrylab", Scheduled: 1, Fleet: &timeline.Fleet{Clients: 1, Requests: 1}}
+	mergeFile(t, dir, "stub-a.ndjson", stubMeta,
+		timeline.Attempt{Client: "0", Key: "0/0", Attempt: 1, Method: "GET", Path: "/c/0/r/0", At: 5, Done: 9, Status: 200})
+	if err := os.MkdirAll(filepath.Join(dir, "fleet", "run-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mergeFile(t, filepath.Join(dir, "fleet", "run-1"), "timeline.ndjson", runMeta,
+		timeline.Outcome{Client: "0", Key: "0/0", Scheduled: 0, Start: 1, End: 10, Result: timeline.ResultOK, Status: 200},
+		&timeline.End{At: 11, Reason: timeline.EndCompleted})
+	os.WriteFile(filepath.Join(dir, "fleet", "run-1", "report.html"), []byte("<html>"), 0o644) // not a timeline
+	out := filepath.Join(dir, "merged.ndjson")
+	for range 2 { // the second time, the output is below the directory
+		code, stdout, stderr := runCmd(t, "merge", "--force", "-o", out, dir)
+		if code != exitOK || !strings.Contains(stdout, "merged 2 files into "+out+": 1 attempts, 1 outcomes of 1 scheduled") {
+			t.Fatalf("merge -o %s %s: exit %d\nstdout: %s\nstderr: %s", out, dir, code, stdout, stderr)
+		}
+	}
+	empty := t.TempDir()
+	if code, _, stderr := runCmd(t, "merge", "-o", filepath.Join(dir, "x.ndjson"), empty); code != exitUsage || !strings.Contains(stderr, "a directory without *.ndjson timelines") {
+		t.Errorf("merge of an empty directory: exit %d, stderr %q; want %d naming it", code, stderr, exitUsage)
+	}
+}
