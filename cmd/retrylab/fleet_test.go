@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/redistest"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -34,13 +35,8 @@ expect:
   require: [instant-retry, waves, give-up]
 `
 
-// rehearsalServeArgs are added to both stubs' serve command lines.
-//
-// TODO(issue 14, shared quota): once serve can share its quota through
-// Redis (another branch), start both stubs on one redistest server here
-// and rehearse a quota scenario (quota-steady), so that two replicas are
-// shown to enforce one global quota. Until then the rehearsal's scenario
-// has no quota, and each stub's memory limiter would be its own.
+// rehearsalServeArgs are added to both stubs' serve command lines (the
+// shared quota is rehearsed apart: TestFleetRehearsalSharedQuota).
 var rehearsalServeArgs []string
 
 // verdictJSON is what the rehearsal compares of two verdicts.
@@ -196,5 +192,102 @@ func TestFleetRehearsal(t *testing.T) {
 					code, got, refCode, ref, c.want, out)
 			}
 		})
+	}
+}
+
+// rehearsalQuota: a global token bucket the fleet offers several times its
+// rate without pause: no Retry-After (whole seconds of it would bunch the
+// fleet, and a bucket idle for a second keeps only its burst), so the
+// clients' jittered backoff keeps the load on.
+const rehearsalQuota = `name: rehearsal-quota
+description: a global quota two stubs share through Redis, loaded by three fleet shards
+duration: 6s
+server:
+  latency: 1ms
+  headers: none
+  quota: {algorithm: token-bucket, rate: 100/s, burst: 10, key: global}
+  phases:
+    - {name: steady, respond: quota, retry_after: none}
+fleet: {clients: 300, start: ramp 200ms, requests: 100, method: GET, timeout: 10s}
+subject:
+  name: retrylab
+  policy: {base: 100ms, cap: 1s, budget: 5s, jitter: full}
+`
+
+// TestFleetRehearsalSharedQuota: two stubs on one redis-server enforce
+// one quota together while three run --target shards load them: the
+// merged timeline holds every attempt of both recordings, and the 200s
+// both stubs gave add up to the one bucket's tokens over the run (burst +
+// rate × span), within 2 %.
+func TestFleetRehearsalSharedQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the rehearsal in real time (about 7 s)")
+	}
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	scFile := filepath.Join(dir, "rehearsal-quota.yaml")
+	if err := os.WriteFile(scFile, []byte(rehearsalQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	epoch := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	recs := []string{filepath.Join(dir, "stub-a.ndjson"), filepath.Join(dir, "stub-b.ndjson")}
+	var urls []string
+	var stops []func() error
+	for _, rec := range recs {
+		url, stop := serveUntilURL(t, "--addr", "127.0.0.1:0", "--scenario", scFile, "--seed", "3",
+			"--epoch", epoch, "--record", rec, "--redis", rs.URL())
+		urls, stops = append(urls, url), append(stops, stop)
+	}
+	var sw sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range 3 {
+		sw.Go(func() {
+			codes[i], _, _ = runCmd(t, "run", scFile, "--seed", "3", "--quiet",
+				"--target", urls[i%2], "--shard", fmt.Sprintf("%d/3", i), "--epoch", epoch, "--out", filepath.Join(dir, fmt.Sprint("shard", i)))
+		})
+	}
+	sw.Wait()
+	for _, stop := range stops {
+		if err := stop(); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}
+	for i, c := range codes {
+		if c != exitOK {
+			t.Fatalf("shard %d/3 exited %d", i, c)
+		}
+	}
+	merged := filepath.Join(dir, "merged.ndjson")
+	if code, out, errOut := runCmd(t, "merge", "-o", merged, dir); code != exitOK {
+		t.Fatalf("merge: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	_, as := readTimeline(t, merged)
+	perStub := 0
+	for _, rec := range recs {
+		_, a := readTimeline(t, rec)
+		perStub += len(a)
+	}
+	if len(as) != perStub {
+		t.Errorf("merged %d attempts; the stubs recorded %d", len(as), perStub)
+	}
+	var ok, limited int
+	var first, last int64 = -1, 0
+	for _, a := range as {
+		if first < 0 || a.At < first {
+			first = a.At
+		}
+		last = max(last, a.At)
+		switch a.Status {
+		case 200:
+			ok++
+		case 429:
+			limited++
+		}
+	}
+	tokens := 10 + 100*time.Duration(last-first).Seconds()
+	t.Logf("%d accepted, %d rejected over %v; the bucket held %.0f tokens", ok, limited, time.Duration(last-first), tokens)
+	if limited == 0 || float64(ok) > tokens*1.02 || float64(ok) < tokens*0.98 {
+		t.Errorf("the two stubs accepted %d (and rejected %d) over %v; want the one bucket's %.0f tokens within 2 %%, under a load that it rejects",
+			ok, limited, time.Duration(last-first), tokens)
 	}
 }
