@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,5 +273,34 @@ subject: {policy: {base: 10ms, budget: 1m}}
 	}
 	if sum.Attempts == 0 {
 		t.Errorf("attempts = 0; want the clients' retries recorded up to the cap")
+	}
+}
+
+// TestSealWalksInParts: a fleet large enough to be walked in parts gets
+// every request in flight back once, in slot order, counted, and every
+// idle slot closed.
+func TestSealWalksInParts(t *testing.T) {
+	r := &runner{slots: make([]slot, 3*sealPart+17)}
+	var want []string
+	for i := range r.slots {
+		if i%7 == 0 {
+			o := timeline.Outcome{Client: strconv.Itoa(i), Key: strconv.Itoa(i) + "/0", Start: 5}
+			r.slots[i].begin(&o)
+			want = append(want, o.Key)
+		}
+	}
+	pending := r.seal(9)
+	if len(pending) != len(want) || r.inFlight.Load() != int64(len(want)) || r.done.Load() != int64(len(want)) {
+		t.Fatalf("seal returned %d outcomes, counted %d in flight, %d done; want %d", len(pending), r.inFlight.Load(), r.done.Load(), len(want))
+	}
+	for i, o := range pending {
+		if o.Key != want[i] || o.Result != timeline.ResultCanceled || o.End != 9 {
+			t.Fatalf("pending[%d] = %+v; want %s canceled at 9, in slot order", i, o, want[i])
+		}
+	}
+	for i := range r.slots {
+		if st := r.slots[i].state.Load(); (i%7 == 0 && st != slotTaken) || (i%7 != 0 && st != slotClosed) {
+			t.Fatalf("slot %d state %d after seal", i, st)
+		}
 	}
 }
