@@ -136,9 +136,24 @@ func RateLimitExhausted(rec string) bool {
 // a colon. Joined again with "; ", the fields are rec.
 func splitFields(rec string) []string {
 	var fields []string
-	start, inQuote := 0, false
-	for i := 0; i < len(rec); i++ {
-		c := rec[i]
+	start := 0
+	eachUnquoted(rec, func(i int) bool {
+		if rec[i] == ';' && i+1 < len(rec) && rec[i+1] == ' ' && startsField(rec[i+2:]) {
+			fields = append(fields, rec[start:i])
+			start = i + 2
+		}
+		return true
+	})
+	return append(fields, rec[start:])
+}
+
+// eachUnquoted calls f with the index of each byte of s outside a quoted
+// string (a backslash escapes the byte after it inside one) until f
+// returns false, and reports whether s ends outside a quoted string.
+func eachUnquoted(s string, f func(i int) bool) (closed bool) {
+	inQuote := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if inQuote {
 			switch c {
 			case '\\':
@@ -148,18 +163,15 @@ func splitFields(rec string) []string {
 			}
 			continue
 		}
-		switch c {
-		case '"':
+		if c == '"' {
 			inQuote = true
-		case ';':
-			if i+1 < len(rec) && rec[i+1] == ' ' && startsField(rec[i+2:]) {
-				fields = append(fields, rec[start:i])
-				start = i + 2
-				i++
-			}
+			continue
+		}
+		if !f(i) {
+			return true
 		}
 	}
-	return append(fields, rec[start:])
+	return !inQuote
 }
 
 // startsField reports whether s begins with a field name and a colon.
@@ -189,33 +201,19 @@ func isToken(s string) bool {
 // r=0 (list form) or remaining=0 (dictionary form). Members are split at
 // commas and parameters at semicolons outside quoted strings.
 func sfExhausted(v string) bool {
-	start, inQuote := 0, false
+	start, found := 0, false
 	check := func(part string) bool {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		return ok && (k == "r" || k == "remaining") && isZero(val)
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if inQuote {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inQuote = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inQuote = true
-		case ';', ',':
-			if check(v[start:i]) {
-				return true
-			}
+	closed := eachUnquoted(v, func(i int) bool {
+		if v[i] == ';' || v[i] == ',' {
+			found = check(v[start:i])
 			start = i + 1
 		}
-	}
-	return !inQuote && check(v[start:])
+		return !found
+	})
+	return found || (closed && check(v[start:]))
 }
 
 // isZero reports whether s, less surrounding spaces, is an integer zero
