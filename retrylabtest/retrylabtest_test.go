@@ -93,6 +93,37 @@ func TestSameSeedSameTimeline(t *testing.T) {
 	}
 }
 
+// TestSameSeedSameTimelineAtCapacity: a virtual run against a server of
+// finite capacity replays exactly, with subjects whose attempts fall at
+// the same instants (clock-aligned retries, fixed delays): the queue's
+// order, its rejections, and responses that end as their client's
+// timeout fires do not depend on which goroutine runs first.
+func TestSameSeedSameTimelineAtCapacity(t *testing.T) {
+	sc, err := scenarios.Parse("capacity.yaml", []byte(`
+duration: 6s
+server:
+  capacity: {concurrency: 2, queue: 6, service: 10ms}
+  phases:
+    - {for: 1s, respond: ok}
+    - {for: 2s, respond: ok, capacity: 50%}
+    - {respond: ok}
+fleet: {clients: 30, start: ramp 300ms, requests: 30, think: 100ms}
+subject:
+  policy: {base: 10ms, cap: 50ms, budget: 1s, jitter: full, timeout: 30ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{"clock-aligned", "fixed-delay"} {
+		a := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(7))
+		for i := range 2 {
+			if b := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(7)); b.Hash != a.Hash {
+				t.Errorf("%s, run %d with seed 7: hash %s; the first run's %s", subj, i+2, b.Hash, a.Hash)
+			}
+		}
+	}
+}
+
 func TestRunOptions(t *testing.T) {
 	res := retrylabtest.Run(t, "outage-bare", "retrylab",
 		retrylabtest.WithClients(40), retrylabtest.WithRequests(2), retrylabtest.WithDuration(20*time.Second),

@@ -123,7 +123,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	var phases []timeline.Phase // nil with a target: Meta lays them out
 	if opts.Target == "" {
-		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter})
+		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual})
 		if err != nil {
 			r.abortPrograms(pf)
 			closeListener()

@@ -80,7 +80,17 @@
 //   - Stopping: once Seal, Close or Shutdown begins, the pool starts no
 //     service: queued requests leave at once with 503, Limit "capacity",
 //     the time they queued and Service 0, and services in progress are cut
-//     short, answered as served with the service they got.
+//     short, answered as served with the service they got. A request
+//     granted at the instant the server stops got no service: 503 too.
+//   - Instants, not goroutines: a worker is free from the instant its
+//     service ends, so a request arriving then finds it free, whichever
+//     goroutine runs first. In a virtual run (Options.Virtual), where many
+//     events share an instant, requests arriving at one instant are
+//     admitted a nanosecond later in the order of their client, key and
+//     attempt, and a handler decides whether its client is still there
+//     only once everything due at that instant has happened (a timeout
+//     firing as the service ends wins: abandoned). So a seeded virtual run
+//     replays exactly, lockstep clients included.
 //
 // Each attempt records Queue (time waiting for a worker) and Service (time
 // holding one), in ns; Done - At spans the latency, Queue and Service.

@@ -60,6 +60,11 @@ type Options struct {
 	OpenRecorder func(start time.Time) *timeline.Recorder
 	// Seed seeds the mix draws and the Retry-After spread.
 	Seed int64
+	// Virtual says the server runs in a testing/synctest bubble, where
+	// many requests arrive at one instant: the capacity model then admits
+	// them in a fixed order (client, key, attempt) a nanosecond later, so
+	// a seeded run replays (see Capacity).
+	Virtual bool
 	// NewLimiter builds the Limiter of each spec: the quota's limits, or
 	// one per tier (nil: NewMemoryLimiter, whatever the quota's Backend).
 	NewLimiter func(LimiterSpec) (Limiter, error)
@@ -99,6 +104,8 @@ type Server struct {
 
 	quota     *quotaState // nil: no quota
 	pool      *pool       // nil: infinite capacity
+	virtual   bool        // Options.Virtual
+	settler   settler     // virtual: decide once the instant has settled
 	onAttempt func(*timeline.Attempt)
 	proxy     *proxy // nil: no upstream
 
@@ -152,7 +159,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		stopping:     make(chan struct{}),
 		idle:         make(chan struct{}, 1),
 		closing:      make(chan struct{}),
+		virtual:      opts.Virtual,
 	}
+	s.settler.closing = s.closing
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -182,7 +191,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.phases = append(s.phases, ph)
 	}
 	if k := cfg.Capacity; k != nil {
-		s.pool = newPool(*k, s.phases, opts.Seed)
+		s.pool = newPool(*k, s.phases, opts.Seed, opts.Virtual)
 	}
 	if q := cfg.Quota; q != nil {
 		qs, err := newQuotaState(q, opts.NewLimiter)
@@ -583,7 +592,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.pool != nil && status == http.StatusOK && (ph.Respond.Kind == "" || ph.Respond.Kind == RespondOK || ph.Respond.Kind == RespondQuota) {
 		// The work: a worker, after a wait in the queue (see Capacity).
-		adm, queued, service := s.serve(r.Context())
+		var order string
+		if s.pool.virtual {
+			order = a.Client + "\x00" + a.Key + "\x00" + strconv.Itoa(int(a.Attempt))
+		}
+		adm, queued, service := s.serve(r.Context(), order)
 		a.Queue, a.Service = int64(queued), int64(service)
 		if adm == rejected || adm == released {
 			status = http.StatusServiceUnavailable
@@ -629,6 +642,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		drain(w, r) // a quota rejected it, or its client left: the stub answers
 	}
 	a.Status = status
+	if s.virtual && time.Since(arrive) > 0 {
+		s.settler.settle() // a client giving up at this instant has
+	}
 	if r.Context().Err() != nil {
 		// The client went away before the response was written (it gave
 		// up during the latency): nothing is sent, so nothing it would

@@ -1,0 +1,115 @@
+package stubserver
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// These tests hold the capacity model to one rule: what a request meets
+// depends on the instants of events, never on the order in which the
+// goroutines of one instant run. In a synctest bubble that order varies
+// from run to run, so each test repeats its case with the requests
+// started in several orders.
+
+// newVirtual is a harness whose server runs as in a virtual run.
+func newVirtual(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	h := &harness{t: t}
+	h.rec = timeline.NewRecorder(timeline.NewEncoder(&h.buf), 64)
+	s, err := New(cfg, Options{Recorder: h.rec, Seed: 1, Virtual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return h
+}
+
+// TestCapacityTiesInOrder: six requests arrive at one instant at one
+// worker with a queue of two. Whatever order their goroutines start in,
+// the first by client id is served, the next two queue in that order and
+// the other three are rejected.
+func TestCapacityTiesInOrder(t *testing.T) {
+	for _, starts := range [][]int{{0, 1, 2, 3, 4, 5}, {5, 4, 3, 2, 1, 0}, {3, 0, 5, 1, 4, 2}} {
+		t.Run(fmt.Sprint(starts), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newVirtual(t, Config{Capacity: &Capacity{Concurrency: 1, Queue: 2, Service: time.Second}})
+				done := map[int]chan *httptest.ResponseRecorder{}
+				for _, c := range starts {
+					done[c] = h.send(RequestPath(c, 0), nil)
+				}
+				for c := range 6 {
+					want := 200
+					if c >= 3 {
+						want = 503
+					}
+					if w := <-done[c]; w == nil || w.Code != want {
+						t.Errorf("client %d answered %v; want %d", c, w, want)
+					}
+				}
+				as := byKey(h.attempts())
+				for c := range 3 {
+					a := as[fmt.Sprintf("%d/0", c)]
+					if want := int64(c) * int64(time.Second); a.Queue != want || a.Service != int64(time.Second) {
+						t.Errorf("client %d: queue %v, service %v; want queue %v, service 1s", c, time.Duration(a.Queue), time.Duration(a.Service), time.Duration(want))
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestCapacityFreedAtArrival: a request arriving at the instant a service
+// ends finds that worker free, with a queue of none, in a virtual run or
+// not.
+func TestCapacityFreedAtArrival(t *testing.T) {
+	for _, virtual := range []bool{false, true} {
+		t.Run(fmt.Sprint("virtual=", virtual), func(t *testing.T) {
+			for i := range 10 { // the goroutines' order at the instant varies
+				synctest.Test(t, func(t *testing.T) {
+					cfg := Config{Capacity: &Capacity{Concurrency: 1, Service: time.Second}}
+					var h *harness
+					if virtual {
+						h = newVirtual(t, cfg)
+					} else {
+						h = newHarness(t, cfg, 1)
+					}
+					first := h.send(RequestPath(1, 0), nil)
+					time.Sleep(time.Second) // synctest: virtual time; the service's end
+					if w := h.do("GET", RequestPath(2, 0)); w.Code != 200 {
+						t.Errorf("try %d: a request at the instant the only worker frees: %d; want 200", i, w.Code)
+					}
+					<-first
+					h.attempts()
+				})
+			}
+		})
+	}
+}
+
+// TestTimeoutAtServiceEnd: a client whose timeout falls at the instant
+// its request's service ends has gone, in a virtual run: the record says
+// abandoned every time, and the service given is wasted.
+func TestTimeoutAtServiceEnd(t *testing.T) {
+	for i := range 10 { // the goroutines' order at the instant varies
+		synctest.Test(t, func(t *testing.T) {
+			h := newVirtual(t, Config{Capacity: &Capacity{Concurrency: 1, Service: time.Second}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			<-h.send(RequestPath(1, 0), ctx)
+			a := byKey(h.attempts())["1/0"]
+			if a.Fault != timeline.FaultAbandoned || a.Service != int64(time.Second) {
+				t.Errorf("try %d: record %+v; want abandoned after 1s of service", i, a)
+			}
+			if c := h.s.Counts().Capacity; c == nil || c.Wasted != time.Second {
+				t.Errorf("try %d: Counts().Capacity = %+v; want 1s wasted", i, c)
+			}
+		})
+	}
+}
