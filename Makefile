@@ -7,16 +7,17 @@ GO      ?= go
 MODULES ?= . ./client ./client/clientprom ./client/clientredis
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
-.PHONY: all build test vet fmt-check race client-deps manifests bench fuzz run validation libraries clean
+.PHONY: all build test vet fmt-check race matrix client-deps manifests bench fuzz run validation libraries clean
 
 all: build test
 
 build:
 	$(GO) build -o bin/retrylab ./cmd/retrylab
 
-## test: what CI runs — formatting, vet, and every test under the race
-## detector, in every module of the workspace.
-test: fmt-check vet race manifests
+## test: what CI runs — formatting, vet, every test under the race
+## detector in every module of the workspace, and the validation matrix
+## once more without it (its costliest row, metastable, runs only there).
+test: fmt-check vet race matrix manifests
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -27,6 +28,12 @@ vet:
 
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## matrix: the validation matrix without the race detector, every cell
+## (under -race the metastable row is skipped: too costly); compares
+## docs/validation.md.
+matrix:
+	$(GO) test -count=1 -run TestValidationMatrix ./analyzer/validation
 
 ## manifests: deploy/kubernetes decoded strictly against the official API
 ## types, in a module of its own (internal/k8sapi, outside go.work) so that
