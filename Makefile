@@ -29,11 +29,12 @@ vet:
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## matrix: the validation matrix without the race detector, every cell
-## (under -race the metastable row is skipped: too costly); compares
-## docs/validation.md.
+## matrix: the validation matrix and the library findings without the
+## race detector, every cell (under -race the metastable runs are
+## skipped: too costly); compares docs/validation.md and docs/libraries.md.
 matrix:
 	$(GO) test -count=1 -run TestValidationMatrix ./analyzer/validation
+	$(GO) test -count=1 -run TestLibraries ./internal/findings
 
 ## manifests: deploy/kubernetes decoded strictly against the official API
 ## types, in a module of its own (internal/k8sapi, outside go.work) so that

@@ -29,17 +29,17 @@ func (backoffSubject) Name() string { return "backoff" }
 
 // Describe states an envelope of the library's waits in the analyzer's
 // terms: wait n ≤ 750ms·1.5^(n-1) ≤ 750ms·2^(n-1), each ≤ 90s.
-func (backoffSubject) Describe(subjects.Params) subjects.Info {
+func (backoffSubject) Describe(p subjects.Params) subjects.Info {
 	return subjects.Info{
 		Version: moduleVersion("github.com/cenkalti/backoff/v5", "v5.0.3"),
 		Stated: &subjects.Stated{Base: 750 * time.Millisecond, Cap: 90 * time.Second, Budget: backoff.DefaultMaxElapsedTime,
 			Jitter: "randomized ±50%, ×1.5", Retryable: []int{429, 500, 502, 503, 504}},
-		Summary: "backoff.Retry defaults; RetryAfter on 429 delay-seconds, as the library's example",
+		Summary: withTimeout("backoff.Retry defaults; RetryAfter on 429 delay-seconds, as the library's example", p),
 	}
 }
 
 func (backoffSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
-	hc := userCall(next)
+	hc := userCall(next, p)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/timeout"
 
 	"github.com/retrylab/retrylab/subjects"
 )
@@ -24,17 +26,21 @@ func init() { subjects.Register(failsafeSubject{}) }
 
 func (failsafeSubject) Name() string { return "failsafe" }
 
-func (failsafeSubject) Describe(subjects.Params) subjects.Info {
+func (failsafeSubject) Describe(p subjects.Params) subjects.Info {
 	return subjects.Info{
 		Version:    moduleVersion("github.com/failsafe-go/failsafe-go", "v0.9.8"),
 		Stated:     &subjects.Stated{MaxAttempts: 3, Jitter: "none", Retryable: []int{429, 500, 502, 503, 504}},
-		Summary:    "failsafehttp.NewRoundTripper with NewRetryPolicyBuilder().Build() defaults",
+		Summary:    withTimeout("failsafehttp.NewRoundTripper with NewRetryPolicyBuilder().Build() defaults", p),
 		Replayable: true,
 	}
 }
 
 func (failsafeSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
-	rt := failsafehttp.NewRoundTripper(subjects.Counting(next), failsafehttp.NewRetryPolicyBuilder().Build())
+	policies := []failsafe.Policy[*http.Response]{failsafehttp.NewRetryPolicyBuilder().Build()}
+	if d := attemptTimeout(p); d > 0 {
+		policies = append(policies, timeout.New[*http.Response](d)) // inside the retries: per attempt
+	}
+	rt := failsafehttp.NewRoundTripper(subjects.Counting(next), policies...)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		ctx, c := subjects.WithCounter(ctx)
 		resp, err := rt.RoundTrip(req.WithContext(ctx))

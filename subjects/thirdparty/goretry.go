@@ -23,18 +23,18 @@ func init() { subjects.Register(goRetrySubject{}) }
 
 func (goRetrySubject) Name() string { return "go-retry" }
 
-func (goRetrySubject) Describe(subjects.Params) subjects.Info {
+func (goRetrySubject) Describe(p subjects.Params) subjects.Info {
 	return subjects.Info{
 		Version: moduleVersion("github.com/sethvargo/go-retry", "v0.5.0"),
 		Stated: &subjects.Stated{Base: time.Second, MaxAttempts: 5, Jitter: "none",
 			Retryable: []int{429, 500, 502, 503, 504}},
-		Summary:    "retry.Do with WithMaxRetries(4, NewExponential(1s))",
+		Summary:    withTimeout("retry.Do with WithMaxRetries(4, NewExponential(1s))", p),
 		Replayable: true,
 	}
 }
 
 func (goRetrySubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
-	hc := userCall(next)
+	hc := userCall(next, p)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {

@@ -28,12 +28,12 @@ func init() { subjects.Register(restySubject{}) }
 
 func (restySubject) Name() string { return "resty" }
 
-func (restySubject) Describe(subjects.Params) subjects.Info {
+func (restySubject) Describe(p subjects.Params) subjects.Info {
 	return subjects.Info{
 		Version: moduleVersion("github.com/go-resty/resty/v2", "v2.17.2"),
 		Stated: &subjects.Stated{Base: 100 * time.Millisecond, Cap: 2 * time.Second, MaxAttempts: 4, Jitter: "equal",
 			Retryable: []int{429, 500, 502, 503, 504}},
-		Summary: "resty.New().SetRetryCount(3) + retry condition for errors and 429/5xx",
+		Summary: withTimeout("resty.New().SetRetryCount(3) + retry condition for errors and 429/5xx", p),
 	}
 }
 
@@ -48,6 +48,7 @@ func (restySubject) New(next http.RoundTripper, p subjects.Params) subjects.Call
 		SetTransport(subjects.Counting(next)).
 		SetLogger(quietLogger{}).
 		SetRetryCount(3).
+		SetTimeout(attemptTimeout(p)).
 		AddRetryCondition(func(r *resty.Response, err error) bool {
 			return err != nil || r != nil && subjects.RetryableStatus(r.StatusCode())
 		})

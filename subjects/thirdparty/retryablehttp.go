@@ -26,19 +26,19 @@ func init() { subjects.Register(retryablehttpSubject{}) }
 
 func (retryablehttpSubject) Name() string { return "retryablehttp" }
 
-func (retryablehttpSubject) Describe(subjects.Params) subjects.Info {
+func (retryablehttpSubject) Describe(p subjects.Params) subjects.Info {
 	return subjects.Info{
 		Version: moduleVersion("github.com/hashicorp/go-retryablehttp", "v0.7.8"),
 		Stated: &subjects.Stated{Base: time.Second, Cap: 30 * time.Second, MaxAttempts: 5, Jitter: "none",
 			Retryable: []int{429, 500, 502, 503, 504}},
-		Summary:    "retryablehttp.NewClient() defaults, Logger nil",
+		Summary:    withTimeout("retryablehttp.NewClient() defaults, Logger nil", p),
 		Replayable: true,
 	}
 }
 
 func (retryablehttpSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
 	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: subjects.Counting(next)}
+	rc.HTTPClient = &http.Client{Transport: subjects.Counting(next), Timeout: attemptTimeout(p)}
 	rc.Logger = nil
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		ctx, c := subjects.WithCounter(ctx)

@@ -25,17 +25,17 @@ func (retryGoSubject) Name() string { return "retry-go" }
 
 // Describe states an envelope of the waits in the analyzer's terms: wait
 // n < 100ms·2^(n-1) + 100ms ≤ 200ms·2^(n-1).
-func (retryGoSubject) Describe(subjects.Params) subjects.Info {
+func (retryGoSubject) Describe(p subjects.Params) subjects.Info {
 	return subjects.Info{
 		Version: moduleVersion("github.com/avast/retry-go/v4", "v4.7.0"),
 		Stated: &subjects.Stated{Base: 200 * time.Millisecond, MaxAttempts: 10, Jitter: "exponential + 0-100ms",
 			Retryable: []int{429, 500, 502, 503, 504}},
-		Summary: "retry.Do defaults with retry.Context",
+		Summary: withTimeout("retry.Do defaults with retry.Context", p),
 	}
 }
 
 func (retryGoSubject) New(next http.RoundTripper, p subjects.Params) subjects.Caller {
-	hc := userCall(next)
+	hc := userCall(next, p)
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		body, err := readBody(req)
 		if err != nil {

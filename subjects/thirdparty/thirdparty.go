@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/retrylab/retrylab/subjects"
 )
@@ -67,9 +68,31 @@ func (e statusError) Error() string { return fmt.Sprintf("unexpected status %d",
 
 // userCall is the shape of the adapters built on a generic retry library:
 // each attempt is a plain http.Client call through the counting harness
-// transport, and the user code around it decides: a transport error or a
-// 429/500/502/503/504 is retried (the response drained and closed); any
-// other response ends the call and is returned as is.
-func userCall(next http.RoundTripper) *http.Client {
-	return &http.Client{Transport: subjects.Counting(next)}
+// transport, with the application's per-attempt timeout (see
+// attemptTimeout), and the user code around it decides: a transport error
+// or a 429/500/502/503/504 is retried (the response drained and closed);
+// any other response ends the call and is returned as is.
+func userCall(next http.RoundTripper, p subjects.Params) *http.Client {
+	return &http.Client{Transport: subjects.Counting(next), Timeout: attemptTimeout(p)}
+}
+
+// attemptTimeout is the per-attempt timeout the scenario gives the
+// application (subject.policy.timeout; 0: none). It is not a retry
+// setting but the application's own HTTP client timeout, which every
+// library leaves to it, so the libraries, tested at their retry defaults,
+// get it too, set where each one's documentation puts it: http.Client's
+// Timeout for the clients that make one call per attempt (retryablehttp's
+// HTTPClient, resty's SetTimeout, the http.Client of the user code around
+// backoff, retry-go and go-retry), and failsafe-go's timeout policy inside
+// its retry policy. Without it a client waits for the slowest response
+// and never retries one: a server that is merely slow cannot make it
+// storm, and metastable would judge nothing of its retries.
+func attemptTimeout(p subjects.Params) time.Duration { return p.Policy.Timeout }
+
+// withTimeout appends the per-attempt timeout to a summary, when there is one.
+func withTimeout(summary string, p subjects.Params) string {
+	if d := attemptTimeout(p); d > 0 {
+		return summary + "; per-attempt timeout " + d.String()
+	}
+	return summary
 }
