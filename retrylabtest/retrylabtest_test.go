@@ -91,6 +91,13 @@ func TestSameSeedSameTimeline(t *testing.T) {
 	if a.Hash == c.Hash {
 		t.Errorf("seeds 42 and 43 give the same timeline %s; want different jitter", a.Hash)
 	}
+	// Clock-aligned clients retry at the same instants: the stub's
+	// Retry-After spread must be drawn per attempt, not in arrival order.
+	d := retrylabtest.Run(t, "outage-delta", "clock-aligned", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	e := retrylabtest.Run(t, "outage-delta", "clock-aligned", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	if d.Hash != e.Hash {
+		t.Errorf("clock-aligned, two runs with seed 42: hashes %s and %s; want equal", d.Hash, e.Hash)
+	}
 }
 
 // TestSameSeedSameTimelineAtCapacity: a virtual run against a server of

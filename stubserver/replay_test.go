@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -111,5 +112,55 @@ func TestTimeoutAtServiceEnd(t *testing.T) {
 				t.Errorf("try %d: Counts().Capacity = %+v; want 1s wasted", i, c)
 			}
 		})
+	}
+}
+
+// TestDrawsFollowTheAttempt: a mix's draws and a Retry-After's spread
+// depend on the seed and the attempt, not on the order requests arrive
+// in: two servers with one seed, sent the same attempts in opposite
+// orders, answer each attempt alike; another seed answers some otherwise;
+// and the mix keeps its weights.
+func TestDrawsFollowTheAttempt(t *testing.T) {
+	cfg := Config{Phases: []Phase{{
+		Respond:    Respond{Kind: RespondMix, Mix: []Weighted{{Status: 503, Weight: 3}, {Status: 200, Weight: 1}}},
+		RetryAfter: RetryAfter{Form: FormDelta, Fixed: time.Second, Spread: 3 * time.Second},
+	}}}
+	const n = 400
+	answers := func(seed int64, reverse bool) map[string]string {
+		s, err := New(cfg, Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for i := range n {
+			c := i
+			if reverse {
+				c = n - 1 - i
+			}
+			for range 2 { // two attempts of each key
+				r := httptest.NewRequest("GET", RequestPath(c, 0), nil)
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, r)
+				got[fmt.Sprint(c)] += fmt.Sprint(w.Code, " ", w.Header().Get("Retry-After"), ";")
+			}
+		}
+		return got
+	}
+	a, b, c := answers(1, false), answers(1, true), answers(2, false)
+	same, n503 := 0, 0
+	for k, v := range a {
+		if b[k] != v {
+			t.Errorf("client %s: %q in arrival order, %q in reverse; want the same answers", k, v, b[k])
+		}
+		if c[k] == v {
+			same++
+		}
+		n503 += strings.Count(v, "503 ")
+	}
+	if same == len(a) {
+		t.Errorf("seeds 1 and 2 answered all %d clients alike; want other draws", len(a))
+	}
+	if share := float64(n503) / (2 * n); share < 0.70 || share > 0.80 {
+		t.Errorf("%.2f of the attempts got 503; want the mix's 0.75 (±0.05)", share)
 	}
 }

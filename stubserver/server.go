@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
+	"math/bits"
 	"net"
 	"net/http"
 	"strconv"
@@ -58,7 +58,9 @@ type Options struct {
 	// replaces Recorder. It lets a caller write a meta record that names
 	// the start. The Server never closes it.
 	OpenRecorder func(start time.Time) *timeline.Recorder
-	// Seed seeds the mix draws and the Retry-After spread.
+	// Seed seeds the mix draws and the Retry-After spread. Each draw is
+	// a function of the seed and the attempt (its key and number), not of
+	// the order requests arrive in, so a seeded run replays.
 	Seed int64
 	// Virtual says the server runs in a testing/synctest bubble, where
 	// many requests arrive at one instant: the capacity model then admits
@@ -109,8 +111,7 @@ type Server struct {
 	onAttempt func(*timeline.Attempt)
 	proxy     *proxy // nil: no upstream
 
-	randMu sync.Mutex
-	rand   *rand.Rand
+	seed uint64 // Options.Seed: the draws' (see draw)
 
 	attempts attemptCounter
 	stats    struct{ attempts, ok, t429, u503, other, faults atomic.Int64 }
@@ -155,7 +156,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		openRecorder: opts.OpenRecorder,
 		log:          opts.Logger,
 		onAttempt:    opts.OnAttempt,
-		rand:         rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed_57ab)),
+		seed:         uint64(opts.Seed),
 		stopping:     make(chan struct{}),
 		idle:         make(chan struct{}, 1),
 		closing:      make(chan struct{}),
@@ -530,7 +531,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case RespondPassthrough:
 		status, forward = http.StatusOK, true
 	case RespondMix:
-		m := ph.Respond.Mix[s.pick(ph.cum)]
+		m := ph.Respond.Mix[s.pick(ph.cum, &a)]
 		status, fault, forward = m.Status, m.Fault, m.Passthrough
 		if forward {
 			status = http.StatusOK
@@ -622,9 +623,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the other forms get it before they are written.
 		var extra int64
 		if f := ph.RetryAfter.Form; f == FormDelta || f == FormDate {
-			extra = s.spreadSeconds(ph)
+			extra = s.spreadSeconds(ph, &a)
 		} else {
-			d += s.spread(ph)
+			d += s.spread(ph, &a)
 		}
 		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, now, nowRun); v != nil {
 			h["Retry-After"] = v
@@ -807,11 +808,41 @@ func (s *Server) count(pi, status int) {
 	s.metrics.count(pi, status)
 }
 
-// pick draws an index from cumulative weights.
-func (s *Server) pick(cum []float64) int {
-	s.randMu.Lock()
-	x := s.rand.Float64() * cum[len(cum)-1]
-	s.randMu.Unlock()
+// The draws' purposes (see draw).
+const (
+	drawMix uint64 = iota + 1
+	drawSpread
+)
+
+// draw is a uniform 64-bit value for one purpose of one attempt: a hash of
+// the seed, the attempt's key and number, and the purpose (FNV-1a, then
+// SplitMix64's finalizer). A draw does not depend on the order in which
+// requests arrive, only on which request it is, so a seeded run replays
+// even when many requests share an instant (a virtual run's lockstep
+// clients), and two stubs with one seed draw alike for one attempt.
+func (s *Server) draw(a *timeline.Attempt, purpose uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(a.Key); i++ {
+		h ^= uint64(a.Key[i])
+		h *= 1099511628211
+	}
+	x := h ^ s.seed*0x9e3779b97f4a7c15 ^ uint64(a.Attempt)<<32 ^ purpose<<56
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// below is a draw reduced to [0, n), n > 0.
+func below(x uint64, n int64) int64 {
+	hi, _ := bits.Mul64(x, uint64(n))
+	return int64(hi)
+}
+
+// pick draws an index from cumulative weights, for a.
+func (s *Server) pick(cum []float64, a *timeline.Attempt) int {
+	x := float64(s.draw(a, drawMix)>>11) / (1 << 53) * cum[len(cum)-1]
 	for i, c := range cum {
 		if x < c {
 			return i
@@ -822,28 +853,22 @@ func (s *Server) pick(cum []float64) int {
 
 // spread draws the phase's Retry-After spread, uniform in [0, Spread), for
 // the forms that are not whole seconds.
-func (s *Server) spread(ph *phase) time.Duration {
+func (s *Server) spread(ph *phase, a *timeline.Attempt) time.Duration {
 	if ph.RetryAfter.Spread <= 0 {
 		return 0
 	}
-	s.randMu.Lock()
-	d := time.Duration(s.rand.Int64N(int64(ph.RetryAfter.Spread)))
-	s.randMu.Unlock()
-	return d
+	return time.Duration(below(s.draw(a, drawSpread), int64(ph.RetryAfter.Spread)))
 }
 
 // spreadSeconds draws the spread of a whole-second form (delta, date):
 // uniform in whole seconds over [0, ceil(Spread/1s)], both ends included, so
 // a spread of 1s sends two distinct values.
-func (s *Server) spreadSeconds(ph *phase) int64 {
+func (s *Server) spreadSeconds(ph *phase, a *timeline.Attempt) int64 {
 	n := ceilSeconds(ph.RetryAfter.Spread)
 	if n == 0 {
 		return 0
 	}
-	s.randMu.Lock()
-	k := s.rand.Int64N(n + 1)
-	s.randMu.Unlock()
-	return k
+	return below(s.draw(a, drawSpread), n+1)
 }
 
 // attemptCounter numbers arrivals per key. It keeps two generations of
