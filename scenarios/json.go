@@ -29,6 +29,9 @@ func (sc *Scenario) MarshalJSON() ([]byte, error) {
 		{"method", sc.Fleet.Method},
 		{"timeout", sc.Fleet.Timeout.String()},
 	}
+	if d := sc.Fleet.AttemptTimeout; d > 0 {
+		fleet = append(fleet, kv{"attempt_timeout", d.String()})
+	}
 	if len(sc.Fleet.APIKeys) > 0 {
 		groups := make([]object, 0, len(sc.Fleet.APIKeys))
 		for _, g := range sc.Fleet.APIKeys {

@@ -665,6 +665,7 @@ func (d *decoder) fleet(n ast.Node, path string) Fleet {
 		}
 	}
 	m.duration("timeout", &f.Timeout, time.Nanosecond, MaxDuration)
+	m.duration("attempt_timeout", &f.AttemptTimeout, 0, MaxDuration)
 	kn, kpath := m.take("api_keys")
 	items := d.sequence(kn, kpath)
 	if kn != nil && len(items) == 0 {

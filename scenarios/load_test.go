@@ -345,6 +345,7 @@ func TestParseErrors(t *testing.T) {
 		{"fleet:\n  start: gradual\n", `t.yaml:2:10: fleet.start: bad start "gradual" (want burst, ramp DURATION or poisson RATE)`},
 		{"fleet:\n  method: post\n", `t.yaml:2:11: fleet.method: want an upper-case HTTP method like GET or POST, got "post"`},
 		{"fleet:\n  timeout: 0s\n", `t.yaml:2:12: fleet.timeout: duration 0s is out of range [1ns, 24h0m0s]`},
+		{"fleet:\n  attempt_timeout: -1s\n", `t.yaml:2:20: fleet.attempt_timeout: negative duration "-1s"`},
 		{"subject:\n  policy: {jitter: lots}\n", `t.yaml:2:20: subject.policy.jitter: want one of full, equal, decorrelated, got "lots"`},
 		{"subject:\n  policy: {base: 1s, cap: 100ms}\n", `t.yaml:2:27: subject.policy.cap: cap 100ms is below base 1s`},
 		{"subject:\n  policy: {max_attempts: -1}\n", `t.yaml:2:26: subject.policy.max_attempts: -1 is out of range [0, 1000000]`},
@@ -632,4 +633,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v\njson: %s", back, sc, j)
 		}
 	})
+}
+
+// TestAttemptTimeout: fleet.attempt_timeout reaches every subject's
+// Params, and is the policy's timeout when the policy states none.
+func TestAttemptTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		yaml         string
+		attempt, pol time.Duration
+	}{
+		{"fleet: {attempt_timeout: 30ms}\n", 30 * time.Millisecond, 30 * time.Millisecond},
+		{"fleet: {attempt_timeout: 30ms}\nsubject: {policy: {timeout: 1s}}\n", 30 * time.Millisecond, time.Second},
+		{"subject: {policy: {timeout: 1s}}\n", 0, time.Second},
+	} {
+		sc, err := Parse("t.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sc.subjectParams(3, nil, false)
+		if p.AttemptTimeout != tt.attempt || p.Policy.Timeout != tt.pol || p.Client != 3 {
+			t.Errorf("%q: Params attempt timeout %v, policy timeout %v, client %d; want %v, %v, 3", tt.yaml, p.AttemptTimeout, p.Policy.Timeout, p.Client, tt.attempt, tt.pol)
+		}
+	}
 }

@@ -66,12 +66,13 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		// --duration, not the scenario's cap.
 		m.Duration = int64(sc.Duration)
 		m.Fleet = &timeline.Fleet{
-			Clients:  sc.Fleet.Clients,
-			Requests: sc.Fleet.Requests,
-			Start:    sc.Fleet.Start.String(),
-			Think:    int64(sc.Fleet.Think),
-			Method:   sc.Fleet.Method,
-			Timeout:  int64(sc.Fleet.Timeout),
+			Clients:        sc.Fleet.Clients,
+			Requests:       sc.Fleet.Requests,
+			Start:          sc.Fleet.Start.String(),
+			Think:          int64(sc.Fleet.Think),
+			Method:         sc.Fleet.Method,
+			Timeout:        int64(sc.Fleet.Timeout),
+			AttemptTimeout: int64(sc.Fleet.AttemptTimeout),
 		}
 		m.Scheduled = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
 		if sh, err := timeline.ParseShard(o.Shard); err == nil {
@@ -92,7 +93,7 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	if s := o.Subject; s != nil {
 		m.Subject = s.Name()
 		if d, ok := s.(subjects.Describer); ok {
-			info := d.Describe(subjects.Params{Policy: sc.Subject.Policy, Virtual: o.Virtual})
+			info := d.Describe(sc.subjectParams(0, nil, o.Virtual))
 			m.SubjectVersion, m.Summary = info.Version, info.Summary
 			if st := info.Stated; st != nil {
 				m.Policy = &timeline.Policy{

@@ -36,12 +36,7 @@ type result struct {
 // context, abandons the worker and starts a new one for its next request.
 func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 	sc := r.sc
-	caller := r.subj.New(r.next, subjects.Params{
-		Client:  id,
-		Rand:    rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))),
-		Policy:  sc.Subject.Policy,
-		Virtual: r.opts.Virtual,
-	})
+	caller := r.subj.New(r.next, sc.subjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
 	clientID := strconv.Itoa(id)
 	apiKey := sc.Fleet.APIKey(id)
 	scheduled := int64(at)

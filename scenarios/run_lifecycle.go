@@ -167,6 +167,11 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	// with a million clients seal would take seconds among them. An exec
 	// fleet's processes are killed at the cap by its context.
 	r.capAt = r.start.Add(sc.Duration)
+	if r.srv != nil {
+		// A request arriving at the cap's instant is not part of the run,
+		// whether it is handled before or after the stop below.
+		r.srv.HoldFrom(sc.Duration)
+	}
 	fleetCtx := ctx
 	if pf != nil {
 		capCtx, capCancel := context.WithTimeoutCause(ctx, time.Until(r.capAt), errDurationCap)

@@ -5,6 +5,7 @@ package scenarios
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -80,9 +81,26 @@ type Fleet struct {
 	// Timeout is the watchdog per logical request: past it the outcome is
 	// "hung" (DefaultTimeout).
 	Timeout time.Duration
+	// AttemptTimeout is the application's own per-attempt timeout (its
+	// HTTP client's; 0: none), given to every subject: the third-party
+	// libraries get it where their documentation puts it (see
+	// subjects.Params.AttemptTimeout), and a subject that takes a policy
+	// gets it as policy.timeout unless the policy states its own.
+	AttemptTimeout time.Duration
 	// APIKeys gives the clients API keys, for quotas keyed or tiered by
 	// API key (none when empty); see APIKey.
 	APIKeys []KeyGroup
+}
+
+// subjectParams are the Params of client id's subject: the scenario's
+// policy, its timeout defaulting to the fleet's attempt_timeout, and the
+// attempt timeout itself.
+func (sc *Scenario) subjectParams(id int, r *rand.Rand, virtual bool) subjects.Params {
+	p := sc.Subject.Policy
+	if p.Timeout == 0 {
+		p.Timeout = sc.Fleet.AttemptTimeout
+	}
+	return subjects.Params{Client: id, Rand: r, Policy: p, AttemptTimeout: sc.Fleet.AttemptTimeout, Virtual: virtual}
 }
 
 // MaxKeyGroups is the most groups fleet.api_keys may list.

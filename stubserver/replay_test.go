@@ -164,3 +164,31 @@ func TestDrawsFollowTheAttempt(t *testing.T) {
 		t.Errorf("%.2f of the attempts got 503; want the mix's 0.75 (±0.05)", share)
 	}
 }
+
+// TestHoldFromTheCap: with HoldFrom(1s), a request arriving at 1s or
+// later is held unrecorded, even when its handler runs before anyone
+// calls Hold; one arriving before is served.
+func TestHoldFromTheCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, 1)
+		h.s.HoldFrom(time.Second)
+		time.Sleep(999 * time.Millisecond) // synctest: virtual time
+		if w := h.do("GET", RequestPath(1, 0)); w.Code != 200 {
+			t.Errorf("a request before the cap: %d; want 200", w.Code)
+		}
+		time.Sleep(time.Millisecond) // synctest: virtual time; the cap's instant
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		held := h.send(RequestPath(2, 0), ctx)
+		synctest.Wait()
+		select {
+		case <-held:
+			t.Error("a request at the cap was answered at once; want it held")
+		default:
+		}
+		<-held // its client gives up at 1.1s
+		if as := h.attempts(); len(as) != 1 || as[0].Key != "1/0" {
+			t.Errorf("records %+v; want only the request before the cap", as)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/bits"
 	"net"
 	"net/http"
@@ -125,6 +126,7 @@ type Server struct {
 	fresh     sync.Map // net.Conn → struct{}: connections that have not sent a request yet
 	stopping  chan struct{}
 	sealed    atomic.Bool   // Seal has begun: hold requests, unrecorded
+	holdFrom  atomic.Int64  // run instant from which requests are held (HoldFrom; MaxInt64: none)
 	closing   chan struct{} // closed by Shutdown and Close: release them
 	closeOnce sync.Once
 	stopOnce  sync.Once
@@ -162,6 +164,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		closing:      make(chan struct{}),
 		virtual:      opts.Virtual,
 	}
+	s.holdFrom.Store(math.MaxInt64)
 	s.settler.closing = s.closing
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -378,6 +381,27 @@ func (s *Server) waitHandlers(ctx context.Context) error {
 // from being answered before it releases the hanging requests.
 func (s *Server) Hold() { s.sealed.Store(true) }
 
+// hold answers a request the server holds (Hold, HoldFrom): without a
+// record (a client answered at once would retry at once, and keep the CPU
+// busy while its run's timeline is judged), when the client gives up or
+// the server closes.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+	}
+	w.Header()["Connection"] = connClose
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// HoldFrom makes the server hold, as Hold does, every request that
+// arrives at or after run instant at (time since Options.Start), whenever
+// its handler runs. A run that knows its cap says so at its start: a
+// request arriving at the very instant the run stops is then never part
+// of it, whether its handler or the caller's Hold runs first (in virtual
+// time both happen at one instant, in any order).
+func (s *Server) HoldFrom(at time.Duration) { s.holdFrom.Store(int64(at)) }
+
 // Seal stops the recording: it holds every new request (Hold), releases
 // hanging and delayed requests, and waits for the requests being handled
 // to hand their records to the Recorder (or ctx to end). The caller may
@@ -478,18 +502,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.inflight.Add(1)
-	if s.sealed.Load() {
+	if s.sealed.Load() || s.started.Load() && int64(time.Since(s.start)) >= s.holdFrom.Load() {
 		s.handled() // Seal waits only for requests that record
-		// Seal has handed the Recorder back: hold the request without a
-		// record (a client answered at once would retry at once, and keep
-		// the CPU busy while its run's timeline is judged) until the
-		// client gives up or the server closes.
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
-		w.Header()["Connection"] = connClose
-		w.WriteHeader(http.StatusServiceUnavailable)
+		s.hold(w, r)
 		return
 	}
 	defer s.handled()

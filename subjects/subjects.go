@@ -45,6 +45,12 @@ type Params struct {
 	// Policy holds the scenario's policy knobs. Zero fields mean the
 	// subject's defaults; libraries tested at their defaults ignore it.
 	Policy Policy
+	// AttemptTimeout is the application's own per-attempt timeout (the
+	// scenario's fleet.attempt_timeout; 0: none). It is not a retry
+	// setting, so libraries tested at their retry defaults take it too,
+	// where their documentation puts it; subjects built on a Policy get
+	// it as Policy.Timeout when the policy states none.
+	AttemptTimeout time.Duration
 	// Virtual is true when the run happens in virtual time (a synctest
 	// bubble). Real-time-only subjects (see RealTimeOnly) refuse it.
 	Virtual bool

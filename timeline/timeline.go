@@ -187,6 +187,9 @@ type Fleet struct {
 	Think    int64  `json:"think,omitempty"`   // ns between a client's logical requests
 	Method   string `json:"method,omitempty"`  // GET, POST, ...
 	Timeout  int64  `json:"timeout,omitempty"` // per-logical-request watchdog, ns
+	// AttemptTimeout is the application's per-attempt timeout given to
+	// every subject, ns (0: none).
+	AttemptTimeout int64 `json:"attempt_timeout,omitempty"`
 }
 
 // Quota is the stub server's published quota, when it has one.

@@ -420,7 +420,7 @@ func markdown(runs []run, seeds []int64) []byte {
 		"runs this test once more without it (`make matrix`), which compares the file.\n\n"+
 		"Metastable's clients need a per-attempt timeout shorter than the queueing\n"+
 		"under overload, or they wait out any queue and never retry a slow response:\n"+
-		"the scenario gives each library the application's 30 ms (`subject.policy.timeout`),\n"+
+		"the scenario gives each library the application's 30 ms (`fleet.attempt_timeout`),\n"+
 		"set where the library's documentation puts it — `http.Client.Timeout` on the\n"+
 		"client each attempt goes through (retryablehttp's `HTTPClient`, resty's\n"+
 		"`SetTimeout`, the user code's client around backoff, retry-go and go-retry),\n"+

@@ -77,7 +77,7 @@ func userCall(next http.RoundTripper, p subjects.Params) *http.Client {
 }
 
 // attemptTimeout is the per-attempt timeout the scenario gives the
-// application (subject.policy.timeout; 0: none). It is not a retry
+// application (fleet.attempt_timeout; 0: none). It is not a retry
 // setting but the application's own HTTP client timeout, which every
 // library leaves to it, so the libraries, tested at their retry defaults,
 // get it too, set where each one's documentation puts it: http.Client's
@@ -87,7 +87,7 @@ func userCall(next http.RoundTripper, p subjects.Params) *http.Client {
 // its retry policy. Without it a client waits for the slowest response
 // and never retries one: a server that is merely slow cannot make it
 // storm, and metastable would judge nothing of its retries.
-func attemptTimeout(p subjects.Params) time.Duration { return p.Policy.Timeout }
+func attemptTimeout(p subjects.Params) time.Duration { return p.AttemptTimeout }
 
 // withTimeout appends the per-attempt timeout to a summary, when there is one.
 func withTimeout(summary string, p subjects.Params) string {
