@@ -327,14 +327,15 @@ func budgetMarkdown(cells map[string]budgetCell, key func(int, string) string) [
 	fmt.Fprintf(&b, "Under sustained failure, backoff with jitter spreads retries in time but does\n"+
 		"not make them fewer: a client that retries every failure multiplies the load\n"+
 		"by up to MaxAttempts. A retry budget caps it near 1 + the share of retries it\n"+
-		"allows, whatever the failure rate. This is the qualitative result of Marc\n"+
-		"Brooker's retry simulations; the table below\n"+
-		"reproduces it with our client (`retrylab`, whose retry budget is on by\n"+
-		"default: the AWS SDKs' rule, see README, \"Retry storms: the client's retry\n"+
-		"budget\"), the same client with its budget off (`no-retry-budget`) and, as the\n"+
-		"floor, `no-retry`. The figures are from runs in virtual time, and\n"+
-		"`TestRetryBudgetLiterature` (analyzer/validation/budget_test.go) checks each\n"+
-		"against its model and this file against the runs.\n\n")
+		"allows, whatever the failure rate (with ours, in steady state, at most %.3f×,\n"+
+		"and %.3f× at total failure). This is the qualitative result of Marc Brooker's\n"+
+		"retry simulations; the table below reproduces it with our client (`retrylab`,\n"+
+		"whose retry budget is on by default: the AWS SDKs' rule, see README, \"Retry\n"+
+		"storms: the client's retry budget\"), the same client with its budget off\n"+
+		"(`no-retry-budget`) and, as the floor, `no-retry`. The figures are from runs\n"+
+		"in virtual time, and `TestRetryBudgetLiterature`\n"+
+		"(analyzer/validation/budget_test.go) checks each against its model and this\n"+
+		"file against the runs.\n\n", budgetModel(crossover, 0), budgetModel(1, 0))
 
 	b.WriteString("## What was run\n\n")
 	fmt.Fprintf(&b, "A stub answers each request 503 with probability p, 200 otherwise, for the\n"+
