@@ -73,9 +73,12 @@ run:
 
 ## validation: every built-in scenario × retrylab and each negative control ×
 ## 3 seeds in virtual time; rewrites docs/validation.md (`make test` runs the
-## same matrix and fails when the file is stale).
+## same matrix and fails when the file is stale). Then the retry-budget
+## literature table (sustained 503 shares × retrylab, no-retry-budget,
+## no-retry); rewrites docs/retry-budgets.md (`make test` compares it too).
 validation:
 	$(GO) test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
+	$(GO) test ./analyzer/validation -run TestRetryBudgetLiterature -count=1 -args -write-doc ../../docs/retry-budgets.md
 
 ## libraries: what retrylab finds in popular Go retry libraries; rewrites
 ## docs/libraries.md (`make test` compares it, except the figures of the
