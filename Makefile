@@ -78,7 +78,7 @@ run:
 ## no-retry); rewrites docs/retry-budgets.md (`make test` compares it too).
 validation:
 	$(GO) test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
-	$(GO) test ./analyzer/validation -run TestRetryBudgetLiterature -count=1 -args -write-doc ../../docs/retry-budgets.md
+	$(GO) test ./analyzer/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
 
 ## libraries: what retrylab finds in popular Go retry libraries; rewrites
 ## docs/libraries.md (`make test` compares it, except the figures of the
