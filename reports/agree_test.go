@@ -110,6 +110,8 @@ func TestReportAgreesWithVerdictBuiltins(t *testing.T) {
 		{"budget-trip", []string{"unbounded"}, 20, 0},
 		{"flapping", []string{"exp-no-jitter", "capped-lockstep"}, 20, 3},
 		{"malformed-retry-after", []string{"unbounded"}, 20, 0},
+		// The full fleet (its load is its size), through the trigger.
+		{"metastable", []string{"exp-no-jitter"}, 0, 80},
 		{"non-retryable", []string{"retry-4xx"}, 20, 5},
 		{"outage-bare", []string{"exp-no-jitter", "capped-lockstep"}, 30, 0},
 		{"outage-date", []string{"ignore-retry-after"}, 30, 0},
