@@ -174,7 +174,7 @@ func (s *Server) nextChange(at int64) int64 {
 // service time (cut short when the server stops) whether or not its client
 // is still there. It returns what happened and the time queued and served.
 // order ranks the request among those arriving at the same instant of a
-// virtual run (see turn).
+// virtual run (see inTurn).
 func (s *Server) serve(ctx context.Context, order string) (adm admission, queued, service time.Duration) {
 	p := s.pool
 	if p.cancel && ctx.Err() != nil {
@@ -244,8 +244,8 @@ func (s *Server) serve(ctx context.Context, order string) (adm admission, queued
 	service = time.Duration(min(now, h.end) - granted)
 	p.serviceNs.Add(int64(service))
 	p.mu.Lock()
+	p.flushBefore(s, now) // may release h: an arrival in turn at or after its end
 	if !h.released {
-		p.flushBefore(s, now)
 		heap.Remove(&p.ends, h.index)
 		p.release(h)
 		if p.queued > 0 && !s.isStopping() {
