@@ -216,13 +216,13 @@ func TestFallbackAndRecovery(t *testing.T) {
 		}
 
 		// Just before the interval: still no probe.
-		time.Sleep(ProbeInterval - time.Millisecond)
+		time.Sleep(ProbeInterval - time.Millisecond) // synctest: virtual time
 		l.Reserve(t.Context(), "k", time.Now())
 		if n := f.nCalls(); n != 1 {
 			t.Errorf("%d Redis calls %v after the failure; want 1", n, ProbeInterval-time.Millisecond)
 		}
 		// At the interval: one probe, which fails; no new event.
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // synctest: virtual time
 		for range 5 {
 			if _, _, err := l.Reserve(t.Context(), "k", time.Now()); err != nil {
 				t.Fatal(err)
