@@ -52,7 +52,7 @@ func (s capSynth) meta() *timeline.Meta {
 			{Name: "trigger", Start: int64(10 * time.Second), End: int64(15 * time.Second), Respond: "ok", Capacity: 0.3},
 			{Name: "after", Start: int64(15 * time.Second), Respond: "ok"},
 		},
-		Fleet:    &timeline.Fleet{Clients: 6400, Requests: 1, Start: "poisson 160/s"},
+		Fleet:    &timeline.Fleet{Clients: 6400, Requests: 1, Start: "poisson 160/s", AttemptTimeout: int64(250 * time.Millisecond)},
 		Capacity: &timeline.Capacity{Concurrency: capWorkers, Queue: capQueue, Service: int64(capService), Dist: "fixed", Discipline: "fifo"},
 	}
 }
@@ -212,7 +212,8 @@ var (
 
 // TestCapacityPlotGolden draws the recovering run's capacity plot against
 // its golden image; the report holds it second, after the attempts plot,
-// and states the server's capacity and the trigger's share.
+// and states the server's capacity, the trigger's share and the fleet's
+// per-attempt timeout.
 func TestCapacityPlotGolden(t *testing.T) {
 	dir := t.TempDir()
 	rep, err := WriteFrom(dir, bytes.NewReader(capRecovers.write(t)), nil, Options{DPI: goldenDPI})
@@ -235,7 +236,8 @@ func TestCapacityPlotGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{`id="plot-capacity"`, "10 workers × 50ms (fixed), queue 100 fifo: 200/s", "ok, at 30% of capacity"} {
+	for _, w := range []string{`id="plot-capacity"`, "10 workers × 50ms (fixed), queue 100 fifo: 200/s", "ok, at 30% of capacity",
+		"<dt>attempt timeout</dt><dd>250ms</dd>"} {
 		if !strings.Contains(string(html), w) {
 			t.Errorf("report.html lacks %q", w)
 		}

@@ -173,6 +173,9 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 		if f.Timeout > 0 {
 			add(&pd.Fleet, "watchdog", fmtDur(time.Duration(f.Timeout)))
 		}
+		if f.AttemptTimeout > 0 {
+			add(&pd.Fleet, "attempt timeout", fmtDur(time.Duration(f.AttemptTimeout)))
+		}
 	}
 	if len(m.Limits) > 0 {
 		ls := make([]string, len(m.Limits))
