@@ -502,13 +502,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.inflight.Add(1)
-	if s.sealed.Load() || s.started.Load() && int64(time.Since(s.start)) >= s.holdFrom.Load() {
+	arrive := time.Now()
+	if s.sealed.Load() || s.started.Load() && int64(arrive.Sub(s.start)) >= s.holdFrom.Load() {
 		s.handled() // Seal waits only for requests that record
 		s.hold(w, r)
 		return
 	}
 	defer s.handled()
-	arrive := time.Now()
 	if !s.started.Load() {
 		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
 	}

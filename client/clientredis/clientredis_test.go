@@ -238,12 +238,12 @@ func TestFallbackAndRecovery(t *testing.T) {
 		// Redis is back: the next probe, a second later, recovers and its
 		// permit comes from Redis.
 		f.set(grant(7*time.Millisecond), nil)
-		time.Sleep(ProbeInterval / 2)
+		time.Sleep(ProbeInterval / 2) // synctest: virtual time
 		l.Reserve(t.Context(), "k", time.Now())
 		if n := f.nCalls(); n != 2 {
 			t.Errorf("%d Redis calls half an interval after the failed probe; want 2", n)
 		}
-		time.Sleep(ProbeInterval / 2)
+		time.Sleep(ProbeInterval / 2) // synctest: virtual time
 		wait, _, err := l.Reserve(t.Context(), "k", time.Now())
 		if err != nil || wait != 7*time.Millisecond {
 			t.Errorf("Reserve on recovery = %v, %v; want Redis's 7ms, nil", wait, err)
