@@ -143,6 +143,14 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 	if a.Idempotent {
 		b = append(b, `,"idem":true`...)
 	}
+	if a.IdemKey != "" {
+		b = append(b, `,"idem_key":`...)
+		b = appendString(b, a.IdemKey)
+	}
+	if a.Backend != "" {
+		b = append(b, `,"backend":`...)
+		b = appendString(b, a.Backend)
+	}
 	if a.RateLimit != "" {
 		b = append(b, `,"ratelimit":`...)
 		b = appendString(b, a.RateLimit)

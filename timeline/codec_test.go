@@ -37,7 +37,8 @@ func sampleAttempts() []Attempt {
 		{Client: "17", Key: "17/42", Attempt: 1, Method: "GET", Path: "/c/17/r/42", At: 1, Done: 2, Status: 503, Phase: "outage", RetryAfter: "Mon, 30 Nov 2026 23:00:05 GMT", NotBefore: 5e9, HasNotBefore: true},
 		{Client: "17", Key: "17/42", Attempt: 2, Method: "GET", Path: "/c/17/r/42", At: 5e9, Done: 5e9 + 7, Status: 200, Phase: "recovered", RateLimit: `RateLimit: "default";r=19;t=1`},
 		{Client: "17", Key: "17/43", Attempt: 1, Method: "GET", Path: "/c/17/r/43", At: 6e9, Done: 6e9 + 7, Status: 403, RetryAfter: "60", NotBefore: 66e9, HasNotBefore: true, Limit: "free/minute"},
-		{Client: "3", Key: "3/0", Attempt: 1, Method: "POST", Path: "/c/3/r/0", At: 10, Done: 20, Fault: FaultReset, Idempotent: true},
+		{Client: "3", Key: "3/0", Attempt: 1, Method: "POST", Path: "/c/3/r/0", At: 10, Done: 20, Fault: FaultReset, Idempotent: true, IdemKey: KeyDigest("order-7")},
+		{Client: "3", Key: "3/1", Attempt: 1, Method: "GET", Path: "/c/3/r/1", At: 11, Done: 21, Status: 503, RetryAfter: "1", Backend: BackendClosed},
 		{Client: "4", Key: "4/0", Attempt: 1, Method: "GET", Path: "/c/4/r/0", At: 10, Done: 90, Fault: FaultAbandoned, Status: 200, Queue: 60, Service: 20},
 		{Client: "x\"y\\z\n\u00e9", Key: "idem:ä", Attempt: 3, Method: "GET", Path: "/odd path?q=\x01", At: 0, Done: 0, Status: 429, NotBefore: 0, HasNotBefore: true},
 		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
@@ -282,7 +283,8 @@ func TestEndAndHarnessRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	enc := NewEncoder(&buf)
 	o := Outcome{Client: "1", Key: "1/0", Start: 1, End: 2, Result: ResultError, Error: "exec: not found", Harness: true}
-	end := End{At: 10, Reason: EndInterrupted, Signal: "interrupt", InFlight: 3, Unstarted: 4, DialErrors: 5, FleetReady: 6, Errors: []string{"x"}}
+	end := End{At: 10, Reason: EndInterrupted, Signal: "interrupt", InFlight: 3, Unstarted: 4, DialErrors: 5, FleetReady: 6, Errors: []string{"x"},
+		Noise: &Noise{Source: NoiseSched + "+" + NoiseSleep, P50: 1e5, P99: 3e6, Max: 9e6, Samples: 400, CPUPressure: 12.5, Batch: 3}}
 	if err := enc.EncodeMeta(sampleMeta()); err != nil {
 		t.Fatal(err)
 	}
@@ -310,5 +312,17 @@ func TestEndAndHarnessRoundTrip(t *testing.T) {
 	}
 	if err := dec.Decode(&rec); err != io.EOF {
 		t.Errorf("after end: %v; want io.EOF", err)
+	}
+}
+
+// TestKeyDigest: equal keys give equal digests, different keys different
+// ones, the digest never holds the key, and no key gives "".
+func TestKeyDigest(t *testing.T) {
+	a, b := KeyDigest("order-7"), KeyDigest("order-8")
+	if a != KeyDigest("order-7") || a == b || len(a) != 16 || strings.Contains(a, "order") {
+		t.Errorf("KeyDigest: %q, %q; want 16 hex digits, equal for equal keys only", a, b)
+	}
+	if KeyDigest("") != "" {
+		t.Errorf(`KeyDigest(""): %q; want ""`, KeyDigest(""))
 	}
 }

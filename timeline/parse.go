@@ -36,7 +36,7 @@ type parser struct {
 	arena []byte
 
 	// the interned value each field had last (strCached)
-	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream string }
+	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend string }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -102,6 +102,10 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.HasNotBefore = err == nil
 		case "idem":
 			a.Idempotent, err = p.bool()
+		case "idem_key":
+			a.IdemKey, err = p.str(false)
+		case "backend":
+			a.Backend, err = p.strCached(&p.last.backend)
 		case "ratelimit":
 			a.RateLimit, err = p.str(false)
 		case "limit":

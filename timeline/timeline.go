@@ -10,6 +10,8 @@
 package timeline
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 )
@@ -48,6 +50,13 @@ const (
 	// answered 502 itself. The test environment failed, not the client:
 	// the analyzer does not judge the client's retries after it.
 	UpstreamFailed = "failed"
+)
+
+// Backend failures, the value of Attempt.Backend: the stub's quota
+// backend failed (error or timeout) and the stub acted on its on_error.
+const (
+	BackendClosed = "closed" // the stub answered 503 itself and charged nothing
+	BackendOpen   = "open"   // the stub let the request through unmetered
 )
 
 // LimitCapacity is Attempt.Limit for a request a stub with finite
@@ -240,8 +249,17 @@ type Attempt struct {
 	NotBefore    int64 `json:"-"`
 	HasNotBefore bool  `json:"-"`
 
-	Idempotent bool   `json:"idem,omitempty"`      // an Idempotency-Key header was present
-	RateLimit  string `json:"ratelimit,omitempty"` // rate-limit headers sent, "Name: value" joined by "; "
+	Idempotent bool `json:"idem,omitempty"` // an Idempotency-Key header was present
+	// IdemKey is a fixed-size digest of the request's Idempotency-Key
+	// (KeyDigest), "" when it had none: keys are compared, never kept.
+	IdemKey string `json:"idem_key,omitempty"`
+	// Backend is BackendFailed when the stub's own quota backend (Redis)
+	// failed for this request: BackendClosed when the stub answered 503
+	// itself, BackendOpen when it let the request through unmetered. ""
+	// when the backend answered. The test environment failed, not the
+	// client: no check judges the retries after a BackendClosed answer.
+	Backend   string `json:"backend,omitempty"`
+	RateLimit string `json:"ratelimit,omitempty"` // rate-limit headers sent, "Name: value" joined by "; "
 	// Limit names the quota's limit that rejected the request ("tier/name"
 	// under tiers), LimitCapacity when a stub with finite capacity rejected
 	// it (its queue full), "" when nothing did.
@@ -310,7 +328,74 @@ type End struct {
 	// Errors are harness problems in words, each a reason the run was not
 	// carried out faithfully.
 	Errors []string `json:"errors,omitempty"`
+	// Noise is how late the host ran things while the run ran, measured,
+	// nil when unmeasured (a virtual run has none: its clock waits for
+	// it).
+	Noise *Noise `json:"noise,omitempty"`
+}
+
+// Noise sources, joined by "+" in Noise.Source.
+const (
+	// NoiseSched: the Go runtime's scheduling latencies
+	// (/sched/latencies:seconds) over the run: how long goroutines of the
+	// recording process waited to run once ready.
+	NoiseSched = "sched"
+	// NoiseSleep: a thread of the recording process that sleeps a short
+	// period and measures how late it wakes, which also sees the kernel
+	// keeping the process off the CPU (other processes, CPU hogs).
+	NoiseSleep = "sleep"
+	// NoiseProbe: a separate probe process doing the same, which sees
+	// what the fleet's child processes see.
+	NoiseProbe = "probe"
+)
+
+// Noise is the host's lateness while a run ran: how far past the instant
+// it asked for a ready piece of work ran. Checks whose time windows are
+// comparable to it widen by it or stop judging (docs/checks.md, "noise").
+type Noise struct {
+	Source string `json:"source"` // NoiseSched, NoiseSleep, NoiseProbe, joined by "+"
+	// P50, P99 and Max are the lateness quantiles in nanoseconds, the
+	// largest of the sources' at each quantile.
+	P50 int64 `json:"p50"`
+	P99 int64 `json:"p99"`
+	Max int64 `json:"max,omitempty"`
+	// Samples is how many wake-ups or scheduling events were measured.
+	Samples int64 `json:"samples,omitempty"`
+	// CPUPressure is Linux PSI's share of time some runnable task waited
+	// for a CPU over the run (/proc/pressure/cpu "some", total), percent;
+	// 0 when the kernel does not report it.
+	CPUPressure float64 `json:"cpu_pressure,omitempty"`
+	// Batch is the most arrivals the stub stamped within BatchWindow of
+	// each other while short of CPU: its evidence that a backlog of ready
+	// connections was read at once (0 when unmeasured).
+	Batch int `json:"batch,omitempty"`
+}
+
+// BatchWindow is the span within which Noise.Batch counts arrivals
+// stamped together.
+const BatchWindow = int64(time.Millisecond)
+
+// Late returns the lateness bound a check widens by: the p99, 0 for a nil
+// Noise.
+func (n *Noise) Late() int64 {
+	if n == nil {
+		return 0
+	}
+	return n.P99
 }
 
 // Duration is how long the logical request took from the caller's view.
 func (o *Outcome) Duration() time.Duration { return time.Duration(o.End - o.Start) }
+
+// KeyDigest returns the digest of an Idempotency-Key that Attempt.IdemKey
+// records: the first 8 bytes of its SHA-256 in hex. Two attempts carried the
+// same key when their digests are equal (a collision between two keys of
+// one logical request is a 1-in-2^64 chance); the key itself, which may be
+// a secret or personal data, is never written. "" for no key.
+func KeyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
