@@ -285,14 +285,21 @@ type Analyzer struct {
 	instEx float64 // expected instant retries under the stated policy
 	nonr   counter
 	idem   counter
-	att    counter
-	maxAtt int
 	bud    counter
-	gu     counter // give-up
-	pace   counter
-	jb     counter
-	wv     wavesState
-	wvJ    *wavesJudgement // during Result
+	// budOver: the failed requests past their budget and tolerance, kept
+	// to be judged once the host's noise is known (the end record).
+	budOver overList
+	// done tallies the closed logical requests (attempts, amplification,
+	// the outcomes' cross-check); exercised counts the attempts the stub
+	// refused or failed (≥ 400 or a fault) for the client's own sake.
+	done      keyTally
+	exercised int64
+	gu        counter // give-up
+	pace      counter
+	jb        counter
+	wv        wavesState
+	wvJ       *wavesJudgement // during Result
+	tl        *keyTally       // during Result: every request's tally
 
 	// nonrSent counts responses with a status in the non-retryable set
 	// that were not rate limits (the check's population); nonrLimited the

@@ -73,7 +73,27 @@ type fidelity struct {
 	// which no pairwise check judged.
 	upstream, upRetries int64
 	upstreamEx          string
+	// backend counts attempts the stub answered 503 itself because its
+	// quota backend failed (timeline.BackendClosed); beRetries the retries
+	// after them, which no pairwise check judged.
+	backend, beRetries int64
+	backendEx          string
 }
+
+// fidelityBackend notes an attempt the stub answered itself because its
+// quota backend failed.
+func (a *Analyzer) fidelityBackend(r *timeline.Attempt) {
+	a.fid.backend++
+	if a.fid.backendEx == "" {
+		a.fid.backendEx = fmt.Sprintf("%s %s attempt %d at %s", strings.Clone(r.Method), strings.Clone(r.Path), r.Attempt, fmtNS(r.At))
+	}
+}
+
+// maxBackendShare is the share of attempts (%) the stub may answer for a
+// failed quota backend before the run is INCONCLUSIVE: a stray timeout of
+// a loaded Redis is the environment's, and the retries after it are not
+// judged; more is a test of the backend, not of the client.
+const maxBackendShare = 1.0
 
 // fidelityUpstream notes an attempt whose upstream gave no response.
 func (a *Analyzer) fidelityUpstream(r *timeline.Attempt) {
@@ -120,6 +140,9 @@ func (a *Analyzer) latenessBound() int64 {
 	}
 	return max(b, int64(float64(shortest)*latenessPhaseShare))
 }
+
+// isExec reports whether a subject name is an exec program's.
+func isExec(subject string) bool { return subject == "exec" || strings.HasPrefix(subject, "exec:") }
 
 // needsOutcomes reports whether a check judges the fleet's outcomes, which
 // a serve recording does not have.
@@ -175,6 +198,13 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 			}
 		}
 	}
+	if b := a.fid.backend; b > 0 && pct(b, a.fig.Attempts) > maxBackendShare {
+		add("%d of %d attempts (%.1f%%, above %.0f%%) were answered 503 by the stub itself because its quota backend failed (first: %s): the test environment failed, not the client, and the %d retries after them were not judged",
+			b, a.fig.Attempts, pct(b, a.fig.Attempts), maxBackendShare, a.fid.backendEx, a.fid.beRetries)
+	}
+	if a.fig.Attempts > 0 && a.exercised == 0 && a.fid.upstream+a.fid.backend == 0 && (m == nil || m.Expect == nil || !m.Expect.AllowUnexercised) {
+		add("no retry logic was exercised: the stub refused or failed none of the %d requests (a scenario that means it states expect.allow_unexercised)", a.fig.Attempts)
+	}
 	if u := a.fid.upstream; u > 0 {
 		add("%d attempts met an upstream that gave no response, so the stub answered 502 itself (first: %s): the test environment failed, not the client, and the %d retries after them were not judged", u, a.fid.upstreamEx, a.fid.upRetries)
 	}
@@ -182,8 +212,12 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 	// first request arrived tested nothing.
 	if m != nil && len(m.Phases) > 1 && a.seen {
 		first := m.Phases[0]
+		// The first arrival is the first arrival. An exec fleet's start
+		// barrier (FleetReady: every process ready) is later than its
+		// first request only if a process was late to start; a goroutine
+		// fleet's schedule is not its readiness.
 		arrived := a.first
-		if e := a.fid.end; fleetRun && e != nil && e.FleetReady > arrived {
+		if e := a.fid.end; fleetRun && e != nil && e.FleetReady > arrived && isExec(m.Subject) {
 			arrived = e.FleetReady
 		}
 		if first.End > 0 && arrived >= first.End {

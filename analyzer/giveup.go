@@ -88,8 +88,11 @@ func (a *Analyzer) servedBy(from, until int64) *timeline.Phase {
 // request that stopped on an overloaded stub (overloaded, see
 // Analyzer.overloaded) is not lost: against finite capacity, patience is
 // more load, which the capacity checks judge.
-func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool) {
-	if o.Harness || o.Result == timeline.ResultCanceled || o.Result == timeline.ResultHung {
+//
+// seen is how many attempts the stub recorded for the request (the
+// evidence's count when the client reports none).
+func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool, seen int) {
+	if o.Result == timeline.ResultHung {
 		return
 	}
 	a.gu.judged++
@@ -118,8 +121,9 @@ func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool) 
 		if limited && o.Result == timeline.ResultNonRetryable {
 			what = fmt.Sprintf("non-retryable on a %d rate limit", o.Status)
 		}
-		a.gu.ex = append(a.gu.ex, Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: o.Attempts, At: o.End, Prev: o.Start,
-			Detail: fmt.Sprintf("%s after %s (%d attempts), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), o.Attempts, ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
+		n := max(o.Attempts, seen)
+		a.gu.ex = append(a.gu.ex, Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: n, At: o.End, Prev: o.Start,
+			Detail: fmt.Sprintf("%s after %s (%s), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), attemptsText(n), ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
 	}
 }
 
@@ -154,8 +158,19 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	case a.gu.judged == 0:
 		return skip("no logical request ended on its own (all canceled, hung or harness errors)")
 	}
-	r := verdict(c, pct(a.gu.bad, a.gu.judged), defaultGiveUp, a.gu.judged,
-		fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", a.gu.bad, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom))
-	r.Examples = a.gu.ex
+	// A reported success is a claim: one whose key the stub never
+	// answered 2xx was lost all the same (a wrapper that swallowed the
+	// error, a program that printed ok after giving up).
+	t := a.tl
+	bad := a.gu.bad + t.lost
+	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", a.gu.bad, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom)
+	if t.lost > 0 {
+		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", t.lost)
+	}
+	r := verdict(c, pct(bad, a.gu.judged), defaultGiveUp, a.gu.judged, why)
+	r.Examples = append(append([]Example(nil), t.lostEx...), a.gu.ex...)
+	if len(r.Examples) > a.maxEx {
+		r.Examples = r.Examples[:a.maxEx]
+	}
 	return r
 }

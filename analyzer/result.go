@@ -28,12 +28,13 @@ const (
 
 // Result judges what was added so far.
 func (a *Analyzer) Result() *Verdict {
+	a.tl = a.tallyAll()
 	a.wvJ = a.judgeCohorts()
 	if a.load != nil {
 		j := a.judgeLoad()
 		a.ldJ = &j
 	}
-	defer func() { a.wvJ, a.ldJ = nil, nil }()
+	defer func() { a.wvJ, a.ldJ, a.tl = nil, nil, nil }()
 	v := &Verdict{Figures: a.fig}
 	failed := false
 	f := &v.Figures
@@ -198,8 +199,9 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.fig.Requests == 0 {
 			return skip("no attempts in the timeline")
 		}
-		r = verdict(c, float64(a.maxAtt), float64(a.attCap), a.fig.Requests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d", a.att.bad, a.attCap))
-		r.Examples = a.att.ex
+		t := a.tl
+		r = verdict(c, float64(t.maxAtt), float64(a.attCap), a.fig.Requests-t.exclRequests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d%s", t.attBad, a.attCap, t.exclText()))
+		r.Examples = t.attEx
 	case CheckBudget:
 		if a.meta != nil && a.meta.Recorder == "serve" {
 			return skip("a serve recording has no client outcomes")
@@ -208,14 +210,25 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			return skip("the timeline has no outcomes")
 		}
 		if a.bud.judged == 0 {
-			return skip("no logical request failed")
+			return skip("no logical request failed (outcomes of the harness, canceled or past the cap are not judged)")
 		}
-		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", fmtDur(a.budgetTol), fmtDur(a.budget), a.bud.judged)
+		// Each wait of a request may have been made late by the host:
+		// the tolerance widens by the noise per attempt.
+		late := a.noiseLate()
+		over, overEx := a.budOver.count(late)
+		tol := fmt.Sprintf("%s", fmtDur(a.budgetTol))
+		if late > 0 {
+			tol += fmt.Sprintf(" + %s per attempt (%s)", fmtDur(late), a.noiseText())
+		}
+		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", tol, fmtDur(a.budget), a.bud.judged)
 		if a.budget <= 0 {
 			why = fmt.Sprintf("failed logical requests that hung (of %d failed); no stated budget, so durations were not judged", a.bud.judged)
 		}
-		r = verdict(c, float64(a.bud.bad), 0, a.bud.judged, why)
-		r.Examples = a.bud.ex
+		r = verdict(c, float64(a.bud.bad+over), 0, a.bud.judged, why)
+		r.Examples = append(append([]Example(nil), a.bud.ex...), overEx...)
+		if len(r.Examples) > a.maxEx {
+			r.Examples = r.Examples[:a.maxEx]
+		}
 	case CheckGiveUp:
 		return a.judgeGiveUp(c)
 	case CheckAmplification:
@@ -223,16 +236,26 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			return skip("no attempts in the timeline")
 		}
 		def := a.defaultAmp()
-		// Retries of a 502 the stub answered for a dead upstream are the
-		// test environment's, not the client's: not counted.
-		att, ret := a.fig.Attempts-a.fid.upRetries, a.fig.Retries-a.fid.upRetries
-		amp := float64(att) / float64(a.fig.Requests)
-		share := pct(ret, att)
-		reason := fmt.Sprintf("%d attempts for %d logical requests; retries are %.1f%% of traffic", att, a.fig.Requests, share)
-		if u := a.fid.upRetries; u > 0 {
-			reason += fmt.Sprintf(" (%d retries after upstream failures not counted)", u)
+		// Retries of a 502 the stub answered for a dead upstream or a
+		// failed quota backend are the test environment's, not the
+		// client's; requests the checks do not see (harness, canceled,
+		// past the cap) are not counted either.
+		t := a.tl
+		env := a.fid.upRetries + a.fid.beRetries
+		req := a.fig.Requests - t.exclRequests
+		att := a.fig.Attempts - env - t.exclAttempts
+		ret := att - req
+		if req <= 0 {
+			return skip("every logical request was canceled, past the cap or failed in the harness")
 		}
-		r = verdict(c, amp, def, a.fig.Requests, reason)
+		amp := float64(att) / float64(req)
+		share := pct(ret, att)
+		reason := fmt.Sprintf("%d attempts for %d logical requests; retries are %.1f%% of traffic", att, req, share)
+		if env > 0 {
+			reason += fmt.Sprintf(" (%d retries after upstream or quota-backend failures not counted)", env)
+		}
+		reason += t.exclText()
+		r = verdict(c, amp, def, req, reason)
 		if lim, ok := c.params["retry_share"]; ok {
 			r.Reason += fmt.Sprintf(" (limit %.1f%%)", lim.num)
 			if share > lim.num {
@@ -391,4 +414,24 @@ func fmtWindow(ns int64) string {
 		}
 	}
 	return d.String()
+}
+
+// exclText says what the request-level checks left out, "" for nothing.
+func (t *keyTally) exclText() string {
+	if t.exclRequests == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d logical requests (%d attempts) of the harness, canceled or past the cap not counted", t.exclRequests, t.exclAttempts)
+}
+
+// tallyAll is the closed requests' tally plus that of the requests still
+// open, without closing them (Result may be called again).
+func (a *Analyzer) tallyAll() *keyTally {
+	t := a.done
+	t.attEx = append([]Example(nil), a.done.attEx...)
+	t.lostEx = append([]Example(nil), a.done.lostEx...)
+	for _, st := range a.keys {
+		a.tally(&t, st)
+	}
+	return &t
 }

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ type attemptLite struct {
 	class    ResponseClass // ClassifyResponse of the record
 	fault    bool
 	upFailed bool // the stub's upstream gave no response (timeline.UpstreamFailed)
+	beFailed bool // the stub's quota backend failed and it answered 503 itself (timeline.BackendClosed)
 	hasNB    bool
 	prevDone bool // paired with its predecessor (or the first attempt)
 	at, done int64
@@ -49,6 +51,21 @@ type keyState struct {
 	base   int            // attempts before the current logical request (a reused key)
 	last   int64          // stream time of the last news
 	closed int64          // stream time of the outcome + 1; 0 while open
+
+	// What the stub recorded of the logical request, the evidence its
+	// outcome is checked against.
+	count int32  // attempts (the highest attempt number seen, less base)
+	got2x bool   // an attempt was answered 2xx
+	capAt int64  // arrival of the attempt past the attempts cap, 0 when none
+	idem  string // IdemKey of the earliest attempt seen
+	idemN int32  // its number (0: none seen yet)
+	// What its outcome claimed, once it came.
+	outcome    bool // an outcome was recorded
+	excluded   bool // the outcome is one the checks do not see (judgedOutcome)
+	reportedOK bool
+	outEnd     int64
+	outStart   int64
+	outResult  string
 }
 
 // welford accumulates a mean and variance in one pass.
@@ -119,6 +136,12 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.fig.Retries++
 	}
 	class := ClassifyResponse(r)
+	beFailed := r.Backend == timeline.BackendClosed
+	if beFailed {
+		a.fidelityBackend(r)
+	} else if r.Upstream != timeline.UpstreamFailed && (r.Fault != "" || r.Status >= 400) {
+		a.exercised++
+	}
 	if r.Fault != "" {
 		a.faults[r.Fault]++
 	} else if r.Status > 0 && r.Status < len(a.statuses) {
@@ -142,8 +165,8 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	// Pairwise checks.
 	x := attemptLite{
 		n: int32(r.Attempt), status: int32(r.Status), class: class, fault: r.Fault != "",
-		upFailed: r.Upstream == timeline.UpstreamFailed,
-		hasNB:    r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
+		upFailed: r.Upstream == timeline.UpstreamFailed, beFailed: beFailed,
+		hasNB: r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
 	}
 	if x.upFailed {
 		a.fidelityUpstream(r)
@@ -155,15 +178,7 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	}
 	st := a.keys[r.Key]
 	if st == nil {
-		if n := len(a.free); n > 0 {
-			st = a.free[n-1]
-			a.free = a.free[:n-1]
-		} else {
-			st = new(keyState)
-			st.att = st.buf[:0]
-		}
-		st.key, st.client = strings.Clone(r.Key), strings.Clone(r.Client)
-		a.keys[st.key] = st
+		st = a.newKey(r.Key, r.Client)
 	}
 	st.last = a.now
 	a.insert(st, r.Key, x)
@@ -171,23 +186,50 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	// Attempts of this logical request: a key reused after a success (a
 	// client outside the harness requesting the same URL again) starts over.
 	n := r.Attempt - st.base
-	if n > a.maxAtt {
-		a.maxAtt = n
+	if int32(n) > st.count {
+		st.count = int32(n)
 	}
-	if n > 1 && (r.Method == "POST" || r.Method == "PATCH") {
-		a.idem.judged++
-		if !r.Idempotent {
-			if a.idem.hit(a.maxEx) {
-				a.idem.ex = append(a.idem.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
-					Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) without an Idempotency-Key", r.Method, r.Path, r.Attempt, fmtNS(r.At))})
-			}
-		}
+	if r.Status >= 200 && r.Status < 300 && r.Fault == "" {
+		st.got2x = true
 	}
 	if a.attCap > 0 && n == a.attCap+1 {
-		if a.att.hit(a.maxEx) {
-			a.att.ex = append(a.att.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: n, At: r.At,
-				Detail: fmt.Sprintf("attempt %d arrived at %s; at most %d allowed", n, fmtNS(r.At), a.attCap)})
-		}
+		st.capAt = r.At
+	}
+	// The key of the earliest attempt seen ("" when it carried none;
+	// a legacy record that says only that one was present is not kept).
+	if (st.idemN == 0 || int32(r.Attempt) < st.idemN) && (r.IdemKey != "" || !r.Idempotent) {
+		st.idem, st.idemN = strings.Clone(r.IdemKey), int32(r.Attempt)
+	}
+	if n > 1 && (r.Method == "POST" || r.Method == "PATCH") {
+		a.idempotencyRetry(st, r)
+	}
+}
+
+// idempotencyRetry judges retry r of a non-idempotent logical request:
+// it must carry the Idempotency-Key its first attempt carried. A retry
+// without one, with a different one (a fresh key per attempt lets the
+// server run the write twice), or with one its first attempt lacked (the
+// server never saw the key of the write it would have to deduplicate)
+// offends. Timelines that record only that a key was present (no
+// idem_key) are judged on presence alone.
+func (a *Analyzer) idempotencyRetry(st *keyState, r *timeline.Attempt) {
+	a.idem.judged++
+	var why string
+	switch {
+	case !r.Idempotent && r.IdemKey == "":
+		why = "without an Idempotency-Key"
+	case r.IdemKey == "" || st.idemN == 0 || st.idemN == int32(r.Attempt):
+		return // presence alone known, or no earlier attempt seen to compare
+	case st.idem == "":
+		why = fmt.Sprintf("with an Idempotency-Key its attempt %d did not carry (the server cannot deduplicate a write it saw without a key)", st.idemN)
+	case st.idem != r.IdemKey:
+		why = fmt.Sprintf("with a different Idempotency-Key from its attempt %d (digest %s, then %s): a fresh key per attempt lets the server run the write twice", st.idemN, st.idem, r.IdemKey)
+	default:
+		return
+	}
+	if a.idem.hit(a.maxEx) {
+		a.idem.ex = append(a.idem.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
+			Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) %s", r.Method, r.Path, r.Attempt, fmtNS(r.At), why)})
 	}
 }
 
@@ -261,6 +303,12 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		// The stub's upstream failed, not an injected fault: how the client
 		// answered that 502 is not judged (the run is INCONCLUSIVE).
 		a.fid.upRetries++
+		return
+	}
+	if p.beFailed {
+		// The stub's own quota backend failed: its 503 is the test
+		// environment's, and how the client answered it is not judged.
+		a.fid.beRetries++
 		return
 	}
 	k := max(int(x.n)-1-st.base, 1) // x is the k-th retry (≥ 1 even when records disagree)
@@ -493,33 +541,48 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
 	a.results[o.Result]++
 	a.fidelityOutcome(o)
+	st := a.keys[o.Key]
+	if st == nil && a.crossCheck() {
+		// No attempt recorded (yet): the outcome's claim waits, through
+		// the grace, for the stub's records of its key.
+		st = a.newKey(o.Key, o.Client)
+	}
+	judged := a.judgedOutcome(o)
 	// Did the client stop on a rate limit? Its last attempt says.
 	limited := false
-	if st := a.keys[o.Key]; st != nil && len(st.att) > 0 {
-		last := &st.att[len(st.att)-1]
-		limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
+	seen := 0 // attempts the stub recorded for it so far
+	if st != nil {
+		if len(st.att) > 0 {
+			last := &st.att[len(st.att)-1]
+			limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
+		}
+		seen = int(st.count)
+		st.outcome, st.excluded = true, !judged
+		st.reportedOK = o.Result == timeline.ResultOK
+		st.outStart, st.outEnd, st.outResult = o.Start, o.End, o.Result
 	}
-	a.giveUpOutcome(o, limited, a.overloaded(o))
+	if judged {
+		a.giveUpOutcome(o, limited, a.overloaded(o), seen)
+	}
 	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End
 	}
-	if st := a.keys[o.Key]; st != nil && o.Result != timeline.ResultHung && st.closed == 0 {
+	if st != nil && o.Result != timeline.ResultHung && st.closed == 0 {
 		st.closed = a.now + 1
 		st.last = a.now
 		a.closing = append(a.closing, closing{st: st, key: st.key, at: a.now})
 	}
-	switch o.Result {
-	case timeline.ResultOK, timeline.ResultCanceled:
+	if !judged || o.Result == timeline.ResultOK {
 		return
 	}
 	a.bud.judged++
-	ex := func(detail string) Example {
-		return Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: o.Attempts, At: o.End, Prev: o.Start, Detail: detail}
-	}
+	attempts := max(o.Attempts, seen)
+	ex := Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: attempts, At: o.End, Prev: o.Start}
 	if o.Result == timeline.ResultHung {
 		if a.bud.hit(a.maxEx) {
-			a.bud.ex = append(a.bud.ex, ex(fmt.Sprintf("never returned: the watchdog fired after %s", fmtDur(o.End-o.Start))))
+			ex.Detail = fmt.Sprintf("never returned: the watchdog fired after %s (%s)", fmtDur(o.End-o.Start), attemptsText(attempts))
+			a.bud.ex = append(a.bud.ex, ex)
 		}
 		return
 	}
@@ -528,10 +591,91 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 			if over > a.bud.worst {
 				a.bud.worst = over
 			}
-			if a.bud.hit(a.maxEx) {
-				a.bud.ex = append(a.bud.ex, ex(fmt.Sprintf("%s after %s (%d attempts); the budget is %s", o.Result, fmtDur(o.End-o.Start), o.Attempts, fmtDur(a.budget))))
-			}
+			ex.Detail = fmt.Sprintf("%s after %s (%s); the budget is %s", o.Result, fmtDur(o.End-o.Start), attemptsText(attempts), fmtDur(a.budget))
+			// Each wait of the request may have been made late by the
+			// host: the widened tolerance is judged at Result.
+			a.budOver.add(over-a.budgetTol, attempts+1, &ex, a.maxEx)
 		}
+	}
+}
+
+// attemptsText is "3 attempts", "1 attempt", or "attempts unknown".
+func attemptsText(n int) string {
+	switch n {
+	case 0:
+		return "attempts unknown"
+	case 1:
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+// crossCheck reports whether outcomes are checked against the stub's
+// records of their keys: in a fleet run's timeline, which holds both (a
+// `run --target` shard's holds no attempt: merge it with the stubs'
+// recordings first).
+func (a *Analyzer) crossCheck() bool {
+	return a.meta != nil && a.meta.Recorder != "serve" && a.fig.Attempts > 0
+}
+
+// newKey makes the state of a logical request.
+func (a *Analyzer) newKey(key, client string) *keyState {
+	var st *keyState
+	if n := len(a.free); n > 0 {
+		st = a.free[n-1]
+		a.free = a.free[:n-1]
+	} else {
+		st = new(keyState)
+		st.att = st.buf[:0]
+	}
+	st.key, st.client = strings.Clone(key), strings.Clone(client)
+	st.last = a.now
+	a.keys[st.key] = st
+	return st
+}
+
+// keyTally is what the closed logical requests add to the checks that
+// judge a request as a whole once every record of it is in: attempts,
+// amplification, and the outcome's cross-check.
+type keyTally struct {
+	maxAtt       int   // most attempts of a judged request
+	attBad       int64 // judged requests past the attempts cap
+	attEx        []Example
+	exclAttempts int64 // attempts of requests the checks do not see
+	exclRequests int64
+	lost         int64 // reported ok, but the stub answered no 2xx
+	lostEx       []Example
+}
+
+// tally adds the closed request st to t.
+func (a *Analyzer) tally(t *keyTally, st *keyState) {
+	if st.excluded {
+		t.exclAttempts += int64(st.count)
+		if st.count > 0 {
+			t.exclRequests++
+		}
+		return
+	}
+	if int(st.count) > t.maxAtt {
+		t.maxAtt = int(st.count)
+	}
+	if st.capAt != 0 {
+		t.attBad++
+		t.attEx = keepEarliest(t.attEx, a.maxEx, Example{Client: st.client, Key: st.key, Attempt: a.attCap + 1, At: st.capAt},
+			func() string {
+				return fmt.Sprintf("attempt %d arrived at %s; at most %d allowed (%d attempts in all)", a.attCap+1, fmtNS(st.capAt), a.attCap, st.count)
+			})
+	}
+	if st.outcome && st.reportedOK && !st.got2x && a.crossCheck() {
+		t.lost++
+		t.lostEx = keepEarliest(t.lostEx, a.maxEx, Example{Client: st.client, Key: st.key, Attempt: int(st.count), At: st.outEnd, Prev: st.outStart},
+			func() string {
+				what := "the server never answered 2xx"
+				if st.count == 0 {
+					what = "the server recorded no attempt for it"
+				}
+				return fmt.Sprintf("reported ok, %s (%s recorded)", what, attemptsText(int(st.count)))
+			})
 	}
 }
 
@@ -554,8 +698,9 @@ func (a *Analyzer) drop(st *keyState) {
 			a.unpaired++
 		}
 	}
+	a.tally(&a.done, st)
 	delete(a.keys, st.key)
-	st.att, st.key, st.client, st.closed, st.base = st.buf[:0], "", "", 0, 0
+	*st = keyState{att: st.buf[:0]}
 	if len(a.free) < 4096 {
 		a.free = append(a.free, st)
 	}
@@ -580,4 +725,37 @@ func fmtDur(ns int64) string {
 	default:
 		return d.String()
 	}
+}
+
+// keepEarliest keeps the max earliest examples (by instant, then key)
+// whatever order they come in, so the evidence does not depend on the
+// order requests were closed in; detail is made only for one kept.
+func keepEarliest(ex []Example, max int, e Example, detail func() string) []Example {
+	before := func(x, y *Example) bool { return x.At < y.At || (x.At == y.At && x.Key < y.Key) }
+	if len(ex) < max {
+		e.Detail = detail()
+		ex = append(ex, e)
+	} else {
+		last := -1
+		for i := range ex {
+			if last < 0 || before(&ex[last], &ex[i]) {
+				last = i
+			}
+		}
+		if last < 0 || !before(&e, &ex[last]) {
+			return ex
+		}
+		e.Detail = detail()
+		ex[last] = e
+	}
+	slices.SortFunc(ex, func(x, y Example) int {
+		switch {
+		case before(&x, &y):
+			return -1
+		case before(&y, &x):
+			return 1
+		}
+		return 0
+	})
+	return ex
 }

@@ -273,6 +273,9 @@ func expectJSON(e Expect) object {
 	if len(e.Thresholds) > 0 {
 		o = append(o, kv{"thresholds", e.Thresholds})
 	}
+	if e.AllowUnexercised {
+		o = append(o, kv{"allow_unexercised", true})
+	}
 	return o
 }
 

@@ -750,6 +750,7 @@ func (d *decoder) expect(n ast.Node, path string) Expect {
 			d.failAt(d.places[join(path, "require")], join(path, "require"), "check %q is both required and skipped", id)
 		}
 	}
+	m.boolean("allow_unexercised", &e.AllowUnexercised)
 	tn, tpath := m.take("thresholds")
 	tm := d.mapping(tn, tpath)
 	for _, f := range tm.pairs() {

@@ -87,8 +87,8 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 			m.Phases = srv.Phases()
 		}
 	}
-	if e := sc.Expect; len(e.Checks)+len(e.Skip)+len(e.Require)+len(e.Thresholds) > 0 {
-		m.Expect = &timeline.Expect{Checks: e.Checks, Skip: e.Skip, Require: e.Require, Thresholds: e.Thresholds}
+	if e := sc.Expect; len(e.Checks)+len(e.Skip)+len(e.Require)+len(e.Thresholds) > 0 || e.AllowUnexercised {
+		m.Expect = &timeline.Expect{Checks: e.Checks, Skip: e.Skip, Require: e.Require, Thresholds: e.Thresholds, AllowUnexercised: e.AllowUnexercised}
 	}
 	if s := o.Subject; s != nil {
 		m.Subject = s.Name()

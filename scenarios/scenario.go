@@ -172,6 +172,10 @@ type Expect struct {
 	Skip       []string
 	Require    []string // checks whose skip makes the verdict INCONCLUSIVE
 	Thresholds map[string]float64
+	// AllowUnexercised states that a run in which the stub refused or
+	// failed no request is what the scenario means (a baseline): without
+	// it such a run is INCONCLUSIVE, since no retry logic was exercised.
+	AllowUnexercised bool
 }
 
 // formatFloat writes f in the shortest form that parses back to f.

@@ -226,6 +226,10 @@ type Expect struct {
 	// skips makes the verdict INCONCLUSIVE instead of letting it pass.
 	Require    []string           `json:"require,omitempty"`
 	Thresholds map[string]float64 `json:"thresholds,omitempty"`
+	// AllowUnexercised: a run in which the stub refused or failed no
+	// request is what the scenario means; without it such a run is
+	// INCONCLUSIVE (no retry logic was exercised).
+	AllowUnexercised bool `json:"allow_unexercised,omitempty"`
 }
 
 // Attempt is one request the stub server saw, written by the server.
