@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -282,13 +283,16 @@ type Analyzer struct {
 
 	ra     counter
 	inst   counter
-	instEx float64 // expected instant retries under the stated policy
+	instK  [waveGroups]instCohort // instant-retry by retry number
 	nonr   counter
 	idem   counter
 	bud    counter
 	// budOver: the failed requests past their budget and tolerance, kept
 	// to be judged once the host's noise is known (the end record).
 	budOver overList
+	jbOver  overList // jitter-bounds' offenders, judged with the noise
+	guOver  overList // give-up's, by how long before their budget ended the server served
+	raAsked *loghist.Hist // the waits Retry-After asked of the retries it paced
 	// done tallies the closed logical requests (attempts, amplification,
 	// the outcomes' cross-check); exercised counts the attempts the stub
 	// refused or failed (≥ 400 or a fault) for the client's own sake.

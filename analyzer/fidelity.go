@@ -224,6 +224,13 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 			add("the fleet's first request arrived at %s, after the first phase (%s) ended at %s: the scenario was not played against it", fmtNS(arrived), first.Name, fmtNS(first.End))
 		}
 	}
+	// Checks the host's noise kept from judging: a pass on what noise
+	// hid is no pass.
+	for i := range v.Checks {
+		if c := &v.Checks[i]; c.Noise != "" && c.Status != StatusFail {
+			add("the check %s could not judge under this host's noise: %s", c.ID, c.Noise)
+		}
+	}
 	// Checks that had to judge something.
 	judged := 0
 	for i := range v.Checks {

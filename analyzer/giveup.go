@@ -115,16 +115,22 @@ func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool, 
 	if ph == nil {
 		return
 	}
-	if a.gu.hit(a.maxEx) {
-		at := max(ph.Start, o.Start)
+	// How long before its budget ended the server served: a request the
+	// host made late by as much (each of its waits by the noise) is not
+	// lost to impatience. Judged at Result, once the noise is known.
+	at := max(ph.Start, o.Start)
+	margin := o.Start + a.giveUpFor - at
+	var e *Example
+	if len(a.guOver.ex) < a.maxEx {
 		what := o.Result
 		if limited && o.Result == timeline.ResultNonRetryable {
 			what = fmt.Sprintf("non-retryable on a %d rate limit", o.Status)
 		}
 		n := max(o.Attempts, seen)
-		a.gu.ex = append(a.gu.ex, Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: n, At: o.End, Prev: o.Start,
-			Detail: fmt.Sprintf("%s after %s (%s), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), attemptsText(n), ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))})
+		e = &Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: n, At: o.End, Prev: o.Start,
+			Detail: fmt.Sprintf("%s after %s (%s), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), attemptsText(n), ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))}
 	}
+	a.guOver.add(margin, max(o.Attempts, seen)+1, e, a.maxEx)
 }
 
 // overloaded reports whether a failed logical request stopped on a stub's
@@ -162,13 +168,19 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	// answered 2xx was lost all the same (a wrapper that swallowed the
 	// error, a program that printed ok after giving up).
 	t := a.tl
-	bad := a.gu.bad + t.lost
-	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", a.gu.bad, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom)
+	late := a.noiseLate()
+	lostWaiting, guEx := a.guOver.count(late)
+	bad := lostWaiting + t.lost
+	within := fmtDur(a.giveUpFor)
+	if late > 0 {
+		within += fmt.Sprintf(" less %s per attempt (%s)", fmtDur(late), a.noiseText())
+	}
+	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, a.gu.judged, within, a.giveUpFrom)
 	if t.lost > 0 {
 		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", t.lost)
 	}
 	r := verdict(c, pct(bad, a.gu.judged), defaultGiveUp, a.gu.judged, why)
-	r.Examples = append(append([]Example(nil), t.lostEx...), a.gu.ex...)
+	r.Examples = append(append([]Example(nil), t.lostEx...), guEx...)
 	if len(r.Examples) > a.maxEx {
 		r.Examples = r.Examples[:a.maxEx]
 	}

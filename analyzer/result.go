@@ -155,19 +155,17 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			r.Reason += fmt.Sprintf(" (worst: %s early)", fmtDur(a.ra.worst))
 		}
 		r.Examples = a.ra.ex
+		// The host's noise can only make a retry later than the client
+		// meant: it cannot make an honest client early, but it can carry
+		// a retry that ignored Retry-After past not_before when it is as
+		// long as the waits asked.
+		if late := a.noiseLate(); late > 0 && r.Status != StatusFail && a.raAsked != nil {
+			if med := a.raAsked.Quantile(0.5); 2*late >= med {
+				r.Noise = fmt.Sprintf("%s is half or more of the median wait Retry-After asked (%s): a retry that ignored it could have been carried past not_before by the host", a.noiseText(), fmtDur(med))
+			}
+		}
 	case CheckInstantRetry:
-		if a.inst.judged == 0 {
-			return skip("no retry followed a 429/5xx or other rate limit without a Retry-After that paced it")
-		}
-		def, why := defaultInstant, ""
-		if a.policy != nil && a.policy.Base > 0 {
-			exp := 100 * a.instEx / float64(a.inst.judged)
-			def = max(defaultInstant, min(90, exp+10))
-			why = fmt.Sprintf("; the stated policy's jitter gives %.1f%%", exp)
-		}
-		r = verdict(c, pct(a.inst.bad, a.inst.judged), def, a.inst.judged, fmt.Sprintf("%d of %d retries after a 429/5xx or other rate limit without a usable Retry-After came within %s%s",
-			a.inst.bad, a.inst.judged, fmtDur(a.instWindow), why))
-		r.Examples = a.inst.ex
+		return a.judgeInstant(c)
 	case CheckWaves:
 		return a.judgeWaves(c, a.wvJ)
 	case CheckNonRetryable:
@@ -296,24 +294,61 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		case a.jb.judged == 0:
 			return skip("no retry paced by the client's own backoff")
 		}
-		r = verdict(c, pct(a.jb.bad, a.jb.judged), defaultJitter, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", a.jb.bad, a.jb.judged, fmtDur(a.jbTol)))
-		if a.jb.bad > 0 {
+		// A wait the host made late is not the policy's: the tolerance
+		// widens by the noise.
+		late := a.noiseLate()
+		bad, ex := a.jbOver.count(late)
+		tol := fmtDur(a.jbTol)
+		if late > 0 {
+			tol += fmt.Sprintf(" + %s (%s)", fmtDur(late), a.noiseText())
+		}
+		r = verdict(c, pct(bad, a.jb.judged), defaultJitter, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", bad, a.jb.judged, tol))
+		if bad > 0 {
 			r.Reason += fmt.Sprintf(" (worst: %s over)", fmtDur(a.jb.worst))
 		}
-		r.Examples = a.jb.ex
+		r.Examples = ex
 	case CheckRecovery, CheckLoadAmplification, CheckWastedWork:
 		if a.load == nil {
 			return skip("the stub models no finite capacity (no meta.capacity)")
 		}
 		switch c.def.id {
 		case CheckRecovery:
-			return a.judgeRecovery(a.ldJ)
+			r = a.judgeRecovery(a.ldJ)
 		case CheckLoadAmplification:
-			return a.judgeLoadAmp(c, a.ldJ)
+			r = a.judgeLoadAmp(c, a.ldJ)
+		default:
+			r = a.judgeWasted(c)
 		}
-		return a.judgeWasted(c)
+		// A stub whose service time is of the order of the host's
+		// lateness serves at a capacity the host, not the scenario, set:
+		// its overload and its recovery are the host's too.
+		if late := a.noiseLate(); late > 0 && r.Status != StatusSkip && 2*late >= a.meta.Capacity.Service {
+			return a.noiseSkip(r, fmt.Sprintf("%s is half or more of the stub's mean service time %s: the host, not the scenario, set its capacity", a.noiseText(), fmtDur(a.meta.Capacity.Service)))
+		}
+	}
+	if c.def.id == CheckPacing && r.Status != StatusSkip {
+		// A paced client's requests bunched by the host's lateness draw
+		// 429s from a bucket that cannot absorb the bunch: burst/rate is
+		// how much lateness the quota absorbs.
+		q := a.meta.Quota
+		if late := a.noiseLate(); late > 0 && q.Rate > 0 && float64(late) > float64(max(q.Burst, 1))/q.Rate*1e9 {
+			return a.noiseSkip(r, fmt.Sprintf("%s exceeds what the quota's burst absorbs (%d at %.4g/s: %s)", a.noiseText(), max(q.Burst, 1), q.Rate, fmtDur(int64(float64(max(q.Burst, 1))/q.Rate*1e9))))
+		}
 	}
 	return r
+}
+
+// noiseSkip turns a check's result into a skip because of the host's
+// noise, keeping what it read in the reason: noise may not decide it
+// either way, so the verdict is INCONCLUSIVE.
+func (a *Analyzer) noiseSkip(r CheckResult, why string) CheckResult {
+	read := r.Status
+	if r.Reason != "" {
+		read += ": " + r.Reason
+	}
+	s := skip("not judged under this host's noise (it read " + read + ")")
+	s.Noise = why
+	return s
 }
 
 // threshold is a check's threshold before any data: the flag's or the

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -323,6 +324,10 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	early := paced && p.nb-x.at > a.raTol
 	if paced {
 		a.ra.judged++
+		if a.raAsked == nil {
+			a.raAsked = loghist.New(latencyLayout)
+		}
+		a.raAsked.Add(p.nb - p.done)
 		if early {
 			e := p.nb - x.at
 			if e > a.ra.worst {
@@ -353,8 +358,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	unadvised := !paced
 	if unadvised && p.class.Retryable() {
 		a.inst.judged++
-		a.instEx += a.instantProb(k)
-		if gap < a.instWindow {
+		if a.instantRetry(k, gap) {
 			if a.inst.hit(a.maxEx) {
 				what := strconv.Itoa(int(p.status))
 				if p.class == ResponseRateLimit && p.status != 429 {
@@ -375,9 +379,9 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 			if over > a.jb.worst {
 				a.jb.worst = over
 			}
-			if a.jb.hit(a.maxEx) {
-				a.jb.ex = append(a.jb.ex, ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b))))
-			}
+			// The host may have made the wait late: judged at Result.
+			e := ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b)))
+			a.jbOver.add(over-a.jbTol, 1, &e, a.maxEx)
 		}
 	}
 	if a.onRetry != nil {

@@ -86,6 +86,10 @@ type CheckResult struct {
 	// Samples is how many events the figure was measured over (retries,
 	// logical requests, attempts: see Reason).
 	Samples int64 `json:"samples"`
+	// Noise, when set, says how the host's measured noise kept the check
+	// from judging what it is for (docs/checks.md, "noise"): a check that
+	// did not fail with it makes the verdict INCONCLUSIVE, never PASS.
+	Noise string `json:"noise,omitempty"`
 }
 
 // Example is one piece of evidence for a failed check: an offending attempt

@@ -39,6 +39,11 @@ const (
 	// waveBins is the resolution of the pair readings: r = mean/waveBins, so
 	// waits in lockstep read about waveBins on the shape.
 	waveBins = 50
+	// waveNoiseRatio: a cohort is judged under measured host noise only
+	// when its mean own wait is at least this many times the noise p99:
+	// lockstep waits smeared by noise of sd ≈ p99/3 then still read
+	// above 17 on the spread, past the default threshold.
+	waveNoiseRatio = 10
 	// waveSyncRatio: server-synchronized retries raise the warning when
 	// their arrivals are at least this concentrated relative to the
 	// responses that triggered them.
@@ -174,6 +179,7 @@ type cohortReading struct {
 	res                     int64   // pair resolution, ns
 	arrivals, shape, spread float64
 	immediate               bool    // mean own wait within the floor: no own wait
+	unresolved              bool    // mean own wait within what the host's noise smears: not judged
 	serverSync              bool    // after Retry-After, no spread of its own
 	syncRatio               float64 // arrivals vs triggers (server-synchronized cohorts)
 }
@@ -197,6 +203,7 @@ func (r *cohortReading) name() string {
 type wavesJudgement struct {
 	cohorts     []cohortReading // the judged ones
 	small       int64           // retries in cohorts too small to judge
+	unresolved  []string        // cohorts the host's noise kept from judging
 	late90      int64
 	lateSD      float64 // seconds
 	serverPaced int64
@@ -213,6 +220,19 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 		lateVar = s.late.m2 / float64(s.late.n)
 	}
 	j.lateSD = math.Sqrt(lateVar)
+	// Host noise. Measured (End.Noise), it replaces the start lateness as
+	// the measure of how far the host moves arrivals: the floors widen by
+	// it, pairs are read at a resolution no finer than it (a stub short of
+	// CPU stamps a backlog of arrivals at once: bunching within the noise
+	// is the host's), and a cohort whose mean own wait is under
+	// waveNoiseRatio times it is not judged (lockstep smeared by that much
+	// noise reads as jitter). Start lateness is the fleet's launch backlog,
+	// not the lateness of a retry's wait, and is no longer subtracted.
+	noise := a.fid.end != nil && a.fid.end.Noise != nil
+	late := j.late90
+	if noise {
+		late, lateVar = a.noiseLate(), 0
+	}
 	for g := range s.cohorts {
 		c := &s.cohorts[g]
 		if c.w.n == 0 {
@@ -220,7 +240,7 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 		}
 		if c.w.n < a.waveMin || len(c.clients) < s.minClients {
 			j.small += c.w.n
-			if g >= waveGroups && a.pacedByServer(&c.w, j.late90, lateVar) {
+			if g >= waveGroups && a.pacedByServer(&c.w, late, lateVar) {
 				j.serverPaced += c.w.n
 			} else {
 				j.clientPaced += c.w.n
@@ -232,12 +252,16 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 		if g >= waveGroups {
 			floor = a.waveSlack
 		}
-		floor += 2 * j.late90
+		floor += 2 * late
 		m := int64(c.w.mean * 1e9)
-		if m <= floor {
+		switch {
+		case m <= floor:
 			r.immediate = true
-		} else {
-			r.res = max(m/waveBins, int64(time.Millisecond))
+		case noise && m < waveNoiseRatio*late:
+			r.unresolved = true
+			j.unresolved = append(j.unresolved, r.name())
+		default:
+			r.res = max(m/waveBins, int64(time.Millisecond), late)
 			v := c.w.m2/float64(c.w.n) - lateVar
 			cv := math.Sqrt(max(v, 0)) / c.w.mean
 			r.spread = maxWaveIndex
@@ -246,9 +270,9 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 			}
 			r.shape, r.arrivals = pairReadings(c.sample, m, r.res)
 		}
-		if g >= waveGroups && a.pacedByServer(&c.w, j.late90, lateVar) {
+		if g >= waveGroups && a.pacedByServer(&c.w, late, lateVar) {
 			r.serverSync = true
-			r.syncRatio = syncReading(c.sample, max(a.waveWindow, 2*j.late90))
+			r.syncRatio = syncReading(c.sample, max(a.waveWindow, 2*late))
 		}
 		if r.serverSync {
 			j.serverPaced += r.n
@@ -394,10 +418,19 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	var judged []cohortReading
 	var n int64
 	for _, r := range j.cohorts {
-		if !r.serverSync {
+		if !r.serverSync && !r.unresolved {
 			judged = append(judged, r)
 			n += r.n
 		}
+	}
+	noiseNote := ""
+	if len(j.unresolved) > 0 {
+		noiseNote = fmt.Sprintf("%s: %s not judged (mean own wait under %d× the noise: lockstep smeared by it reads as jitter)", a.noiseText(), strings.Join(j.unresolved, ", "), waveNoiseRatio)
+	}
+	if len(judged) == 0 && noiseNote != "" {
+		r := skip("every cohort big enough to judge waits less than the host's noise can resolve")
+		r.Noise = noiseNote
+		return r
 	}
 	if len(judged) == 0 {
 		why := fmt.Sprintf("no client-paced cohort (retry number, before or beyond Retry-After) with %d retries from %d clients", a.waveMin, a.wv.minClients)
@@ -435,6 +468,9 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 		reason += fmt.Sprintf("; %d server-paced retries excluded", j.serverPaced)
 	}
 	r := verdict(c, w.worst(), defaultWaves, n, reason)
+	if r.Status != StatusFail {
+		r.Noise = noiseNote
+	}
 	if r.Status == StatusFail {
 		slices.SortStableFunc(judged, func(x, y cohortReading) int {
 			switch {

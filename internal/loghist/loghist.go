@@ -187,3 +187,20 @@ func (a *Atomic) Snapshot() *Hist {
 	h.max = a.max.Load()
 	return h
 }
+
+// Below counts the values in the buckets that lie wholly under v (upper
+// edge ≤ v): at most the values under v, and at least those under v's
+// bucket's lower edge.
+func (h *Hist) Below(v int64) uint64 {
+	if h.n == 0 || v <= 0 {
+		return 0
+	}
+	var n uint64
+	for i, c := range h.counts {
+		if h.layout.Upper(i) > v {
+			break
+		}
+		n += c
+	}
+	return n
+}

@@ -180,3 +180,24 @@ func TestAtomic(t *testing.T) {
 		t.Errorf("empty snapshot: N %d, p99 %d, Max %d", s.N(), s.Quantile(0.99), s.Max())
 	}
 }
+
+// TestBelow: Below counts the buckets wholly under v, so it never counts
+// a value at or above v and misses at most v's own bucket.
+func TestBelow(t *testing.T) {
+	l := Layout{Unit: 1000, Bits: 3}
+	h := New(l)
+	for _, v := range []int64{0, 500, 1000, 1999, 5000, 50_000, 49_000} {
+		h.Add(v)
+	}
+	for _, tc := range []struct {
+		v        int64
+		min, max uint64
+	}{{0, 0, 0}, {1000, 2, 2}, {2000, 3, 4}, {6000, 5, 5}, {50_000, 5, 6}, {1 << 40, 7, 7}} {
+		if got := h.Below(tc.v); got < tc.min || got > tc.max {
+			t.Errorf("Below(%d) = %d; want %d..%d", tc.v, got, tc.min, tc.max)
+		}
+	}
+	if New(l).Below(10) != 0 {
+		t.Error("empty histogram: Below != 0")
+	}
+}
