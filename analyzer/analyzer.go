@@ -281,17 +281,17 @@ type Analyzer struct {
 	faults   map[string]int64
 	results  map[string]int64
 
-	ra     counter
-	inst   counter
-	instK  [waveGroups]instCohort // instant-retry by retry number
-	nonr   counter
-	idem   counter
-	bud    counter
+	ra    counter
+	inst  counter
+	instK [waveGroups]instCohort // instant-retry by retry number
+	nonr  counter
+	idem  counter
+	bud   counter
 	// budOver: the failed requests past their budget and tolerance, kept
 	// to be judged once the host's noise is known (the end record).
 	budOver overList
-	jbOver  overList // jitter-bounds' offenders, judged with the noise
-	guOver  overList // give-up's, by how long before their budget ended the server served
+	jbOver  overList      // jitter-bounds' offenders, judged with the noise
+	guOver  overList      // give-up's, by how long before their budget ended the server served
 	raAsked *loghist.Hist // the waits Retry-After asked of the retries it paced
 	// done tallies the closed logical requests (attempts, amplification,
 	// the outcomes' cross-check); exercised counts the attempts the stub
