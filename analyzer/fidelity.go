@@ -202,8 +202,12 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 		add("%d of %d attempts (%.1f%%, above %.0f%%) were answered 503 by the stub itself because its quota backend failed (first: %s): the test environment failed, not the client, and the %d retries after them were not judged",
 			b, a.fig.Attempts, pct(b, a.fig.Attempts), maxBackendShare, a.fid.backendEx, a.fid.beRetries)
 	}
-	if a.fig.Attempts > 0 && a.exercised == 0 && a.fid.upstream+a.fid.backend == 0 && (m == nil || m.Expect == nil || !m.Expect.AllowUnexercised) {
-		add("no retry logic was exercised: the stub refused or failed none of the %d requests (a scenario that means it states expect.allow_unexercised)", a.fig.Attempts)
+	// Nothing exercised: no request refused or failed, so no retry logic
+	// ran, unless the client's pacing under a quota was judged (a client
+	// that paces well is never refused: that is what pacing tests).
+	if pc := v.Check(CheckPacing); a.fig.Attempts > 0 && a.exercised == 0 && a.fid.upstream+a.fid.backend == 0 &&
+		(pc == nil || pc.Status == StatusSkip) && (m == nil || m.Expect == nil || !m.Expect.AllowUnexercised) {
+		add("no retry logic was exercised: the stub refused or failed none of the %d requests and no pacing was judged (a scenario that means it states expect.allow_unexercised)", a.fig.Attempts)
 	}
 	if u := a.fid.upstream; u > 0 {
 		add("%d attempts met an upstream that gave no response, so the stub answered 502 itself (first: %s): the test environment failed, not the client, and the %d retries after them were not judged", u, a.fid.upstreamEx, a.fid.upRetries)
