@@ -15,7 +15,9 @@ import (
 // logical requests (k = 1..15, 16+) — against the share the stated
 // policy's jitter gives that retry number, and the figure is the worst
 // cohort's. Without a stated policy there is no expected share per
-// retry, and the pool of all retries is judged against the default.
+// retry: each cohort is judged as if half its retries could be within
+// the window (the default threshold, 50 %, plus the margin of a small
+// cohort), and the pool of all retries against the default.
 //
 // Noise: a retry the client sent at once arrives as late as the host ran
 // it, so the window widens by the measured noise (a retry within window +
@@ -102,10 +104,12 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		}
 		b := within(k)
 		bad += b
-		if !policy {
-			continue
+		// Without a stated policy there is no expected share: half (no
+		// opinion) per retry number, so a cohort mostly at zero fails.
+		p := 0.5
+		if policy {
+			p = a.instantProbAt(k+1, w)
 		}
-		p := a.instantProbAt(k+1, w)
 		poolExp += p * float64(ck.n)
 		if ck.n < instMinCohort {
 			continue
@@ -114,13 +118,17 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		if k+1 == waveGroups {
 			name = fmt.Sprintf("retries %d+", k+1)
 		}
-		if 100*p+10 >= 90 {
+		if policy && 100*p+10 >= 90 {
 			if late > 0 && 100*a.instantProbAt(k+1, a.instWindow)+10 < 90 {
 				unresolved = append(unresolved, name)
 			}
 			continue
 		}
-		readings = append(readings, instReading{name: name, n: ck.n, bad: b, share: pct(b, ck.n), expect: 100 * p, threshold: instantThreshold(p, ck.n)})
+		rd := instReading{name: name, n: ck.n, bad: b, share: pct(b, ck.n), expect: -1, threshold: instantThreshold(p, ck.n)}
+		if policy {
+			rd.expect = 100 * p
+		}
+		readings = append(readings, rd)
 	}
 	// The pool of every retry, against the policy's pooled share (or the
 	// default without a policy).
