@@ -32,8 +32,11 @@ race: client-deps
 ## matrix: the validation matrix and the library findings without the
 ## race detector, every cell (under -race the metastable runs are
 ## skipped: too costly); compares docs/validation.md and docs/libraries.md.
+## Then the class tests: every built-in × our client and its control on
+## seeds 1-20 (2 under -race).
 matrix:
 	$(GO) test -count=1 -run TestValidationMatrix ./analyzer/validation
+	$(GO) test -count=1 -run 'TestEveryBuiltin' ./retrylabtest
 	$(GO) test -count=1 -run TestLibraries ./internal/findings
 
 ## manifests: deploy/kubernetes decoded strictly against the official API

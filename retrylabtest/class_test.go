@@ -72,7 +72,7 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 		{"post-idempotency", "no-idempotency-key", "idempotency", 30, 0, nil},
 		{"flapping", "exp-no-jitter", "waves", 0, 4, nil},
 		{"flapping", "no-backoff", "instant-retry", 0, 4, nil},
-		{"slow-server", "unbounded", "budget", 20, 0, nil},
+		{"slow-server", "retryablehttp", "budget", 20, 0, nil},
 		{"metastable", "exp-no-jitter", "recovery", 0, 0, nil},
 	}
 	covered := map[string]bool{}
