@@ -319,12 +319,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		default:
 			r = a.judgeWasted(c)
 		}
-		// A stub whose service time is of the order of the host's
-		// lateness serves at a capacity the host, not the scenario, set:
-		// its overload and its recovery are the host's too.
-		if late := a.noiseLate(); late > 0 && r.Status != StatusSkip && 2*late >= a.meta.Capacity.Service {
-			return a.noiseSkip(r, fmt.Sprintf("%s is half or more of the stub's mean service time %s: the host, not the scenario, set its capacity", a.noiseText(), fmtDur(a.meta.Capacity.Service)))
-		}
+		return a.noiseSkipIfCapacity(r)
 	}
 	if c.def.id == CheckPacing && r.Status != StatusSkip {
 		// A paced client's requests bunched by the host's lateness draw
@@ -469,4 +464,14 @@ func (a *Analyzer) tallyAll() *keyTally {
 		a.tally(&t, st)
 	}
 	return &t
+}
+
+// noiseSkipIfCapacity: a stub whose service time is of the order of the
+// host's lateness serves at a capacity the host, not the scenario, set:
+// its overload and its recovery are the host's too.
+func (a *Analyzer) noiseSkipIfCapacity(r CheckResult) CheckResult {
+	if late := a.noiseLate(); late > 0 && r.Status != StatusSkip && 2*late >= a.meta.Capacity.Service {
+		return a.noiseSkip(r, fmt.Sprintf("%s is half or more of the stub's mean service time %s: the host, not the scenario, set its capacity", a.noiseText(), fmtDur(a.meta.Capacity.Service)))
+	}
+	return r
 }

@@ -48,6 +48,9 @@ type sim struct {
 	raExtra     time.Duration // fixed extra wait on top of Retry-After
 
 	policy *timeline.Policy
+	// noise is the host noise the end record states (nil: unmeasured);
+	// late is what the sim's host really did.
+	noise  *timeline.Noise
 	expect *timeline.Expect
 	quota  *timeline.Quota
 	phases []timeline.Phase
@@ -165,7 +168,7 @@ func (s *sim) records() []timeline.Record {
 	for _, e := range evs {
 		out = append(out, e.rec)
 	}
-	end := &timeline.End{Reason: timeline.EndCompleted}
+	end := &timeline.End{Reason: timeline.EndCompleted, Noise: s.noise}
 	if len(evs) > 0 {
 		end.At = int64(evs[len(evs)-1].t)
 	}

@@ -1,0 +1,136 @@
+package analyzer
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// noiseOf states host noise of p99 late.
+func noiseOf(late time.Duration) *timeline.Noise {
+	return &timeline.Noise{Source: timeline.NoiseSched + "+" + timeline.NoiseSleep, P50: int64(late) / 4, P99: int64(late), Max: 2 * int64(late), Samples: 1000}
+}
+
+// constantDelay waits d before every retry.
+func constantDelay(d time.Duration) func(int, *rand.Rand, time.Duration) time.Duration {
+	return func(int, *rand.Rand, time.Duration) time.Duration { return d }
+}
+
+// TestNoiseNeverDecides is the class: for each check with a time window, a
+// client the host made look worse is not failed, and one the host made look
+// better is not passed. With the noise measured, the verdict is FAIL only
+// on what noise cannot explain, and INCONCLUSIVE where it could.
+func TestNoiseNeverDecides(t *testing.T) {
+	jit := policy(100*ms, 2*s1, 8, 20*s1, "full")
+	tests := []struct {
+		name  string
+		sim   sim
+		check string
+		want  string // check status
+		// verdict: the verdict wanted (pass, fail, inconclusive)
+		verdict string
+		before  string // the check's status without the measurement (the old behaviour)
+	}{
+		// A client with no backoff that the host ran 60-120 ms late: its
+		// "instant" retries passed the absolute 50 ms window. Widened by the
+		// measured noise, the window catches them.
+		{"instant retries made late", sim{clients: 50, server: outage(3*s1, ""), delay: func(int, *rand.Rand, time.Duration) time.Duration {
+			return 60*ms + 0
+		}, late: 60 * ms, maxAttempts: 8, seed: 1, policy: jit, noise: noiseOf(120 * ms)},
+			CheckInstantRetry, StatusFail, VerdictFail, StatusPass},
+		// A full-jitter client on a host whose noise is as large as its
+		// jitter: it cannot be told from an instant retrier, so
+		// instant-retry does not vouch for it.
+		{"jitter within the noise", sim{clients: 50, server: outage(3*s1, ""), delay: fullJitter(100*ms, 2*s1), maxAttempts: 8, seed: 2, policy: jit, noise: noiseOf(200 * ms)},
+			CheckInstantRetry, "", VerdictInconclusive, StatusPass},
+		// Lockstep waits of 200 ms smeared by 60 ms of host lateness: the
+		// spread reads as jitter. Without the measurement it passed; with
+		// it the cohorts are under 10× the noise and not judged.
+		{"lockstep smeared", sim{clients: 100, server: outage(3*s1, ""), delay: constantDelay(200 * ms), late: 60 * ms, maxAttempts: 6, seed: 3,
+			policy: policy(200*ms, 200*ms, 6, 20*s1, "none"), noise: noiseOf(60 * ms)},
+			CheckWaves, StatusSkip, VerdictInconclusive, ""},
+		// The budget overrun the host made: each of 8 waits 20 ms late,
+		// 1.1 s past a 10 s budget with a 1 s tolerance, is within 1 s + 9 ×
+		// 150 ms.
+		{"budget overrun by the host", sim{clients: 20, server: always(503), delay: constantDelay(1 * s1), maxAttempts: 30, budget: 10 * s1, overrun: 1100 * ms, seed: 4,
+			policy: policy(s1, s1, 30, 10*s1, "none"), noise: noiseOf(150 * ms), expect: &timeline.Expect{Checks: []string{CheckBudget}}},
+			CheckBudget, StatusPass, VerdictPass, StatusFail},
+		// An overrun of seconds is the client's whatever the noise.
+		{"budget ignored", sim{clients: 20, server: always(503), delay: constantDelay(1 * s1), maxAttempts: 40, budget: 10 * s1, overrun: 8 * s1, seed: 5,
+			policy: policy(s1, s1, 40, 10*s1, "none"), noise: noiseOf(150 * ms), expect: &timeline.Expect{Checks: []string{CheckBudget}}},
+			CheckBudget, StatusFail, VerdictFail, StatusFail},
+		// Waits 40 ms over the policy's bound, by the host: jitter-bounds
+		// widens by the noise.
+		{"jitter bound overrun by the host", sim{clients: 50, server: outage(3*s1, ""), delay: func(k int, r *rand.Rand, _ time.Duration) time.Duration {
+			return min(2*s1, 100*ms<<(k-1)) + 40*ms
+		}, maxAttempts: 8, seed: 6, policy: jit, noise: noiseOf(50 * ms), expect: &timeline.Expect{Checks: []string{CheckJitterBounds}}},
+			CheckJitterBounds, StatusPass, VerdictPass, StatusFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := tt.sim.verdict(Options{})
+			c := v.Check(tt.check)
+			if tt.want != "" && c.Status != tt.want {
+				t.Errorf("%s = %s (%s; noise %q); want %s", tt.check, c.Status, c.Reason, c.Noise, tt.want)
+			}
+			if v.Status != tt.verdict {
+				t.Errorf("verdict %s (failed %v, inconclusive %q); want %s", v.Status, v.Failed(), v.Inconclusive, tt.verdict)
+			}
+			if tt.verdict == VerdictInconclusive && !strings.Contains(strings.Join(v.Inconclusive, "\n"), "could not judge under this host's noise") {
+				t.Errorf("inconclusive %q; want the noise named", v.Inconclusive)
+			}
+			if tt.before != "" {
+				s := tt.sim
+				s.noise = nil
+				if c := s.verdict(Options{}).Check(tt.check); c.Status != tt.before {
+					t.Errorf("without the measurement: %s = %s (%s); want %s (the old behaviour this test pins)", tt.check, c.Status, c.Reason, tt.before)
+				}
+			}
+		})
+	}
+}
+
+// TestNoiseBunchingIsNotAWave: a stub short of CPU stamps a backlog of
+// ready connections at once. A full-jitter fleet whose arrivals were
+// stamped in bunches within the host's noise is not a wave.
+func TestNoiseBunchingIsNotAWave(t *testing.T) {
+	s := sim{clients: 200, server: outage(3*s1, ""), delay: fullJitter(500*ms, 4*s1), maxAttempts: 8, seed: 7,
+		policy: policy(500*ms, 4*s1, 8, 20*s1, "full"), noise: noiseOf(20 * ms)}
+	recs := s.records()
+	// Stamp every arrival at the end of its 20 ms slot, as a stub that
+	// reads its backlog every 20 ms would.
+	for i := range recs {
+		if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Attempt > 1 {
+			a.At = (a.At/int64(20*ms) + 1) * int64(20*ms)
+		}
+	}
+	an := New(recs[0].Meta, Options{})
+	for i := 1; i < len(recs); i++ {
+		an.Add(&recs[i])
+	}
+	v := an.Result()
+	if c := v.Check(CheckWaves); c.Status == StatusFail {
+		t.Errorf("waves = fail (%s); want no failure: the bunching is the host's", c.Reason)
+	}
+}
+
+// TestNoiseCapacity: a stub whose service time the host's lateness
+// reaches cannot judge recovery either way.
+func TestNoiseCapacity(t *testing.T) {
+	a := New(&timeline.Meta{Recorder: "run", Capacity: &timeline.Capacity{Concurrency: 10, Queue: 10, Service: int64(10 * ms)},
+		Phases: []timeline.Phase{{Name: "steady", End: int64(s1), Respond: "ok"}, {Name: "trigger", Start: int64(s1), End: int64(2 * s1), Respond: "ok", Capacity: 0.3}, {Name: "after", Start: int64(2 * s1), Respond: "ok"}}}, Options{})
+	a.Add(&timeline.Record{Type: timeline.TypeEnd, End: &timeline.End{Reason: timeline.EndCompleted, At: int64(3 * s1), Noise: noiseOf(6 * ms)}})
+	for _, id := range []string{CheckRecovery, CheckLoadAmplification, CheckWastedWork} {
+		r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail, Reason: "recovered only 9s after the trigger"})
+		if r.Status != StatusSkip || r.Noise == "" || !strings.Contains(r.Reason, "it read fail") {
+			t.Errorf("%s under 6 ms of noise against 10 ms of service: %+v; want a skip that keeps the reading, with the noise", id, r)
+		}
+	}
+	a.fid.end.Noise = noiseOf(1 * ms)
+	if r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail}); r.Status != StatusFail {
+		t.Errorf("under 1 ms of noise: %+v; want the failure kept", r)
+	}
+}
