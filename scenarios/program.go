@@ -83,11 +83,7 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 		readyWait = DefaultReadyTimeout
 	}
 	requests, timeout := r.sc.Fleet.Requests, r.sc.Fleet.Timeout
-	if prog.Timeout <= 0 {
-		// The program's own deadline (subjects.DefaultProgramTimeout
-		// otherwise) must not fire before the barrier and the watchdog.
-		prog.Timeout = readyWait + timeout*time.Duration(requests) + time.Minute
-	}
+	prog.Timeout = programTimeout(prog.Timeout, readyWait, timeout*time.Duration(requests))
 	pf := &programFleet{prog: prog, requests: requests, timeout: timeout, readyWait: readyWait,
 		clients: n, ready: make([]atomic.Bool, n),
 		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, n)}
@@ -120,6 +116,17 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 		}()
 	}
 	return pf
+}
+
+// programTimeout is the Timeout a fleet's Program runs with: its own when
+// set, else one that fires only after the barrier's wait and the watchdog
+// (subjects.DefaultProgramTimeout, 5 minutes, could kill a process before
+// a longer watchdog, and the outcome would blame the wrong bound).
+func programTimeout(own, readyWait, watchdog time.Duration) time.Duration {
+	if own > 0 {
+		return own
+	}
+	return readyWait + watchdog + time.Minute
 }
 
 // sent notes that client id's request reached the stub.

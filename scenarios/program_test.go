@@ -402,3 +402,25 @@ fleet: {clients: 4, requests: 2, timeout: 5s}
 		t.Errorf("end.Errors %q, verdict %s (%v); want none, PASS", end.Errors, v.Status, v.Inconclusive)
 	}
 }
+
+// A Program given its own Timeout is killed at it, and the hung outcomes
+// name that bound, not the fleet watchdog; without one, the program's
+// deadline comes after the barrier's wait and the watchdog.
+func TestRunExecOwnTimeout(t *testing.T) {
+	sc := mustParse(t, execScenario)
+	sc.Fleet.Clients, sc.Fleet.Requests, sc.Fleet.Timeout = 1, 1, 10*time.Second
+	prog := fakeProgram(t, "send-hang")
+	prog.Timeout = 700 * time.Millisecond
+	outs, _, _ := runExec(t, sc, RunOptions{Subject: prog})
+	want := ": the program printed no result line for /r/0 within the exec program's own timeout (700ms after it started); it had made a request, so its library is taken to have hung"
+	if len(outs) != 1 || outs[0].Result != timeline.ResultHung || outs[0].Harness || !strings.HasSuffix(outs[0].Error, want) {
+		t.Errorf("outcomes %+v; want one hung, not harness, error ending %q", outs, want)
+	}
+	// 10 requests × 1 minute: past subjects.DefaultProgramTimeout.
+	if got, want := programTimeout(0, DefaultReadyTimeout, 10*time.Minute), 12*time.Minute; got != want {
+		t.Errorf("programTimeout(0, 1m, 10m) = %v; want %v", got, want)
+	}
+	if got := programTimeout(time.Second, DefaultReadyTimeout, 10*time.Minute); got != time.Second {
+		t.Errorf("programTimeout(1s, ...) = %v; want the program's own 1s", got)
+	}
+}
