@@ -155,7 +155,11 @@ func TestRunExecPlumbing(t *testing.T) {
 			if tt.result == timeline.ResultHung {
 				sc.Fleet.Requests, sc.Fleet.Timeout = 1, time.Second // the watchdog: 1 × 1s
 			}
-			outs, end, v := runExec(t, sc, RunOptions{Subject: tt.prog, ReadyTimeout: 500 * time.Millisecond})
+			opts := RunOptions{Subject: tt.prog}
+			if tt.name == "prints and sends nothing, hangs" {
+				opts.ReadyTimeout = 500 * time.Millisecond // it is never ready
+			}
+			outs, end, v := runExec(t, sc, opts)
 			for _, o := range outs {
 				if o.Result != tt.result || o.Harness != tt.harness || !strings.Contains(o.Error, tt.want) {
 					t.Errorf("outcome %+v; want result %s, harness %v, error containing %q", o, tt.result, tt.harness, tt.want)
@@ -295,9 +299,10 @@ duration: 20s
 server: {phases: [{respond: ok}]}
 fleet: {clients: 2, requests: 1, timeout: 5s}
 `)
-	// Client 1 sleeps 2.5s before its ready line; the barrier waits 1s.
-	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "slow-ready:2500ms"), ReadyTimeout: time.Second})
-	const late = ": the program was not ready at the start barrier, which opened without it after its 1s timeout: its requests ran late against the scenario"
+	// Client 1 sleeps 4s before its ready line; the barrier waits 2s (a
+	// race-enabled test binary can take most of a second to start).
+	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "slow-ready:4s"), ReadyTimeout: 2 * time.Second})
+	const late = ": the program was not ready at the start barrier, which opened without it after its 2s timeout: its requests ran late against the scenario"
 	for _, o := range outs {
 		switch o.Client {
 		case "0":
@@ -312,7 +317,7 @@ fleet: {clients: 2, requests: 1, timeout: 5s}
 	}
 	if len(end.Errors) != 2 || !strings.HasPrefix(end.Errors[0], "start barrier: 1 of 2 exec processes were not ready") ||
 		!strings.HasSuffix(end.Errors[1], late) || end.FleetReady < int64(time.Second) {
-		t.Errorf("end = %+v; want the barrier and the late process in Errors, FleetReady about 1.5s", end)
+		t.Errorf("end = %+v; want the barrier and the late process in Errors, FleetReady about 2s", end)
 	}
 	if v.Status != analyzer.VerdictInconclusive {
 		t.Errorf("verdict %s; want INCONCLUSIVE", v.Status)
@@ -410,9 +415,9 @@ func TestRunExecOwnTimeout(t *testing.T) {
 	sc := mustParse(t, execScenario)
 	sc.Fleet.Clients, sc.Fleet.Requests, sc.Fleet.Timeout = 1, 1, 10*time.Second
 	prog := fakeProgram(t, "send-hang")
-	prog.Timeout = 700 * time.Millisecond
+	prog.Timeout = 2 * time.Second // time for a race-enabled binary to start and send
 	outs, _, _ := runExec(t, sc, RunOptions{Subject: prog})
-	want := ": the program printed no result line for /r/0 within the exec program's own timeout (700ms after it started); it had made a request, so its library is taken to have hung"
+	want := ": the program printed no result line for /r/0 within the exec program's own timeout (2s after it started); it had made a request, so its library is taken to have hung"
 	if len(outs) != 1 || outs[0].Result != timeline.ResultHung || outs[0].Harness || !strings.HasSuffix(outs[0].Error, want) {
 		t.Errorf("outcomes %+v; want one hung, not harness, error ending %q", outs, want)
 	}
