@@ -34,12 +34,17 @@ const DefaultReadyTimeout = 60 * time.Second
 // barrier, before the watchdog kills it. The fleet's start schedule does
 // not apply: every process starts before time zero.
 type programFleet struct {
-	prog     subjects.Program
-	gate     *gateListener
-	clients  int
-	ready    []atomic.Bool
-	nReady   atomic.Int64
-	allReady chan struct{}
+	prog     subjects.Program // its Timeout set (see startPrograms)
+	requests int              // per process
+	timeout  time.Duration    // fleet.timeout: the watchdog is requests × timeout
+	// readyWait bounds the start barrier (RunOptions.ReadyTimeout or
+	// DefaultReadyTimeout).
+	readyWait time.Duration
+	gate      *gateListener
+	clients   int
+	ready     []atomic.Bool
+	nReady    atomic.Int64
+	allReady  chan struct{}
 	// readyAt is End.FleetReady: ns since time zero when the last process
 	// got ready, at least 1 (0 means unknown).
 	readyAt int64
@@ -60,6 +65,9 @@ type process struct {
 	ended   time.Time
 	done    chan struct{} // closed when the fields above are set
 	sent    atomic.Bool   // the stub saw a request from this client
+	// lateAtBarrier: the start barrier timed out before this process was
+	// ready, and opened without it.
+	lateAtBarrier atomic.Bool
 }
 
 // errWatchdog is the cause a process is killed with when its requests ×
@@ -70,7 +78,14 @@ var errWatchdog = errors.New("the fleet watchdog (requests × the fleet timeout)
 // barrier: the gate holds their connections) and returns the fleet.
 func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net.Listener) *programFleet {
 	n := r.sc.Fleet.Clients
-	pf := &programFleet{prog: prog, clients: n, ready: make([]atomic.Bool, n),
+	readyWait := r.opts.ReadyTimeout
+	if readyWait <= 0 {
+		readyWait = DefaultReadyTimeout
+	}
+	requests, timeout := r.sc.Fleet.Requests, r.sc.Fleet.Timeout
+	prog.Timeout = programTimeout(prog.Timeout, readyWait, timeout*time.Duration(requests))
+	pf := &programFleet{prog: prog, requests: requests, timeout: timeout, readyWait: readyWait,
+		clients: n, ready: make([]atomic.Bool, n),
 		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, n)}
 	pf.ctx, pf.cancel = context.WithCancelCause(ctx)
 	for id := range n {
@@ -88,7 +103,7 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 			if key := r.sc.Fleet.APIKey(id); key != "" {
 				env = []string{"RETRYLAB_API_KEY=" + key}
 			}
-			p.lines, p.err = prog.RunReady(pf.ctx, url, id, r.sc.Fleet.Requests, env, func() { pf.markReady(id) })
+			p.lines, p.err = prog.RunReady(pf.ctx, url, id, requests, env, func() { pf.markReady(id) })
 			p.ended = time.Now()
 			close(p.done)
 			// A process that exits before the barrier does not hold it up;
@@ -101,6 +116,17 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 		}()
 	}
 	return pf
+}
+
+// programTimeout is the Timeout a fleet's Program runs with: its own when
+// set, else one that fires only after the barrier's wait and the watchdog
+// (subjects.DefaultProgramTimeout, 5 minutes, could kill a process before
+// a longer watchdog, and the outcome would blame the wrong bound).
+func programTimeout(own, readyWait, watchdog time.Duration) time.Duration {
+	if own > 0 {
+		return own
+	}
+	return readyWait + watchdog + time.Minute
 }
 
 // sent notes that client id's request reached the stub.
@@ -126,15 +152,20 @@ func (pf *programFleet) markReady(id int) {
 // timeout) and is called with r.start unset; it sets it and lets the held
 // requests through.
 func (pf *programFleet) open(r *runner) {
-	wait := r.opts.ReadyTimeout
-	if wait <= 0 {
-		wait = DefaultReadyTimeout
-	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(pf.readyWait)
 	select {
 	case <-pf.allReady:
 	case <-t.C:
-		r.harnessError(fmt.Sprintf("start barrier: %d of %d exec processes were not ready after %v", int64(pf.clients)-pf.nReady.Load(), pf.clients, wait))
+		late := 0
+		for id, p := range pf.procs {
+			if !pf.ready[id].Load() {
+				p.lateAtBarrier.Store(true)
+				late++
+			}
+		}
+		if late > 0 { // else every process got ready just now
+			r.harnessError(fmt.Sprintf("start barrier: %d of %d exec processes were not ready (no \"ready\" line, no request, not exited) within its %v timeout; it opened without them", late, pf.clients, pf.readyWait))
+		}
 	case <-pf.ctx.Done():
 	}
 	t.Stop()
@@ -142,8 +173,7 @@ func (pf *programFleet) open(r *runner) {
 	pf.readyAt = 1
 	close(pf.opened)
 	pf.gate.open()
-	timeout := r.sc.Fleet.Timeout * time.Duration(r.sc.Fleet.Requests)
-	watchdog := time.AfterFunc(timeout, func() { pf.cancel(errWatchdog) })
+	watchdog := time.AfterFunc(pf.timeout*time.Duration(pf.requests), func() { pf.cancel(errWatchdog) })
 	go func() {
 		<-pf.ctx.Done()
 		watchdog.Stop()
@@ -204,78 +234,224 @@ func (r *runner) abortPrograms(pf *programFleet) {
 }
 
 // programOutcomes records one outcome per logical request of client id:
-// from its result lines, else from what happened to the process. A
-// failure of the plumbing (the program could not start, broke the line
-// protocol, exited non-zero, printed nothing for a request) is marked
-// Harness: it says nothing about the library's retry logic.
+// from its result lines, else from what happened to the process.
 //
+// A process that broke the exec contract (it could not start, printed a
+// line outside the protocol, its stdout could not be read, it exited
+// non-zero or was ended by a signal, it exited without a result line for
+// every request, it printed and sent nothing before the watchdog killed
+// it, or it was not ready when the start barrier timed out) is the
+// plumbing's failure, not the library's: every outcome of the process is
+// marked Harness, those it printed a line for keep the printed result, and
+// the error says what happened (see programFleet.fault). The end record gets one
+// plumbing error per distinct text.
+//
+// A process the watchdog killed after it had sent a request or printed a
+// line is the library hanging: its missing requests are hung, not Harness.
 // runStopped says the run stopped (cap, signal, write error) before every
-// process ended: a process killed then, not by the fleet watchdog, was cut
-// short by the run and its missing requests are canceled.
+// process ended: a process killed then, not by the watchdog, was cut short
+// by the run and its missing requests are canceled.
 func (r *runner) programOutcomes(pf *programFleet, id int, p *process, runStopped bool) {
 	sc := r.sc
 	clientID := strconv.Itoa(id)
 	start := max(0, p.started.Sub(r.start).Nanoseconds())
 	end := max(start, p.ended.Sub(r.start).Nanoseconds())
-	seen := make([]bool, sc.Fleet.Requests)
-	for _, l := range p.lines {
-		seq := l.Seq()
-		if seq < 0 || seq >= len(seen) || seen[seq] {
-			continue
+	bySeq := make([]*subjects.ProgramLine, sc.Fleet.Requests)
+	printed := 0
+	for i := range p.lines {
+		if seq := p.lines[i].Seq(); seq >= 0 && seq < len(bySeq) && bySeq[seq] == nil {
+			bySeq[seq] = &p.lines[i]
+			printed++
 		}
-		seen[seq] = true
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
-			Start: start, End: end, Result: l.Result()}
-		if !l.OK {
-			o.Error = l.Reason
+	}
+	f := pf.fault(p, printed, runStopped)
+	prefix := "exec " + pf.prog.Path + ": "
+	for seq, l := range bySeq {
+		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq), Start: start, End: end}
+		switch {
+		case l != nil:
+			o.Result = l.Result()
+			if !l.OK {
+				o.Error = l.Reason
+			}
+			if f.harness {
+				o.Harness, o.Error = true, prefix+f.summary+reasonSuffix(l)
+			}
+		default:
+			o.Result, o.Error = f.missing(seq)
+			o.Error = prefix + o.Error
+			o.Harness = f.harness
 		}
 		r.finish(&o)
 	}
+	if f.harness {
+		r.plumbingError(prefix + f.summary)
+	}
+}
+
+// plural says "1 request", "2 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+func reasonSuffix(l *subjects.ProgramLine) string {
+	if l.OK || l.Reason == "" {
+		return ""
+	}
+	return "; its line's reason: " + l.Reason
+}
+
+// processResult is what one process's run says about its outcomes.
+type processResult struct {
+	// harness: the process broke the contract; every outcome is Harness
+	// and summary says how (it goes to the end record).
+	harness bool
+	summary string
+	// missing gives the result and the error (without the "exec PATH: "
+	// prefix) of a request the process printed no line for.
+	missing func(seq int) (result, msg string)
+}
+
+// fault judges one ended process. The texts of a process that broke the
+// contract (Harness; after "exec PATH: ", in the outcomes and, once per
+// distinct text after "subject plumbing: ", in the end record) are
+//
+//	could not start the program: ERR
+//	the program broke the line protocol: stdout line L: "LINE": PROBLEM
+//	reading the program's stdout failed: ERR
+//	the program exited with status S after printing all its result lines
+//	the program exited with status S after printing P of its N result lines
+//	the program exited with status S without printing a result line
+//	the program was ended by a signal (signal: NAME) after printing … (as above)
+//	the program exited with status 0 after printing …, but a process it started kept its stdout or stderr open over 1s after it exited (ERR)
+//	the program exited with status 0 after printing P of its N result lines
+//	the program exited with status 0 without printing a result line
+//	the program printed no result line within WATCHDOG and made no request at all
+//	the program was not ready at the start barrier, which opened without it after its T timeout: its requests ran late against the scenario
+//
+// with "; it was not ready at the start barrier either (timeout T)" when
+// that happened too, then "; stderr: LAST LINE" when an exit or a signal
+// left some. A printed fail line's outcome adds "; its line's reason:
+// REASON"; a request with no line is an error outcome whose text adds
+// "; no result line for /r/K" (before the stderr), except the hung one:
+//
+//	the program printed no result line for /r/K within WATCHDOG and made no request at all
+//
+// WATCHDOG is "the fleet watchdog (R requests × fleet.timeout T = D after
+// the start barrier)", or "the exec program's own timeout (D after it
+// started)" for a Program given a Timeout. The texts of a process that
+// did not break it (not Harness) are, for a request with no line,
+//
+//	the program printed no result line for /r/K within WATCHDOG; it had made a request, so its library is taken to have hung   (hung)
+//	the program printed no result line for /r/K within WATCHDOG; it had printed P result lines, so its library is taken to have hung   (hung)
+//	the run stopped (CAUSE) before the program printed a result line for /r/K   (canceled)
+func (pf *programFleet) fault(p *process, printed int, runStopped bool) processResult {
 	var perr *subjects.ProgramError
 	errors.As(p.err, &perr)
-	killed := perr != nil && perr.Killed != nil
-	plumbing := ""
-	for seq, ok := range seen {
-		if ok {
-			continue
+	if perr == nil && p.err != nil { // not expected: Run returns only *ProgramError
+		perr = &subjects.ProgramError{Read: p.err}
+	}
+	n := len(p.lines)
+	requests := pf.requests
+	var res processResult
+	fromSummary := false // res.missing quotes res.summary
+	stderr := ""         // quoted last in the texts of an exit or a signal
+	plumbing := func(summary string) {
+		res.harness, res.summary, fromSummary = true, summary, true
+		res.missing = func(seq int) (string, string) {
+			s := strings.TrimSuffix(res.summary, stderr)
+			return timeline.ResultError, fmt.Sprintf("%s; no result line for /r/%d%s", s, seq, stderr)
 		}
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq),
-			Start: start, End: end, Result: timeline.ResultError}
+	}
+	if perr != nil && (perr.ExitCode != 0 || perr.Wait != nil) && perr.Killed == nil {
+		if tail := strings.TrimSpace(perr.Stderr); tail != "" {
+			stderr = "; stderr: " + lastLine(tail)
+		}
+	}
+	printedWhat := func() string {
 		switch {
-		case killed && runStopped && !errors.Is(perr.Killed, errWatchdog):
-			o.Result, o.Error = timeline.ResultCanceled, "the run stopped"
-		case perr != nil && perr.Start != nil:
-			o.Error, o.Harness = "exec "+pf.prog.Path+": could not start: "+perr.Start.Error(), true
-		case perr != nil && perr.Output != nil:
-			o.Error, o.Harness = "exec "+pf.prog.Path+": broke the line protocol: "+protocolFault(perr), true
-		case killed:
-			// The watchdog: a process that sent requests and never
-			// finished them is the library hanging (budget judges it); one
-			// that printed nothing and sent nothing is plumbing.
-			o.Result = timeline.ResultHung
-			o.Error = fmt.Sprintf("exec %s: no result line within requests × the fleet timeout (%v)", pf.prog.Path, sc.Fleet.Timeout*time.Duration(sc.Fleet.Requests))
-			if len(p.lines) == 0 && !p.sent.Load() {
-				o.Harness = true
-				o.Error += "; it printed nothing and sent no request"
+		case printed == requests:
+			return "after printing all its result lines"
+		case printed == 0:
+			return "without printing a result line"
+		}
+		return fmt.Sprintf("after printing %d of its %s", printed, plural(requests, "result line"))
+	}
+	killed := perr != nil && perr.Killed != nil
+	watchdog := killed && errors.Is(perr.Killed, errWatchdog)
+	switch {
+	case perr == nil && printed == requests:
+		// Clean: exit status 0, one line per request.
+	case perr != nil && perr.Start != nil:
+		plumbing("could not start the program: " + perr.Start.Error())
+	case perr != nil && perr.Output != nil:
+		plumbing("the program broke the line protocol: stdout " + perr.Output.Error())
+	case perr != nil && perr.Read != nil:
+		plumbing("reading the program's stdout failed: " + perr.Read.Error())
+	case killed && runStopped && !watchdog:
+		res.missing = func(seq int) (string, string) {
+			return timeline.ResultCanceled, fmt.Sprintf("the run stopped (%v) before the program printed a result line for /r/%d", perr.Killed, seq)
+		}
+	case killed:
+		bound := fmt.Sprintf("the fleet watchdog (%s × fleet.timeout %v = %v after the start barrier)",
+			plural(requests, "request"), pf.timeout, pf.timeout*time.Duration(requests))
+		if !watchdog {
+			bound = fmt.Sprintf("the exec program's own timeout (%v after it started)", pf.prog.Timeout)
+		}
+		if n == 0 && !p.sent.Load() {
+			res.harness = true
+			res.summary = "the program printed no result line within " + bound + " and made no request at all"
+			res.missing = func(seq int) (string, string) {
+				return timeline.ResultHung, fmt.Sprintf("the program printed no result line for /r/%d within %s and made no request at all", seq, bound)
 			}
-		case perr != nil && perr.ExitCode != 0:
-			o.Error, o.Harness = fmt.Sprintf("exec %s: exited with status %d", pf.prog.Path, perr.ExitCode), true
-			if tail := strings.TrimSpace(perr.Stderr); tail != "" {
-				o.Error += "; stderr: " + lastLine(tail)
-			}
-		case perr != nil && perr.Read != nil:
-			o.Error, o.Harness = "exec "+pf.prog.Path+": reading its output: "+perr.Read.Error(), true
+			break
+		}
+		did := "it had made a request"
+		if !p.sent.Load() {
+			did = "it had printed " + plural(printed, "result line")
+		}
+		res.missing = func(seq int) (string, string) {
+			return timeline.ResultHung, fmt.Sprintf("the program printed no result line for /r/%d within %s; %s, so its library is taken to have hung", seq, bound, did)
+		}
+	case perr != nil && perr.ExitCode > 0:
+		plumbing(fmt.Sprintf("the program exited with status %d %s%s", perr.ExitCode, printedWhat(), stderr))
+	case perr != nil && perr.ExitCode < 0:
+		plumbing(fmt.Sprintf("the program was ended by a signal (%v) %s%s", perr.Wait, printedWhat(), stderr))
+	case perr != nil && perr.Wait != nil:
+		plumbing(fmt.Sprintf("the program exited with status 0 %s, but a process it started kept its stdout or stderr open over 1s after it exited (%v)%s", printedWhat(), perr.Wait, stderr))
+	default:
+		plumbing(fmt.Sprintf("the program exited with status 0 %s", printedWhat()))
+	}
+	if p.lateAtBarrier.Load() {
+		note := fmt.Sprintf("the program was not ready at the start barrier, which opened without it after its %v timeout: its requests ran late against the scenario", pf.readyWait)
+		either := fmt.Sprintf("; it was not ready at the start barrier either (timeout %v)", pf.readyWait)
+		switch {
+		case res.missing == nil:
+			plumbing(note)
+		case fromSummary:
+			res.summary = strings.TrimSuffix(res.summary, stderr) + either + stderr
 		default:
-			o.Error, o.Harness = fmt.Sprintf("exec %s: printed no result line for r/%d", pf.prog.Path, seq), true
+			if res.harness {
+				res.summary += either
+			} else {
+				res.harness, res.summary = true, note
+			}
+			missing := res.missing
+			res.missing = func(seq int) (string, string) {
+				result, msg := missing(seq)
+				return result, msg + either
+			}
 		}
-		if o.Harness && plumbing == "" {
-			plumbing = o.Error
+	}
+	if res.missing == nil {
+		res.missing = func(seq int) (string, string) { // not reached: a clean process printed every line
+			return timeline.ResultError, fmt.Sprintf("no result line for /r/%d", seq)
 		}
-		r.finish(&o)
 	}
-	if plumbing != "" {
-		r.plumbingError(plumbing)
-	}
+	return res
 }
 
 // plumbingError records one subject plumbing failure in words, once per
@@ -291,13 +467,6 @@ func (r *runner) plumbingError(msg string) {
 	}
 	r.plumbingSeen[msg] = true
 	r.harnessErrs = append(r.harnessErrs, "subject plumbing: "+msg)
-}
-
-func protocolFault(e *subjects.ProgramError) string {
-	if e.BadLine != "" {
-		return strconv.Quote(e.BadLine)
-	}
-	return e.Output.Error()
 }
 
 func lastLine(s string) string {

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -33,6 +35,9 @@ func TestMain(m *testing.M) {
 //	send-hang    request r/0, then sleep without printing
 //	slow:D       sleep client×D, then behave as ok (an old program: no ready line)
 //	slow-ready:D sleep client×D, print "ready", then behave as ok
+//	ok-exit:S    behave as ok, then exit with status S
+//	forms        behave as ok, naming request i in the form (client+i)%4
+//	             of r/i, /r/i, $RETRYLAB_BASE_URL/r/i, /c/{client}/r/i
 func fakeClient(mode string) int {
 	base := os.Getenv("RETRYLAB_BASE_URL")
 	client, _ := strconv.Atoi(os.Getenv("RETRYLAB_CLIENT"))
@@ -58,7 +63,26 @@ func fakeClient(mode string) int {
 		time.Sleep(time.Duration(client) * dd) // a real client process: outside any synctest bubble
 		mode = "ok"
 	}
+	exit := 0
+	if s, ok := strings.CutPrefix(mode, "ok-exit:"); ok {
+		exit, _ = strconv.Atoi(s)
+		mode = "ok"
+	}
 	switch mode {
+	case "forms":
+		for i := range n {
+			path := [4]string{
+				fmt.Sprintf("r/%d", i),
+				fmt.Sprintf("/r/%d", i),
+				fmt.Sprintf("%s/r/%d", base, i),
+				fmt.Sprintf("/c/%d/r/%d", client, i),
+			}[(client+i)%4]
+			if get(i) {
+				fmt.Println("ok", path)
+			} else {
+				fmt.Println("fail", path, "error")
+			}
+		}
 	case "ok":
 		for i := range n {
 			if get(i) {
@@ -80,7 +104,7 @@ func fakeClient(mode string) int {
 		get(0)
 		time.Sleep(time.Minute) // a real client process that hangs (no synctest bubble); the watchdog kills it
 	}
-	return 0
+	return exit
 }
 
 func fakeProgram(t *testing.T, mode string) subjects.Program {
@@ -98,72 +122,109 @@ server: {phases: [{respond: ok}]}
 fleet: {clients: 3, requests: 2, timeout: 2s}
 `
 
-// The plumbing of an exec subject fails in four ways; each outcome says
-// what happened, is marked Harness, and the end record carries it.
+// The plumbing of an exec subject fails in several ways; each outcome
+// says what happened and what was expected, is marked Harness, and the end
+// record carries it. A program that sent a request and then hung is the
+// library hanging: hung, not Harness.
 func TestRunExecPlumbing(t *testing.T) {
 	tests := []struct {
 		name    string
 		prog    subjects.Program
 		result  string
 		harness bool
-		want    string
+		want    string // in every outcome's error
+		wantEnd string // in the end record's errors ("": none)
 	}{
-		{"nonexistent", subjects.Program{Path: "/nonexistent/retrylab-client"}, timeline.ResultError, true, "could not start: "},
-		{"hello and exit 3", fakeProgram(t, "hello"), timeline.ResultError, true, `broke the line protocol: "hello"`},
-		{"no result lines", fakeProgram(t, "silent"), timeline.ResultError, true, "printed no result line for r/"},
-		{"prints and sends nothing, hangs", fakeProgram(t, "hang"), timeline.ResultHung, true, "printed nothing and sent no request"},
-		{"sends, then hangs", fakeProgram(t, "send-hang"), timeline.ResultHung, false, "no result line within"},
+		{"nonexistent", subjects.Program{Path: "/nonexistent/retrylab-client"}, timeline.ResultError, true,
+			"exec /nonexistent/retrylab-client: could not start the program: ", "could not start the program: "},
+		{"hello and exit 3", fakeProgram(t, "hello"), timeline.ResultError, true,
+			`: the program broke the line protocol: stdout line 1: "hello": want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL; no result line for /r/`,
+			`the program broke the line protocol: stdout line 1: "hello": want "ok PATH"`},
+		{"no result lines", fakeProgram(t, "silent"), timeline.ResultError, true,
+			": the program exited with status 0 without printing a result line; no result line for /r/",
+			": the program exited with status 0 without printing a result line"},
+		{"prints and sends nothing, hangs", fakeProgram(t, "hang"), timeline.ResultHung, true,
+			": the program printed no result line for /r/0 within the fleet watchdog (1 request × fleet.timeout 1s = 1s after the start barrier) and made no request at all",
+			": the program printed no result line within the fleet watchdog (1 request × fleet.timeout 1s = 1s after the start barrier) and made no request at all; it was not ready at the start barrier either (timeout 500ms)"},
+		{"sends, then hangs", fakeProgram(t, "send-hang"), timeline.ResultHung, false,
+			": the program printed no result line for /r/0 within the fleet watchdog (1 request × fleet.timeout 1s = 1s after the start barrier); it had made a request, so its library is taken to have hung", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sc := mustParse(t, execScenario)
-			if tt.name == "sends, then hangs" || tt.name == "prints and sends nothing, hangs" {
+			if tt.result == timeline.ResultHung {
 				sc.Fleet.Requests, sc.Fleet.Timeout = 1, time.Second // the watchdog: 1 × 1s
 			}
-			var buf bytes.Buffer
-			sum, err := Run(t.Context(), sc, RunOptions{Subject: tt.prog, Timeline: &buf, ReadyTimeout: 500 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
+			opts := RunOptions{Subject: tt.prog}
+			if tt.name == "prints and sends nothing, hangs" {
+				opts.ReadyTimeout = 500 * time.Millisecond // it is never ready
 			}
-			_, _, outs := decodeAll(t, buf.Bytes())
-			if int64(len(outs)) != sum.Planned {
-				t.Fatalf("%d outcomes; want %d", len(outs), sum.Planned)
-			}
+			outs, end, v := runExec(t, sc, opts)
 			for _, o := range outs {
 				if o.Result != tt.result || o.Harness != tt.harness || !strings.Contains(o.Error, tt.want) {
 					t.Errorf("outcome %+v; want result %s, harness %v, error containing %q", o, tt.result, tt.harness, tt.want)
 				}
 			}
-			_, end := decodeEnd(t, buf.Bytes())
-			if tt.harness && (len(end.Errors) == 0 || !strings.Contains(strings.Join(end.Errors, "\n"), tt.want)) {
-				t.Errorf("end.Errors = %q; want the plumbing failure", end.Errors)
+			errs := strings.Join(end.Errors, "\n")
+			if tt.wantEnd != "" && !strings.Contains(errs, "subject plumbing: exec ") || !strings.Contains(errs, tt.wantEnd) {
+				t.Errorf("end.Errors = %q; want the plumbing failure %q", end.Errors, tt.wantEnd)
 			}
-			if !tt.harness && len(end.Errors) != 0 {
+			if tt.wantEnd == "" && len(end.Errors) != 0 {
 				t.Errorf("end.Errors = %q; want none", end.Errors)
+			}
+			// A harness failure never passes. Hung harness outcomes are
+			// still judged by the analyzer's budget check (FAIL), so only
+			// the others are asserted INCONCLUSIVE here.
+			if tt.harness && (v.Status == analyzer.VerdictPass ||
+				tt.result != timeline.ResultHung && v.Status != analyzer.VerdictInconclusive) {
+				t.Errorf("verdict %s (failed %v); want INCONCLUSIVE", v.Status, v.Failed())
 			}
 		})
 	}
 	t.Run("exit status", func(t *testing.T) {
 		sc := mustParse(t, execScenario)
-		var buf bytes.Buffer
 		prog := subjects.Program{Path: "sh", Args: []string{"-c", `echo "ok /r/0"; echo boom >&2; exit 3`}}
-		if _, err := Run(t.Context(), sc, RunOptions{Subject: prog, Timeline: &buf}); err != nil {
-			t.Fatal(err)
-		}
-		_, _, outs := decodeAll(t, buf.Bytes())
-		var ok, exit int
+		outs, end, _ := runExec(t, sc, RunOptions{Subject: prog})
+		var ok, missing int
 		for _, o := range outs {
 			switch {
-			case o.Result == timeline.ResultOK && !o.Harness:
+			case o.Result == timeline.ResultOK && o.Harness &&
+				o.Error == "exec sh: the program exited with status 3 after printing 1 of its 2 result lines; stderr: boom":
 				ok++
-			case o.Harness && strings.Contains(o.Error, "exited with status 3; stderr: boom"):
-				exit++
+			case o.Result == timeline.ResultError && o.Harness &&
+				o.Error == "exec sh: the program exited with status 3 after printing 1 of its 2 result lines; no result line for /r/1; stderr: boom":
+				missing++
 			default:
 				t.Errorf("outcome %+v", o)
 			}
 		}
-		if ok != 3 || exit != 3 {
-			t.Errorf("%d ok and %d exit-status outcomes; want 3 and 3 (r/0 printed, r/1 not)", ok, exit)
+		if ok != 3 || missing != 3 {
+			t.Errorf("%d ok and %d missing outcomes, all harness; want 3 and 3 (r/0 printed, r/1 not)", ok, missing)
+		}
+		if want := []string{"subject plumbing: exec sh: the program exited with status 3 after printing 1 of its 2 result lines; stderr: boom"}; !reflect.DeepEqual(end.Errors, want) {
+			t.Errorf("end.Errors = %q; want %q", end.Errors, want)
+		}
+	})
+	t.Run("fail line, then a signal", func(t *testing.T) {
+		sc := mustParse(t, execScenario)
+		sc.Fleet.Clients, sc.Fleet.Requests = 1, 1
+		prog := subjects.Program{Path: "sh", Args: []string{"-c", `echo "fail r/0 gave-up after 3"; kill -TERM $$`}}
+		outs, _, _ := runExec(t, sc, RunOptions{Subject: prog})
+		want := "exec sh: the program was ended by a signal (signal: terminated) after printing all its result lines; its line's reason: gave-up after 3"
+		if len(outs) != 1 || outs[0].Result != timeline.ResultGaveUp || !outs[0].Harness || outs[0].Error != want {
+			t.Errorf("outcomes %+v; want one gave-up, harness, error %q", outs, want)
+		}
+	})
+	t.Run("duplicate line", func(t *testing.T) {
+		sc := mustParse(t, execScenario)
+		sc.Fleet.Clients = 1
+		prog := subjects.Program{Path: "sh", Args: []string{"-c", `echo "ok r/0"; echo "ok /r/1"; echo "ok r/1"`}}
+		outs, _, _ := runExec(t, sc, RunOptions{Subject: prog})
+		want := `exec sh: the program broke the line protocol: stdout line 3: "ok r/1": a second result line for /r/1 (the first was line 2): want one per request`
+		for _, o := range outs {
+			if o.Result != timeline.ResultOK || !o.Harness || o.Error != want {
+				t.Errorf("outcome %+v; want ok (as printed), harness, error %q", o, want)
+			}
 		}
 	})
 }
@@ -204,24 +265,62 @@ fleet: {clients: 3, requests: 1, timeout: 5s}
 }
 
 // A process that is never ready holds the barrier only ReadyTimeout; the
-// end record says so.
+// end record says so, and its outcomes name the barrier and its timeout.
 func TestRunExecBarrierTimeout(t *testing.T) {
 	sc := mustParse(t, `
 duration: 20s
 server: {phases: [{respond: ok}]}
 fleet: {clients: 1, requests: 1, timeout: 500ms}
 `)
-	var buf bytes.Buffer
 	start := time.Now()
-	if _, err := Run(t.Context(), sc, RunOptions{Subject: fakeProgram(t, "hang"), Timeline: &buf, ReadyTimeout: 300 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "hang"), ReadyTimeout: 300 * time.Millisecond})
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("run took %v; want about 300ms + 500ms", el)
 	}
-	_, end := decodeEnd(t, buf.Bytes())
-	if end.FleetReady != 0 || len(end.Errors) == 0 || !strings.Contains(end.Errors[0], "1 of 1 exec processes were not ready after 300ms") {
+	const barrier = `start barrier: 1 of 1 exec processes were not ready (no "ready" line, no request, not exited) within its 300ms timeout; it opened without them`
+	if end.FleetReady != 0 || len(end.Errors) == 0 || end.Errors[0] != barrier {
 		t.Errorf("end = %+v; want FleetReady unknown and the barrier timeout in Errors", end)
+	}
+	want := ": the program printed no result line for /r/0 within the fleet watchdog (1 request × fleet.timeout 500ms = 500ms after the start barrier) and made no request at all; it was not ready at the start barrier either (timeout 300ms)"
+	if len(outs) != 1 || outs[0].Result != timeline.ResultHung || !outs[0].Harness || !strings.HasSuffix(outs[0].Error, want) {
+		t.Errorf("outcomes %+v; want one hung, harness, error ending %q", outs, want)
+	}
+	if v.Status == analyzer.VerdictPass { // FAIL today: the analyzer's budget check judges hung harness outcomes
+		t.Errorf("verdict %s; want not PASS", v.Status)
+	}
+}
+
+// A process that gets ready only after the barrier timed out plays the
+// scenario late: its results are kept, but marked Harness, naming the
+// barrier; the processes that were ready are untouched.
+func TestRunExecBarrierLate(t *testing.T) {
+	sc := mustParse(t, `
+duration: 20s
+server: {phases: [{respond: ok}]}
+fleet: {clients: 2, requests: 1, timeout: 5s}
+`)
+	// Client 1 sleeps 4s before its ready line; the barrier waits 2s (a
+	// race-enabled test binary can take most of a second to start).
+	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "slow-ready:4s"), ReadyTimeout: 2 * time.Second})
+	const late = ": the program was not ready at the start barrier, which opened without it after its 2s timeout: its requests ran late against the scenario"
+	for _, o := range outs {
+		switch o.Client {
+		case "0":
+			if o.Result != timeline.ResultOK || o.Harness || o.Error != "" {
+				t.Errorf("client 0's outcome %+v; want ok, not harness", o)
+			}
+		default:
+			if o.Result != timeline.ResultOK || !o.Harness || !strings.HasSuffix(o.Error, late) {
+				t.Errorf("client 1's outcome %+v; want ok (as printed), harness, error ending %q", o, late)
+			}
+		}
+	}
+	if len(end.Errors) != 2 || !strings.HasPrefix(end.Errors[0], "start barrier: 1 of 2 exec processes were not ready") ||
+		!strings.HasSuffix(end.Errors[1], late) || end.FleetReady < int64(time.Second) {
+		t.Errorf("end = %+v; want the barrier and the late process in Errors, FleetReady about 2s", end)
+	}
+	if v.Status != analyzer.VerdictInconclusive {
+		t.Errorf("verdict %s; want INCONCLUSIVE", v.Status)
 	}
 }
 
@@ -244,5 +343,89 @@ fleet: {clients: 2, requests: 2, timeout: 1m}
 	_, end := decodeEnd(t, buf.Bytes())
 	if end.Reason != timeline.EndDuration || end.InFlight != 4 || end.Unstarted != 0 {
 		t.Errorf("end = %+v; want duration, 4 in flight", end)
+	}
+}
+
+// runExec runs sc with prog and returns the outcomes, the end record and
+// the analyzer's verdict on the timeline.
+func runExec(t *testing.T, sc *Scenario, opts RunOptions) ([]timeline.Outcome, *timeline.End, *analyzer.Verdict) {
+	t.Helper()
+	var buf bytes.Buffer
+	opts.Timeline = &buf
+	sum, err := Run(t.Context(), sc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, outs := decodeAll(t, buf.Bytes())
+	if int64(len(outs)) != sum.Planned {
+		t.Fatalf("%d outcomes; want %d", len(outs), sum.Planned)
+	}
+	_, end := decodeEnd(t, buf.Bytes())
+	v, err := analyzer.Analyze(bytes.NewReader(buf.Bytes()), analyzer.Options{})
+	if err != nil {
+		t.Fatalf("Analyze: %v", err)
+	}
+	return outs, end, v
+}
+
+// A program that prints every result line and then exits non-zero broke
+// the contract: every outcome of the process keeps its printed result
+// but is marked Harness, with an error naming the status, and the run is
+// INCONCLUSIVE, not PASS.
+func TestRunExecExitStatusAfterAllLines(t *testing.T) {
+	sc := mustParse(t, execScenario)
+	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "ok-exit:3")})
+	const want = "the program exited with status 3 after printing all its result lines"
+	for _, o := range outs {
+		if o.Result != timeline.ResultOK || !o.Harness || !strings.Contains(o.Error, want) {
+			t.Errorf("outcome %+v; want result ok (as printed), harness, error containing %q", o, want)
+		}
+	}
+	if !strings.Contains(strings.Join(end.Errors, "\n"), want) {
+		t.Errorf("end.Errors = %q; want the exit status", end.Errors)
+	}
+	if v.Status != analyzer.VerdictInconclusive {
+		t.Errorf("verdict %s (%v); want INCONCLUSIVE", v.Status, v.Inconclusive)
+	}
+}
+
+// Result lines may name the request as r/N, /r/N, the request's URL or
+// /c/{client}/r/N: all are the library's results, and the run passes.
+func TestRunExecLineForms(t *testing.T) {
+	sc := mustParse(t, `
+duration: 20s
+server: {phases: [{respond: ok}]}
+fleet: {clients: 4, requests: 2, timeout: 5s}
+`)
+	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "forms")})
+	for _, o := range outs {
+		if o.Result != timeline.ResultOK || o.Harness || o.Error != "" {
+			t.Errorf("outcome %+v; want ok, not harness", o)
+		}
+	}
+	if len(end.Errors) != 0 || v.Status != analyzer.VerdictPass {
+		t.Errorf("end.Errors %q, verdict %s (%v); want none, PASS", end.Errors, v.Status, v.Inconclusive)
+	}
+}
+
+// A Program given its own Timeout is killed at it, and the hung outcomes
+// name that bound, not the fleet watchdog; without one, the program's
+// deadline comes after the barrier's wait and the watchdog.
+func TestRunExecOwnTimeout(t *testing.T) {
+	sc := mustParse(t, execScenario)
+	sc.Fleet.Clients, sc.Fleet.Requests, sc.Fleet.Timeout = 1, 1, 10*time.Second
+	prog := fakeProgram(t, "send-hang")
+	prog.Timeout = 2 * time.Second // time for a race-enabled binary to start and send
+	outs, _, _ := runExec(t, sc, RunOptions{Subject: prog})
+	want := ": the program printed no result line for /r/0 within the exec program's own timeout (2s after it started); it had made a request, so its library is taken to have hung"
+	if len(outs) != 1 || outs[0].Result != timeline.ResultHung || outs[0].Harness || !strings.HasSuffix(outs[0].Error, want) {
+		t.Errorf("outcomes %+v; want one hung, not harness, error ending %q", outs, want)
+	}
+	// 10 requests × 1 minute: past subjects.DefaultProgramTimeout.
+	if got, want := programTimeout(0, DefaultReadyTimeout, 10*time.Minute), 12*time.Minute; got != want {
+		t.Errorf("programTimeout(0, 1m, 10m) = %v; want %v", got, want)
+	}
+	if got := programTimeout(time.Second, DefaultReadyTimeout, 10*time.Minute); got != time.Second {
+		t.Errorf("programTimeout(1s, ...) = %v; want the program's own 1s", got)
 	}
 }

@@ -36,8 +36,10 @@ var ErrProgramOutput = errors.New("subjects: bad program output")
 //	                   one (fleet.api_keys): send it as Authorization: Bearer
 //
 // and it must request $RETRYLAB_BASE_URL/r/0 … /r/N-1 (retrying as its
-// library does) and print one line per logical request on stdout: "ok
-// PATH" or "fail PATH REASON". The server's timeline records its attempts.
+// library does), print one line per logical request on stdout, "ok PATH"
+// or "fail PATH REASON" (PATH: r/N, /r/N, /c/{client}/r/N or the request's
+// URL; see ParseProgramLine), and exit with status 0. The server's
+// timeline records its attempts.
 // It may first print ReadyLine ("ready") once it can send; the runner
 // opens the scenario when every process is ready (see RunReady).
 //
@@ -76,26 +78,62 @@ func (p Program) New(next http.RoundTripper, params Params) Caller {
 	return func(context.Context, *http.Request) (*http.Response, error) { return nil, err }
 }
 
-// ProgramLine is one line of a program's output.
+// ProgramLine is one result line of a program's output.
 type ProgramLine struct {
 	OK     bool
-	Path   string // as printed: a path or a URL
+	Path   string // as printed: r/N, /r/N, /c/{client}/r/N or the request's URL
 	Reason string // for a failure, the rest of the line (may be empty)
 }
 
+// WantLine says what a result line must look like; the errors of
+// ParseProgramLine and of a Program run end with it.
+const WantLine = `want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL`
+
 // Seq returns the logical request number of the line's path (the N of a
-// final "/r/N" segment, any query ignored), or -1 when it has none.
+// path that is "r/N" or ends in "/r/N", any query or fragment ignored),
+// or -1 when it has none. N is decimal, without a leading zero (but "0"),
+// below a billion.
 func (l ProgramLine) Seq() int {
-	p := l.Path
+	n, _ := pathRequest(l.Path)
+	return n
+}
+
+// Client returns the client a line's path names (the K of a "/c/K/r/N"
+// path or URL), or -1 when it names none.
+func (l ProgramLine) Client() int {
+	_, k := pathRequest(l.Path)
+	return k
+}
+
+// pathRequest parses a result line's path: the request number N of "r/N"
+// or ".../r/N" and the client K of ".../c/K/r/N" (-1 when absent).
+func pathRequest(p string) (seq, client int) {
 	if i := strings.IndexAny(p, "?#"); i >= 0 {
 		p = p[:i]
 	}
-	i := strings.LastIndex(p, "/r/")
-	if i < 0 {
-		return -1
+	var s string
+	switch i := strings.LastIndex(p, "/r/"); {
+	case i >= 0:
+		s, p = p[i+3:], p[:i]
+	case strings.HasPrefix(p, "r/"):
+		s, p = p[2:], ""
+	default:
+		return -1, -1
 	}
-	s := p[i+3:]
-	if !isDigits(s) || len(s) > 9 {
+	seq = decimal(s)
+	if seq < 0 {
+		return -1, -1
+	}
+	client = -1
+	if i := strings.LastIndex(p, "/c/"); i >= 0 {
+		client = decimal(p[i+3:])
+	}
+	return seq, client
+}
+
+// decimal parses a canonical decimal below a billion, or returns -1.
+func decimal(s string) int {
+	if !isDigits(s) || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
 		return -1
 	}
 	n, _ := strconv.Atoi(s)
@@ -117,32 +155,63 @@ func (l ProgramLine) Result() string {
 	return ResultError
 }
 
+// LineError is a line of a program's stdout outside the protocol. It
+// unwraps to ErrProgramOutput. Its text is
+//
+//	line 2: "okay /r/0": want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL
+//
+// ("line N: " only when the line number is known).
+type LineError struct {
+	Line    int    // 1-based line number on stdout, 0 when unknown
+	Text    string // the line, clipped to 80 bytes, without its "\r"
+	Problem string // what is wrong, and what was wanted
+}
+
+func (e *LineError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %q: %s", e.Line, e.Text, e.Problem)
+	}
+	return fmt.Sprintf("%q: %s", e.Text, e.Problem)
+}
+
+// Unwrap returns ErrProgramOutput.
+func (e *LineError) Unwrap() error { return ErrProgramOutput }
+
 // ParseProgramLine parses one output line (without its newline; a
 // trailing "\r" is ignored): "ok PATH" or "fail PATH [REASON...]", fields
-// separated by spaces or tabs. Errors wrap ErrProgramOutput.
+// separated by spaces or tabs, where PATH names the request: r/N, /r/N,
+// /c/{client}/r/N or the request's URL ($RETRYLAB_BASE_URL/r/N); a query
+// or fragment is ignored. Errors are *LineError (they wrap
+// ErrProgramOutput).
 func ParseProgramLine(s string) (ProgramLine, error) {
 	s = strings.TrimSuffix(s, "\r")
+	bad := func(problem string) (ProgramLine, error) {
+		return ProgramLine{}, &LineError{Text: clip(s), Problem: problem}
+	}
 	verb, rest := cutSpace(s)
 	path, reason := cutSpace(rest)
 	var l ProgramLine
 	switch verb {
 	case "ok":
 		if reason != "" {
-			return l, fmt.Errorf("%w: %q: nothing may follow the path of an ok line", ErrProgramOutput, clip(s))
+			return bad(`nothing may follow the path of an ok line: want "ok PATH"`)
 		}
 		l.OK = true
 	case "fail":
 		l.Reason = reason
 	default:
-		return l, fmt.Errorf("%w: %q: want \"ok PATH\" or \"fail PATH REASON\"", ErrProgramOutput, clip(s))
+		return bad(WantLine)
 	}
 	if path == "" {
-		return ProgramLine{}, fmt.Errorf("%w: %q: missing path", ErrProgramOutput, clip(s))
+		return bad("no PATH: " + WantLine)
 	}
 	for _, r := range path {
 		if r < 0x21 || r == 0x7f {
-			return ProgramLine{}, fmt.Errorf("%w: %q: control character in path", ErrProgramOutput, clip(s))
+			return bad("control character in PATH: " + WantLine)
 		}
+	}
+	if seq, _ := pathRequest(path); seq < 0 {
+		return bad("PATH names no request: " + WantLine)
 	}
 	l.Path = path
 	return l, nil
@@ -184,12 +253,14 @@ type ProgramError struct {
 	Path string // the program
 	// Start is why the program could not be started (nothing else is set).
 	Start error
-	// Output is the first line outside the protocol (it wraps
-	// ErrProgramOutput and names the line); BadLine is that line, clipped
-	// ("" when the fault was too many lines).
+	// Output is the first line outside the protocol, a *LineError (it
+	// wraps ErrProgramOutput and names the line): malformed, a request
+	// out of range or of another client, a second line for a request, or
+	// a "ready" line after a result. BadLine is that line, clipped.
 	Output  error
 	BadLine string
-	// Read is a failure reading the program's stdout.
+	// Read is a failure reading the program's stdout (a line longer than
+	// 64 KiB among them); the program is then killed (Killed is set).
 	Read error
 	// ExitCode is the program's non-zero exit status (-1: killed by a
 	// signal), 0 when it exited cleanly.
@@ -209,7 +280,7 @@ func (e *ProgramError) Error() string {
 		parts = append(parts, fmt.Sprintf("subjects: exec %s: could not start: %v", e.Path, e.Start))
 	}
 	if e.Output != nil {
-		parts = append(parts, e.Output.Error())
+		parts = append(parts, fmt.Sprintf("subjects: exec %s: stdout %v", e.Path, e.Output))
 	}
 	if e.Read != nil {
 		parts = append(parts, fmt.Sprintf("subjects: exec %s: reading stdout: %v", e.Path, e.Read))
@@ -245,9 +316,10 @@ func (e *ProgramError) Unwrap() []error {
 // in order, even when it also returns an error, a *ProgramError: the
 // process could not start, failed (non-zero exit, killed at the deadline or
 // when ctx ended) or printed a line outside the protocol (the error wraps
-// ErrProgramOutput and names the line). At most requests lines are kept;
-// more is an error. The last 1 KiB of the program's stderr is quoted in a
-// process error.
+// ErrProgramOutput and names the line): a malformed line, a path naming a
+// request at or past requests or another client than client, a second line
+// for a request. Only the protocol's lines are kept, one per request. The
+// last 1 KiB of the program's stderr is quoted in a process error.
 func (p Program) Run(ctx context.Context, baseURL string, client, requests int, env []string) ([]ProgramLine, error) {
 	return p.RunReady(ctx, baseURL, client, requests, env, nil)
 }
@@ -290,35 +362,57 @@ func (p Program) RunReady(ctx context.Context, baseURL string, client, requests 
 	}
 
 	var lines []ProgramLine
+	first := make(map[int]int) // request number → line number of its result
+	fault := func(n int, text, problem string) {
+		if perr.Output == nil {
+			perr.Output = &LineError{Line: n, Text: clip(strings.TrimSuffix(text, "\r")), Problem: problem}
+			perr.BadLine = perr.Output.(*LineError).Text
+		}
+	}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 4096), maxLine)
-	for n := 1; sc.Scan(); n++ {
+	n := 0
+	for sc.Scan() {
+		n++
 		text := sc.Text()
-		if strings.TrimSpace(text) == ReadyLine && len(lines) == 0 && perr.Output == nil {
-			if ready != nil {
-				ready()
-				ready = nil
+		if strings.TrimSpace(text) == ReadyLine {
+			if len(lines) == 0 && perr.Output == nil {
+				if ready != nil {
+					ready()
+					ready = nil
+				}
+				continue
 			}
+			fault(n, text, `"ready" after a result line: print it once, before the first result line`)
 			continue
 		}
 		l, err := ParseProgramLine(text)
-		switch {
-		case err != nil:
-			if perr.Output == nil {
-				perr.Output = fmt.Errorf("subjects: exec %s: stdout line %d: %w", p.Path, n, err)
-				perr.BadLine = clip(strings.TrimSuffix(text, "\r"))
+		if err != nil {
+			var le *LineError
+			if errors.As(err, &le) && perr.Output == nil {
+				le.Line = n
+				perr.Output, perr.BadLine = le, le.Text
 			}
-		case len(lines) >= requests:
-			if perr.Output == nil {
-				perr.Output = fmt.Errorf("subjects: exec %s: stdout line %d: %w: more lines than the %d requests",
-					p.Path, n, ErrProgramOutput, requests)
-			}
+			continue
+		}
+		seq, k := l.Seq(), l.Client()
+		switch prev, dup := first[seq]; {
+		case seq >= requests:
+			fault(n, text, fmt.Sprintf("no such request: this client has %s", requestRange(requests)))
+		case k >= 0 && k != client:
+			fault(n, text, fmt.Sprintf("PATH names client %d; this program is client %d", k, client))
+		case dup:
+			fault(n, text, fmt.Sprintf("a second result line for /r/%d (the first was line %d): want one per request", seq, prev))
 		default:
+			first[seq] = n
 			lines = append(lines, l)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		perr.Read = err
+		if errors.Is(err, bufio.ErrTooLong) {
+			perr.Read = fmt.Errorf("line %d is longer than %d KiB: %w", n+1, maxLine>>10, err)
+		}
 		cancel() // stop the program: its output can no longer be read
 	}
 	if err := cmd.Wait(); err != nil {
@@ -336,6 +430,17 @@ func (p Program) RunReady(ctx context.Context, baseURL string, client, requests 
 		return lines, nil
 	}
 	return lines, perr
+}
+
+// requestRange names a client's requests: "/r/0 … /r/N-1".
+func requestRange(requests int) string {
+	switch requests {
+	case 0:
+		return "no requests"
+	case 1:
+		return "one request, /r/0"
+	}
+	return fmt.Sprintf("%d requests, /r/0 … /r/%d", requests, requests-1)
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -32,6 +32,18 @@ func TestParseProgramLine(t *testing.T) {
 		{"", ProgramLine{}, true},
 		{"done /c/1/r/0", ProgramLine{}, true},
 		{"ok /c/1/r/\x01", ProgramLine{}, true},
+		// Every form of PATH: r/N, /r/N, /c/K/r/N, the request's URL.
+		{"ok r/0", ProgramLine{OK: true, Path: "r/0"}, false},
+		{"ok /r/0", ProgramLine{OK: true, Path: "/r/0"}, false},
+		{"ok http://127.0.0.1:41234/c/3/r/0", ProgramLine{OK: true, Path: "http://127.0.0.1:41234/c/3/r/0"}, false},
+		{"fail r/12 gave-up", ProgramLine{Path: "r/12", Reason: "gave-up"}, false},
+		// A PATH that names no request.
+		{"ok foo", ProgramLine{}, true},
+		{"ok /r/", ProgramLine{}, true},
+		{"ok /r/x", ProgramLine{}, true},
+		{"ok /r/01", ProgramLine{}, true},
+		{"ok /r/0/", ProgramLine{}, true},
+		{"fail xr/0 error", ProgramLine{}, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseProgramLine(tt.in)
@@ -56,6 +68,8 @@ func TestProgramLineSeqResult(t *testing.T) {
 		{ProgramLine{Path: "/c/1/q/2", Reason: "non-retryable 404"}, -1, "non-retryable"},
 		{ProgramLine{Path: "/r/2", Reason: "timeout"}, 2, "error"},
 		{ProgramLine{Path: "/r/99999999999", Reason: ""}, -1, "error"},
+		{ProgramLine{OK: true, Path: "r/4"}, 4, "ok"},
+		{ProgramLine{OK: true, Path: "r/4#x"}, 4, "ok"},
 	}
 	for _, tt := range tests {
 		if got := tt.line.Seq(); got != tt.seq {
@@ -67,13 +81,72 @@ func TestProgramLineSeqResult(t *testing.T) {
 	}
 }
 
+// The error of a malformed line says what was wanted.
+func TestParseProgramLineWording(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"okay /r/0", `"okay /r/0": want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL`},
+		{"ok", `"ok": no PATH: want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL`},
+		{"ok /r/0 fine", `"ok /r/0 fine": nothing may follow the path of an ok line: want "ok PATH"`},
+		{"ok /x/0", `"ok /x/0": PATH names no request: want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL`},
+	}
+	for _, tt := range tests {
+		_, err := ParseProgramLine(tt.in)
+		var le *LineError
+		if !errors.As(err, &le) || err.Error() != tt.want {
+			t.Errorf("ParseProgramLine(%q) error = %v; want a *LineError %s", tt.in, err, tt.want)
+		}
+	}
+	le := &LineError{Line: 2, Text: "okay /r/0", Problem: WantLine}
+	if got, want := le.Error(), `line 2: "okay /r/0": want "ok PATH" or "fail PATH REASON", where PATH is /r/N, r/N or the request's URL`; got != want {
+		t.Errorf("LineError = %s; want %s", got, want)
+	}
+}
+
+// Run rejects result lines that name a request the client does not have,
+// another client's request, or a request already reported, and lines
+// longer than 64 KiB; each error names the line and what was wanted.
+func TestProgramRunLineFaults(t *testing.T) {
+	needSh(t)
+	tests := []struct {
+		name, script string
+		lines        int
+		want         string
+	}{
+		{"out of range", `echo "ok r/0"; echo "ok r/2"`, 1,
+			`stdout line 2: "ok r/2": no such request: this client has 2 requests, /r/0 … /r/1`},
+		{"another client", `echo "ok /c/2/r/0"`, 0,
+			`stdout line 1: "ok /c/2/r/0": PATH names client 2; this program is client 1`},
+		{"another client's URL", `echo "ok http://127.0.0.1:9/c/10/r/1"`, 0, "PATH names client 10; this program is client 1"},
+		{"duplicate", `echo "ok r/0"; echo "fail $RETRYLAB_BASE_URL/r/0 error"`, 1,
+			`stdout line 2: "fail http://127.0.0.1:9/c/1/r/0 error": a second result line for /r/0 (the first was line 1): want one per request`},
+		{"ready after a result", `echo "ok /r/0"; echo ready`, 1,
+			`stdout line 2: "ready": "ready" after a result line: print it once, before the first result line`},
+		{"too long", `echo "ok /r/0"; head -c 70000 /dev/zero | tr '\0' x; echo`, 1,
+			"reading stdout: line 2 is longer than 64 KiB"},
+	}
+	for _, tt := range tests {
+		p := Program{Path: "sh", Args: []string{"-c", tt.script}}
+		lines, err := p.Run(context.Background(), "http://127.0.0.1:9/c/1", 1, 2, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Run error = %v; want one containing %s", tt.name, err, tt.want)
+		}
+		if len(lines) != tt.lines {
+			t.Errorf("%s: Run kept %d lines; want %d", tt.name, len(lines), tt.lines)
+		}
+	}
+}
+
 func FuzzParseProgramLine(f *testing.F) {
-	for _, s := range []string{"ok /c/1/r/0", "fail /c/1/r/2 gave-up after 5", "fail /r/1", "ok", "", " \t", "ok /a b", "fail\t/x\t\ty\r"} {
+	for _, s := range []string{"ok /c/1/r/0", "fail /c/1/r/2 gave-up after 5", "fail /r/1", "ok", "", " \t", "ok /a b", "fail\t/x\t\ty\r",
+		"ok r/0", "ok http://127.0.0.1:80/c/3/r/9?a=1", "okay /r/0", "ok /r/01", "fail r/0 budget"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseProgramLine(s)
 		if err != nil {
+			if le := (*LineError)(nil); !errors.As(err, &le) || !strings.Contains(le.Problem, "want") {
+				t.Fatalf("ParseProgramLine(%q) error %v: want a *LineError that says what was wanted", s, err)
+			}
 			if !errors.Is(err, ErrProgramOutput) {
 				t.Fatalf("ParseProgramLine(%q) error %v does not wrap ErrProgramOutput", s, err)
 			}
@@ -97,8 +170,12 @@ func FuzzParseProgramLine(f *testing.F) {
 		if err != nil || again != l {
 			t.Fatalf("round trip of %q via %q = %+v, %v; want %+v", s, out, again, err, l)
 		}
-		if seq := l.Seq(); seq < -1 {
-			t.Fatalf("Seq() = %d", seq)
+		// A parsed line always names a request.
+		if seq := l.Seq(); seq < 0 {
+			t.Fatalf("ParseProgramLine(%q) = %+v with Seq() = %d; want a request number", s, l, seq)
+		}
+		if k := l.Client(); k < -1 {
+			t.Fatalf("Client() = %d", k)
 		}
 		_ = utf8.ValidString(l.Reason)
 		switch l.Result() {
@@ -145,7 +222,7 @@ func TestProgramRunErrors(t *testing.T) {
 		wantErr      string
 	}{
 		{"bad line", `echo "ok $RETRYLAB_BASE_URL/r/0"; echo "hello"; echo "ok /r/1"`, 0, 2, "stdout line 2"},
-		{"too many lines", `for i in 0 1 2 3; do echo "ok /r/$i"; done`, 0, 2, "more lines than the 2 requests"},
+		{"too many lines", `for i in 0 1 2 3; do echo "ok /r/$i"; done`, 0, 2, "no such request: this client has 2 requests"},
 		{"exit status", `echo "ok /r/0"; echo boom >&2; exit 3`, 0, 1, "exit status 3; stderr: boom"},
 		{"killed at the deadline", `echo "ok /r/0"; exec sleep 30`, 200 * time.Millisecond, 1, "killed"},
 	}
