@@ -396,6 +396,7 @@ func TestRunExecLineForms(t *testing.T) {
 duration: 20s
 server: {phases: [{respond: ok}]}
 fleet: {clients: 4, requests: 2, timeout: 5s}
+expect: {allow_unexercised: true}
 `)
 	outs, end, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "forms")})
 	for _, o := range outs {
