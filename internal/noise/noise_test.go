@@ -259,6 +259,7 @@ func TestMeter(t *testing.T) {
 	m := start(Options{Period: time.Millisecond, Probe: true}, hooks{sleepWant: 40, sleepReached: reached, probeReady: ready})
 	waitFor(t, reached, "40 wake-ups of the sleep loop")
 	waitFor(t, ready, "the probe's ready line")
+	pingPong(200)
 	n := m.Stop()
 	if n == nil {
 		t.Fatal("Stop: nil")
@@ -286,9 +287,26 @@ func TestMeterNoProbe(t *testing.T) {
 	reached := make(chan struct{})
 	m := start(Options{Period: time.Millisecond}, hooks{sleepWant: 40, sleepReached: reached})
 	waitFor(t, reached, "40 wake-ups of the sleep loop")
+	pingPong(200)
 	if n := m.Stop(); n.Source != "sched+sleep" {
 		t.Errorf("Source %q; want sched+sleep", n.Source)
 	}
+}
+
+// pingPong makes n goroutine wake-ups, which the runtime's scheduling
+// latencies sample (one in eight).
+func pingPong(n int) {
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for v := range ping {
+			pong <- v
+		}
+	}()
+	for i := range n {
+		ping <- i
+		<-pong
+	}
+	close(ping)
 }
 
 // waitFor waits for ch, failing the test after a minute (a hung loop).

@@ -26,34 +26,34 @@ func startSleeper(period time.Duration, want uint64, reached chan struct{}) *sle
 	return s
 }
 
-// loop runs until halt. Locked to its thread, the goroutine wakes only
-// when the kernel runs that thread, so a wake-up is late by the Go timer's
-// delay, the scheduler's, and the kernel's keeping the thread off a CPU.
+// loop runs until halt. Locked to its thread and sleeping in the kernel
+// (nap), the goroutine wakes when the kernel runs that thread again and
+// goes on once it has a Go processor back: a wake-up is late by the time
+// the kernel kept the thread off a CPU (other processes, CPU hogs) and the
+// time the Go scheduler kept it waiting.
 func (s *sleeper) loop(period time.Duration) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(s.done)
-	t := time.NewTimer(period)
-	defer t.Stop()
-	asked := time.Now()
 	for {
 		select {
 		case <-s.quit:
 			return
-		case <-t.C:
-			// Late until this goroutine ran, not until the timer fired
-			// (the channel's value): read the clock here.
-			s.hist.Add(int64(time.Since(asked) - period))
-			if s.reached != nil && s.hist.N() == max(s.want, 1) {
-				close(s.reached)
-			}
-			asked = time.Now()
-			t.Reset(period)
+		default:
+		}
+		asked := time.Now()
+		if !nap(period) {
+			continue // cut short (a signal): no measure
+		}
+		s.hist.Add(int64(time.Since(asked) - period))
+		if s.reached != nil && s.hist.N() == max(s.want, 1) {
+			close(s.reached)
 		}
 	}
 }
 
-// halt stops the loop and waits for it to end; hist is then the caller's.
+// halt stops the loop and waits for it to end (at most a period); hist is
+// then the caller's.
 func (s *sleeper) halt() {
 	close(s.quit)
 	<-s.done
