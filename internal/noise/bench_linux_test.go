@@ -24,7 +24,7 @@ func cpuTime(who int) time.Duration {
 // the probe the probe process's share (probe-cpu-%). A meter of a quiet
 // process is all of the process's CPU, so run it alone.
 func BenchmarkMeterCPU(b *testing.B) {
-	for _, period := range []time.Duration{2 * time.Millisecond, DefaultPeriod, 10 * time.Millisecond} {
+	for _, period := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, DefaultPeriod} {
 		for _, probe := range []bool{false, true} {
 			b.Run(fmt.Sprintf("period=%v/probe=%v", period, probe), func(b *testing.B) {
 				reached, ready := make(chan struct{}), make(chan struct{})

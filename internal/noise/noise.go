@@ -38,10 +38,10 @@ import (
 // DefaultPeriod is the sleep loops' period. 10 ms gives 100 wake-ups a
 // second (3,000 over a 30 s run, 30 of them above the p99), each an
 // independent look at how long a thread that became runnable waits for a
-// CPU; a shorter period measures the same lateness more often, at a cost
-// this 2-core VM put at about 120 µs of CPU per wake-up when loaded
-// (BenchmarkMeterCPU: 2 ms cost 3.4–6.4 % of a core, 10 ms 1.2–1.6 %, the
-// probe process as much again), so 10 ms keeps the meter under 2 %.
+// CPU; a shorter period measures the same lateness more often but costs
+// more: on this 2-core VM under a load average of 10–17, the loop at
+// 10 ms used 1.0–1.9 % of a core (1.6–3.2 % in BenchmarkMeterCPU, whose
+// 2 ms and 5 ms cost 3.3–4.7 %), the probe process about as much again.
 const DefaultPeriod = 10 * time.Millisecond
 
 // Options configure a Meter.
