@@ -83,3 +83,33 @@ func BenchmarkLatenessUnderHogs(b *testing.B) {
 		})
 	}
 }
+
+// TestProbeSIGTERM: a probe (this test binary, caught by init) that gets
+// SIGTERM reports what it measured and exits; SIGINT, which a terminal
+// sends the whole process group, does not stop it.
+func TestProbeSIGTERM(t *testing.T) {
+	ready := make(chan struct{})
+	p, err := startProbe(time.Millisecond, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ready, "the probe's ready line")
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.waited:
+		if err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		p.waited <- nil // for stop
+	case <-time.After(time.Minute):
+		t.Fatal("the probe did not exit on SIGTERM")
+	}
+	if s := p.stop(time.Minute); s == nil || s.samples < 1 {
+		t.Fatalf("stop = %v after SIGTERM; want a report (output %q)", s, p.out.bytes())
+	}
+}
