@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
@@ -60,6 +61,10 @@ type runner struct {
 	// unstarted counts clients launched whose goroutine has not run yet.
 	unstarted atomic.Int64
 	late      *loghist.Atomic // start lateness
+	// meter measures the host's noise from before the fleet starts to its
+	// stop, for End.Noise; nil in a virtual run (no host noise, and
+	// nothing of it may run in the bubble).
+	meter *noise.Meter
 }
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
@@ -101,6 +106,12 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if prog, ok := r.subj.(subjects.Program); ok {
 		pf = r.startPrograms(ctx, prog, l)
 		l = pf.gate
+	}
+	if !opts.Virtual {
+		// An exec fleet's clients are processes: a probe process sees
+		// what they see.
+		r.meter = noise.Start(noise.Options{Probe: pf != nil})
+		defer r.meter.Stop() // a run that ends early; a no-op after the stop below
 	}
 	r.start = opts.Start
 	if r.start.IsZero() || pf != nil {
@@ -216,6 +227,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if srv != nil {
 		srv.Hold()
 	}
+	r.meter.Stop() // the fleet has stopped: so does the noise's measure (fillEnd)
 	// From here no client writes an outcome: requests still in flight are
 	// recorded canceled, whether or not their goroutines have run since
 	// the run stopped (with 100,000 clients they may not for seconds).

@@ -171,6 +171,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	var (
 		recMu    sync.Mutex
 		rec      *timeline.Recorder
+		recEnc   *timeline.Encoder // rec's, the end record's once rec is closed
 		recErr   error
 		stopping bool // set before a clock that never started is begun at shutdown
 	)
@@ -198,6 +199,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 			meta.Notes = append(meta.Notes, note)
 		}
 		enc := timeline.NewEncoder(file)
+		recEnc = enc
 		if err := enc.EncodeMeta(meta); err != nil {
 			recErr = err
 		}
@@ -249,6 +251,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 
 	status.srv.Store(srv)
+	meter := serveNoise(o.record) // the host's noise while serving, for the end record
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -264,6 +267,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	case <-timer:
 	case serveErr = <-served:
 	}
+	stopped, nz := time.Now(), meter.Stop()
 
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -279,6 +283,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	recMu.Lock()
 	err = recErr
 	recMu.Unlock()
+	if err == nil && rec != nil {
+		err = serveEnd(ctx, srv, rec, recEnc, stopped, serveErr, nz)
+	}
 	if cerr := closeRecording(rec, file); err == nil {
 		err = cerr
 	}

@@ -1,0 +1,217 @@
+package noise
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// ProbeEnv is the environment variable that turns a process of any
+// executable linking this package (the retrylab binary, a test binary)
+// into a noise probe: this package's init sees it, runs the sleep loop
+// with the period it names (a Go duration, e.g. "2ms"), writes "ready"
+// on a line to stdout after its first wake-up, and on stdin's end or
+// SIGTERM writes its report (a line of JSON) and exits, before main (or
+// testing.M) runs. SIGINT is ignored: the parent decides when to stop.
+const ProbeEnv = "RETRYLAB_NOISE_PROBE"
+
+// probeWait is how long Stop waits for the probe's report.
+const probeWait = 2 * time.Second
+
+// probeMaxLife ends a probe whose parent neither closed its stdin nor
+// signaled it (stdin's end comes when the parent dies, so only a parent
+// that leaks the pipe and lives on reaches it).
+const probeMaxLife = 24 * time.Hour
+
+func init() {
+	v, ok := os.LookupEnv(ProbeEnv)
+	if !ok {
+		return
+	}
+	signal.Ignore(os.Interrupt)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	stop := make(chan struct{})
+	var once sync.Once
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		once.Do(func() { close(stop) })
+	}()
+	go func() {
+		<-term
+		once.Do(func() { close(stop) })
+	}()
+	period, err := time.ParseDuration(v)
+	if err != nil || period <= 0 {
+		period = DefaultPeriod
+	}
+	if err := runProbe(period, stop, os.Stdout); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// probeReport is the probe's one line on stdout: its lateness, ns.
+type probeReport struct {
+	Samples int64 `json:"samples"`
+	P50     int64 `json:"p50"`
+	P99     int64 `json:"p99"`
+	Max     int64 `json:"max"`
+}
+
+// runProbe runs the sleep loop until stop (or probeMaxLife) and writes its
+// report to out.
+func runProbe(period time.Duration, stop <-chan struct{}, out io.Writer) error {
+	first := make(chan struct{})
+	s := startSleeper(period, 1, first)
+	life := time.NewTimer(probeMaxLife)
+	defer life.Stop()
+	for done := false; !done; {
+		select {
+		case <-first:
+			first = nil
+			if _, err := io.WriteString(out, probeReady+"\n"); err != nil {
+				s.halt()
+				return err
+			}
+		case <-stop:
+			done = true
+		case <-life.C:
+			done = true
+		}
+	}
+	s.halt()
+	var rep probeReport
+	if src, ok := histSource(timeline.NoiseProbe, s.hist); ok {
+		rep = probeReport{Samples: src.samples, P50: src.p50, P99: src.p99, Max: src.max}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(append(b, '\n'))
+	return err
+}
+
+// probeReady is the probe's first line, once it has a sample.
+const probeReady = "ready"
+
+// parseProbe reads a probe's output: the ready line, then its report; false
+// when the output is not that, the report holds no sample, or its
+// quantiles are out of order.
+func parseProbe(b []byte) (source, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(probeReady+"\n"))
+	if !ok {
+		return source{}, false
+	}
+	var rep probeReport
+	if err := json.Unmarshal(rest, &rep); err != nil {
+		return source{}, false
+	}
+	if rep.Samples <= 0 || rep.P50 < 0 || rep.P50 > rep.P99 || rep.P99 > rep.Max {
+		return source{}, false
+	}
+	return source{name: timeline.NoiseProbe, p50: rep.P50, p99: rep.P99, max: rep.Max, samples: rep.Samples}, true
+}
+
+// probe is a running probe process, seen from its parent.
+type probe struct {
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	out    capped
+	waited chan error
+}
+
+// startProbe starts this executable as a probe; ready, when not nil, is
+// closed when the probe says it is ready.
+func startProbe(period time.Duration, ready chan struct{}) (*probe, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return newProbe(exe, nil, period, ready)
+}
+
+// newProbe starts exe with args as a probe.
+func newProbe(exe string, args []string, period time.Duration, ready chan struct{}) (*probe, error) {
+	p := &probe{waited: make(chan error, 1), out: capped{max: 4 << 10, ready: ready}}
+	p.cmd = exec.Command(exe, args...)
+	p.cmd.Env = append(os.Environ(), ProbeEnv+"="+period.String())
+	p.cmd.Stdout = &p.out
+	p.cmd.WaitDelay = time.Second
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	p.stdin = stdin
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.waited <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// stop closes the probe's stdin and waits up to wait for its report; nil
+// when it did not give one (it is then killed).
+func (p *probe) stop(wait time.Duration) *source {
+	p.stdin.Close()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-p.waited:
+	case <-t.C:
+		p.cmd.Process.Kill()
+		<-p.waited
+		return nil
+	}
+	if err != nil {
+		return nil
+	}
+	s, ok := parseProbe(p.out.bytes())
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+// capped keeps the first max bytes written to it (the probe's output is
+// one short line).
+// When ready is not nil it is closed at the first line's end.
+type capped struct {
+	mu    sync.Mutex
+	max   int
+	b     []byte
+	ready chan struct{}
+}
+
+var errCapped = errors.New("noise: probe output too long")
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.b)+len(p) > c.max {
+		return 0, errCapped
+	}
+	c.b = append(c.b, p...)
+	if c.ready != nil && bytes.IndexByte(c.b, '\n') >= 0 {
+		close(c.ready)
+		c.ready = nil
+	}
+	return len(p), nil
+}
+
+func (c *capped) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b
+}
