@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("RETRYLAB_FAKE_CLIENT"); mode != "" {
 		os.Exit(fakeClient(mode))
 	}
+	if d := os.Getenv(hogEnv); d != "" {
+		os.Exit(hog(d))
+	}
 	os.Exit(m.Run())
 }
 
@@ -38,6 +41,9 @@ func TestMain(m *testing.M) {
 //	ok-exit:S    behave as ok, then exit with status S
 //	forms        behave as ok, naming request i in the form (client+i)%4
 //	             of r/i, /r/i, $RETRYLAB_BASE_URL/r/i, /c/{client}/r/i
+//	retrylab     request every r/i through our own client package with
+//	             the policy in $RETRYLAB_FAKE_POLICY (base,cap,budget), one
+//	             after the other, print a result line for each
 func fakeClient(mode string) int {
 	base := os.Getenv("RETRYLAB_BASE_URL")
 	client, _ := strconv.Atoi(os.Getenv("RETRYLAB_CLIENT"))
@@ -69,6 +75,8 @@ func fakeClient(mode string) int {
 		mode = "ok"
 	}
 	switch mode {
+	case "retrylab":
+		return fakeRetrylab(base, client, n)
 	case "forms":
 		for i := range n {
 			path := [4]string{
