@@ -163,9 +163,20 @@
 // or until the request would fit, rounded up); with x-ratelimit,
 // X-RateLimit-Limit, -Remaining and -Reset (epoch seconds, rounded up) of
 // the binding limit. The binding limit is the one that rejected with the
-// longest wait, else the one with the fewest units left. A status phase
-// marked RateLimit (a 403 rate limit without a quota) sends Retry-After as
-// 429 does and, with headers, remaining 0. Other phases send none.
+// longest wait, else the one with the fewest units left.
+//
+// A 429 is a rate limit by definition: every 429 the stub answers without a
+// quota's decision (a status phase's, a mix's) carries the family's headers
+// saying nothing remains, and so does a status phase marked RateLimit (a
+// 403 rate limit without a quota), which also sends Retry-After as 429
+// does. They reset at the not_before the answer records (the instant its
+// Retry-After names), else — no Retry-After, or an unusable one — at the
+// phase's end, else (the last phase) one second after the response:
+// RateLimit `"default";r=0;t=N`, or X-RateLimit-Remaining 0 and -Reset.
+// When the server has a quota (used by other phases), the request's tier
+// publishes its policy as well: RateLimit-Policy, with RateLimit naming its
+// first limit, or that limit's X-RateLimit-Limit. They are recorded in
+// Attempt.RateLimit as a quota's are. Other answers send none.
 //
 // # Recording and identity
 //

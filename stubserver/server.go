@@ -646,8 +646,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h["Retry-After"] = v
 			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
 		}
-		if ph.Respond.RateLimit {
-			a.RateLimit = s.exhaustedHeaders(h, now, d+time.Duration(extra)*time.Second)
+		if a.RateLimit == "" && (ph.Respond.RateLimit || status == http.StatusTooManyRequests) {
+			// A 429 is a rate limit by definition, quota or not: it says
+			// the client's allowance is spent (see exhaustedHeaders).
+			a.RateLimit = s.exhaustedHeaders(h, r, now, exhaustedReset(ph, a.NotBefore, a.HasNotBefore, nowRun))
 		}
 	}
 	if forward && status == http.StatusOK && r.Context().Err() == nil {
