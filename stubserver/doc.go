@@ -182,7 +182,9 @@
 //
 // Every request except GET /metrics and /healthz becomes one
 // timeline.Attempt handed to Options.Recorder before the response leaves
-// (the Recorder encodes on its own goroutine). Identify derives the client
+// (the Recorder encodes on its own goroutine). Each carries the digest of
+// the request's Idempotency-Key (timeline.KeyDigest, in Attempt.IdemKey,
+// with Idempotent set), never the key. Identify derives the client
 // and the logical request; attempts are numbered by arrival per key. The
 // numbering keeps at most two generations of 65536 keys: a key unseen for
 // that many new keys starts again at 1.

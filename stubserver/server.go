@@ -525,6 +525,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client, key := Identify(r)
+	idem := header(r.Header, "Idempotency-Key")
 	a := timeline.Attempt{
 		Client:     client,
 		Key:        key,
@@ -532,7 +533,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		At:         int64(arrive.Sub(s.start)),
-		Idempotent: header(r.Header, "Idempotency-Key") != "",
+		Idempotent: idem != "",
+		IdemKey:    timeline.KeyDigest(idem), // evidence: compared, never kept
 	}
 	s.stats.attempts.Add(1)
 	pi, ph := s.phaseAt(a.At)
@@ -741,6 +743,7 @@ var tooLongBodies = func() map[string][]byte {
 // table and no record holds the long input.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time, what string) {
 	client, key := identifyCapped(r)
+	idem := header(r.Header, "Idempotency-Key")
 	a := timeline.Attempt{
 		Client:     client,
 		Key:        key,
@@ -748,7 +751,8 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time
 		Method:     capID(r.Method),
 		Path:       capID(r.URL.Path),
 		At:         int64(arrive.Sub(s.start)),
-		Idempotent: header(r.Header, "Idempotency-Key") != "",
+		Idempotent: idem != "",
+		IdemKey:    timeline.KeyDigest(idem),
 		Status:     http.StatusBadRequest,
 	}
 	s.stats.attempts.Add(1)

@@ -852,3 +852,42 @@ func TestRetryAfterSpreadSurvivesRounding(t *testing.T) {
 
 // oneKey is the Charge of one unit under key, for a Limiter of one limit.
 func oneKey(key string) Charge { return Charge{Keys: [MaxLimits]string{key}, Cost: 1} }
+
+// TestIdemKeyIsEvidence: every recorded attempt carries the digest of its
+// Idempotency-Key (timeline.KeyDigest) beside Idempotent, whether its
+// identity comes from the path or not and whether it was answered or
+// rejected 400.
+func TestIdemKeyIsEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: 503}}}}, 1)
+		const secret = "order-secret-7f3a"
+		h.do("POST", "/c/1/r/1", "Idempotency-Key", secret)
+		h.do("POST", "/pay", "Idempotency-Key", secret, "X-Client-Id", "alice")
+		h.do("POST", "/pay", "X-Client-Id", "alice")
+		h.do("POST", "/c/1/r/2", "Idempotency-Key", secret, "X-Client-Id", strings.Repeat("x", MaxIDBytes+1)) // 400
+		if err := h.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		raw := h.buf.String()
+		as := decodeAttempts(t, strings.NewReader(raw))
+		want := []struct {
+			idem   bool
+			digest string
+			status int
+		}{
+			{true, timeline.KeyDigest(secret), 503}, {true, timeline.KeyDigest(secret), 503}, {false, "", 503},
+			{true, timeline.KeyDigest(secret), 400},
+		}
+		if len(as) != len(want) {
+			t.Fatalf("%d records; want %d", len(as), len(want))
+		}
+		for i, a := range as {
+			if a.Idempotent != want[i].idem || a.IdemKey != want[i].digest || a.Status != want[i].status {
+				t.Errorf("record %d: idem %v, idem_key %q, status %d; want %v, %q, %d", i, a.Idempotent, a.IdemKey, a.Status, want[i].idem, want[i].digest, want[i].status)
+			}
+		}
+		if d := timeline.KeyDigest(secret); d == "" || len(d) != 16 {
+			t.Errorf("KeyDigest = %q; want 16 hex digits", d)
+		}
+	})
+}
