@@ -639,7 +639,8 @@ func TestAttemptNumbersPerKey(t *testing.T) {
 			idem    bool
 		}{
 			{"1/1", 1, false}, {"1/1", 2, false}, {"2/1", 1, false}, {"1/1", 3, false},
-			{"idem:abc", 1, true}, {"idem:abc", 2, true}, {"192.0.2.1 POST /pay", 1, false},
+			// The Idempotency-Key is evidence, not identity.
+			{"192.0.2.1 POST /pay", 1, true}, {"192.0.2.1 POST /other", 1, true}, {"192.0.2.1 POST /pay", 2, false},
 		}
 		for i, a := range h.attempts() {
 			if a.Key != want[i].key || a.Attempt != want[i].attempt || a.Idempotent != want[i].idem {
@@ -856,7 +857,8 @@ func oneKey(key string) Charge { return Charge{Keys: [MaxLimits]string{key}, Cos
 // TestIdemKeyIsEvidence: every recorded attempt carries the digest of its
 // Idempotency-Key (timeline.KeyDigest) beside Idempotent, whether its
 // identity comes from the path or not and whether it was answered or
-// rejected 400.
+// rejected 400; the raw key is never written (it is no part of the
+// logical-request key either).
 func TestIdemKeyIsEvidence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: 503}}}}, 1)
@@ -869,6 +871,9 @@ func TestIdemKeyIsEvidence(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw := h.buf.String()
+		if strings.Contains(raw, secret) {
+			t.Errorf("the recording holds the raw Idempotency-Key:\n%s", raw)
+		}
 		as := decodeAttempts(t, strings.NewReader(raw))
 		want := []struct {
 			idem   bool

@@ -109,8 +109,9 @@ func TestProxyRelays(t *testing.T) {
 
 // TestProxyPOSTBodiesOnRetries: a client retrying a POST through a mix of
 // injected 503s and passthrough answers gets every body to the upstream
-// intact (one per passthrough attempt), and the stub does not read the
-// bodies it forwards, even past MaxBodyBytes.
+// intact (one per passthrough attempt), even past MaxBodyBytes: the stub
+// reads only the first BodyDigestBytes of each, for its identity, and
+// sends them on; every attempt of one order shares its key.
 func TestProxyPOSTBodiesOnRetries(t *testing.T) {
 	payload := bytes.Repeat([]byte("order-line;"), (MaxBodyBytes+1000)/11) // longer than MaxBodyBytes
 	sum := sha256.Sum256(payload)
@@ -166,7 +167,9 @@ func TestProxyPOSTBodiesOnRetries(t *testing.T) {
 		}
 	}
 	retried, relayed := 0, 0
+	keys := map[string]bool{}
 	for _, a := range records() {
+		keys[a.Key] = true
 		switch {
 		case a.Status == 503 && a.Upstream == "":
 			retried++
@@ -175,6 +178,9 @@ func TestProxyPOSTBodiesOnRetries(t *testing.T) {
 		default:
 			t.Errorf("record %+v; want a stub 503 or a relayed 201", a)
 		}
+	}
+	if len(keys) != orders {
+		t.Errorf("%d keys; want one per order (%d): one path and body each", len(keys), orders)
 	}
 	if relayed != orders || retried == 0 {
 		t.Errorf("%d relayed, %d injected 503s; want %d relayed and some 503s (seed 7)", relayed, retried, orders)
