@@ -1,12 +1,12 @@
 package stubserver
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -225,34 +225,72 @@ func bodyDigest(r *http.Request) string {
 	}
 	// Read one byte past the bound: a body of exactly BodyDigestBytes is
 	// then told from a longer one even without a declared length.
-	buf, _ := io.ReadAll(io.LimitReader(r.Body, BodyDigestBytes+1))
-	r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), c: r.Body}
+	buf := readPrefix(r.Body, r.ContentLength, BodyDigestBytes+1)
+	r.Body = &replayBody{buf: buf, rest: r.Body}
 	if len(buf) == 0 {
 		return ""
 	}
-	h := sha256.New()
+	var sum [sha256.Size]byte
 	if len(buf) > BodyDigestBytes {
+		h := sha256.New()
 		h.Write(buf[:BodyDigestBytes])
 		if r.ContentLength > 0 {
 			h.Write(strconv.AppendInt([]byte("\x00len="), r.ContentLength, 10))
 		} else {
 			h.Write([]byte("\x00len=?"))
 		}
+		h.Sum(sum[:0])
 	} else {
-		h.Write(buf)
+		sum = sha256.Sum256(buf)
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:digestBytes])
+	var x [2 * digestBytes]byte
+	hex.Encode(x[:], sum[:digestBytes])
+	return string(x[:])
+}
+
+// readPrefix reads up to limit bytes of body (declared length n, -1 when
+// unknown) into one buffer: sized at once when the length is known.
+func readPrefix(body io.Reader, n int64, limit int) []byte {
+	size := 512
+	if n > 0 {
+		size = int(min(n, int64(limit)))
+	}
+	buf := make([]byte, 0, size)
+	for empty := 0; len(buf) < limit && empty < 100; { // 100 empty reads: no progress, as io's readers give up
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit-len(buf)))
+		}
+		m, err := body.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			break
+		}
+		if m == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	return buf
 }
 
 // replayBody is a request body whose first bytes were read for the
 // digest: it yields them again, then the rest of the original.
 type replayBody struct {
-	io.Reader
-	c io.Closer
+	buf  []byte
+	rest io.ReadCloser
 }
 
-func (b *replayBody) Close() error { return b.c.Close() }
+func (b *replayBody) Read(p []byte) (int, error) {
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		return n, nil
+	}
+	return b.rest.Read(p)
+}
+
+func (b *replayBody) Close() error { return b.rest.Close() }
 
 func remoteIP(addr string) string {
 	if host, _, err := net.SplitHostPort(addr); err == nil {
