@@ -150,8 +150,14 @@
 // limit and charges all or none, on Redis's clock). When it fails or is
 // slower than its timeout, the quota's OnError answers 503 (closed, the
 // default; Retry-After: limiter is then 1 s) or lets the request through
-// unmetered (open), and either way counts it (Counts.BackendErrors) and
-// logs at most one line a second, the backend's password hidden.
+// unmetered (open), and either way counts it (Counts.BackendErrors),
+// logs at most one line a second, the backend's password hidden, and marks
+// the attempt as the stub's own failure: Attempt.Backend
+// timeline.BackendClosed on the 503, timeline.BackendOpen on the request
+// let through. GET /healthz asks every Limiter that can be asked
+// (HealthChecker; stubredis: a PING) within HealthTimeout on each call:
+// 200 "ok" while they answer, else 503 with one line naming the backend
+// (password hidden) and the error.
 //
 // # Rate-limit headers
 //

@@ -498,6 +498,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/healthz":
 		w.Header()["Content-Type"] = contentTypeText
+		if err := s.quota.health(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "503 %v\n", err)
+			return
+		}
 		w.Write(healthBody)
 		return
 	}

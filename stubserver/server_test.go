@@ -587,6 +587,8 @@ func (failingLimiter) Take(context.Context, Charge, time.Time) (Decision, error)
 	return Decision{}, errors.New("backend down")
 }
 
+func (failingLimiter) Health(context.Context) error { return errors.New("PING: connection refused") }
+
 // TestLimiterError: a backend that fails answers 503 with Retry-After 1
 // (Retry-After: limiter has no wait to give; 0 would invite a retry
 // storm into a down backend) when the quota fails closed, and lets the
@@ -596,11 +598,13 @@ func TestLimiterError(t *testing.T) {
 		onError    string
 		code       int
 		retryAfter string
-	}{{"", 503, "1"}, {OnErrorClosed, 503, "1"}, {OnErrorOpen, 200, ""}} {
+		backend    string
+	}{{"", 503, "1", timeline.BackendClosed}, {OnErrorClosed, 503, "1", timeline.BackendClosed}, {OnErrorOpen, 200, "", timeline.BackendOpen}} {
 		t.Run("on_error="+tt.onError, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := timeline.NewRecorder(timeline.NewEncoder(&bytes.Buffer{}), 4)
-				s, err := New(Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1}}, OnError: tt.onError},
+				var buf bytes.Buffer
+				rec := timeline.NewRecorder(timeline.NewEncoder(&buf), 4)
+				s, err := New(Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1}}, OnError: tt.onError, Backend: "redis://u:hunter2@127.0.0.1:1/0"},
 					Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}}},
 					Options{Recorder: rec, NewLimiter: func(LimiterSpec) (Limiter, error) { return failingLimiter{}, nil }})
 				if err != nil {
@@ -617,7 +621,17 @@ func TestLimiterError(t *testing.T) {
 				if n := s.Counts().BackendErrors; n != 2 {
 					t.Errorf("BackendErrors = %d; want 2", n)
 				}
+				// /healthz asks the backend: it names it, password hidden.
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+				if want := "503 quota backend redis://u:xxxxx@127.0.0.1:1/0: PING: connection refused\n"; w.Code != 503 || w.Body.String() != want {
+					t.Errorf("/healthz: %d %q; want 503 %q", w.Code, w.Body.String(), want)
+				}
 				rec.Close()
+				as := decodeAttempts(t, &buf)
+				if len(as) != 2 || as[0].Backend != tt.backend || as[1].Backend != tt.backend || as[0].Status != tt.code {
+					t.Errorf("records %+v; want 2 with status %d marked backend %q (the stub's own failure)", as, tt.code, tt.backend)
+				}
 			})
 		})
 	}
