@@ -31,7 +31,15 @@
 // its identity, and sent on as they were), event streams and responses of unknown length
 // flushed as they come — and relays the upstream's status, headers and
 // body. The attempt is recorded when the upstream's header is relayed,
-// with its status and Upstream "relayed". Phases that throttle or fail
+// with its status and Upstream "relayed", and with what the upstream said
+// of when to come back, read by the rules of the stub's own values: its
+// raw Retry-After, a not_before from it (delay-seconds from the response;
+// an HTTP-date, in any of its three forms, as run time, a past one as the
+// response instant; nothing for a negative, fractional or garbage value
+// or a delay too long to represent), and its rate-limit headers
+// (RateLimit-Policy, RateLimit, RateLimit-*, X-RateLimit-*,
+// X-Rate-Limit-*; "Name: value" joined by "; ", each value cut to
+// MaxIDBytes) unless the stub's quota recorded its own. Phases that throttle or fail
 // answer from the stub, before the upstream is called, and so do a
 // quota's rejections. An upstream that gives no response (refused, reset,
 // no header within UpstreamHeaderTimeout) gets the client a 502 from the
