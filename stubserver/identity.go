@@ -262,8 +262,8 @@ func readPrefix(body io.Reader, n int64, limit int) []byte {
 		}
 		m, err := body.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+m]
-		if err != nil {
-			break
+		if err != nil || n > 0 && int64(len(buf)) >= n {
+			break // a body never yields more than its declared length
 		}
 		if m == 0 {
 			empty++
