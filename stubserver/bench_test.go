@@ -2,8 +2,10 @@ package stubserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -139,6 +141,58 @@ func BenchmarkHandler(b *testing.B) {
 	})
 	b.Run("ratio", func(b *testing.B) { handlerRatio(b, benchConfig) })
 	b.Run("ratio-layered", func(b *testing.B) { handlerRatio(b, layeredConfig) })
+	b.Run("ratio-post", func(b *testing.B) { handlerRatioPost(b, benchConfig) })
+}
+
+// postBody is the body of the benchmarks' writes: a 256-byte order.
+var postBody = []byte(`{"order":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"}`)
+
+// handlerRatioPost is handlerRatio for writes outside the fleet's paths:
+// POST /v1/orders/{n} with X-Client-Id and a 256-byte body, whose identity
+// is the client, method, path and a digest of the body.
+func handlerRatioPost(b *testing.B, cfg Config) {
+	s, stop := benchStub(b, cfg, b.TempDir())
+	defer stop()
+	loop := func(h http.Handler) func(i int) {
+		paths := make([]string, 1000)
+		for i := range paths {
+			paths[i] = "/v1/orders/" + strconv.Itoa(i)
+		}
+		r, _ := http.NewRequest("POST", "http://stub"+paths[0], nil)
+		r.RemoteAddr = "127.0.0.1:1234"
+		r.Header["X-Client-Id"] = []string{"app-1"}
+		r.ContentLength = int64(len(postBody))
+		br := bytes.NewReader(postBody)
+		body := io.NopCloser(br)
+		w := &nopWriter{h: make(http.Header)}
+		return func(i int) {
+			r.URL.Path = paths[i%len(paths)]
+			br.Reset(postBody)
+			r.Body = body
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+	}
+	bareNext, stubNext := loop(bareHandler), loop(s)
+	const batch = 1000
+	var tBare, tStub time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		for i := range batch {
+			bareNext(i)
+		}
+		t1 := time.Now()
+		for i := range batch {
+			stubNext(i)
+		}
+		tBare += t1.Sub(t0)
+		tStub += time.Since(t1)
+	}
+	i, j := 0, 0
+	aBare := testing.AllocsPerRun(batch, func() { bareNext(i); i++ })
+	aStub := testing.AllocsPerRun(batch, func() { stubNext(j); j++ })
+	b.ReportMetric(float64(tStub)/float64(tBare), "ns-ratio")
+	b.ReportMetric(aStub-aBare, "extra-allocs/op")
 }
 
 // handlerRatio measures the stub under cfg and the bare handler in the same
@@ -175,6 +229,7 @@ func handlerRatio(b *testing.B, cfg Config) {
 // deliberately lean (raw TCP, a fixed request, minimal response parsing)
 // so the server, not the client, is what is measured.
 type loader struct {
+	post  bool // POST /v1/orders/{n} with X-Client-Id and postBody, not GET /c/{i}/r/{n}
 	conns []net.Conn
 	brs   []*bufio.Reader
 	seq   []int
@@ -213,9 +268,20 @@ func (l *loader) run(tb testing.TB, total int) float64 {
 			var req []byte
 			for left.Add(-1) >= 0 {
 				l.seq[i]++
-				req = append(req[:0], "GET "...)
-				req = append(req, RequestPath(i, l.seq[i]%500)...)
-				req = append(req, " HTTP/1.1\r\nHost: stub\r\nUser-Agent: retrylab-bench\r\n\r\n"...)
+				if l.post {
+					req = append(req[:0], "POST /v1/orders/"...)
+					req = strconv.AppendInt(req, int64(l.seq[i]%500), 10)
+					req = append(req, " HTTP/1.1\r\nHost: stub\r\nUser-Agent: retrylab-bench\r\nX-Client-Id: c"...)
+					req = strconv.AppendInt(req, int64(i), 10)
+					req = append(req, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+					req = strconv.AppendInt(req, int64(len(postBody)), 10)
+					req = append(req, "\r\n\r\n"...)
+					req = append(req, postBody...)
+				} else {
+					req = append(req[:0], "GET "...)
+					req = append(req, RequestPath(i, l.seq[i]%500)...)
+					req = append(req, " HTTP/1.1\r\nHost: stub\r\nUser-Agent: retrylab-bench\r\n\r\n"...)
+				}
 				if _, err := conn.Write(req); err != nil {
 					tb.Error(err)
 					return
@@ -296,15 +362,21 @@ func serveOn(tb testing.TB, serve func(net.Listener) error, stop func()) string 
 // generator together, the generator's share being the same for both) and
 // its ratio, which other load on the machine does not skew.
 //
-// Sub-benchmarks: 429 (a status phase answering as the bare handler does)
-// and layered-quota (three layered limits deciding every request, almost
+// Sub-benchmarks: 429 (a status phase answering as the bare handler does),
+// 429-post (the same for POSTs with a 256-byte body outside the fleet's
+// paths, keyed by a digest of the body) and layered-quota (three layered limits deciding every request, almost
 // all rejected with 429, RateLimit headers and Retry-After).
 func BenchmarkThroughput(b *testing.B) {
 	b.Run("429", func(b *testing.B) { throughput(b, benchConfig) })
 	b.Run("layered-quota", func(b *testing.B) { throughput(b, layeredConfig) })
+	b.Run("429-post", func(b *testing.B) { throughputOf(b, benchConfig, true) })
 }
 
-func throughput(b *testing.B, cfg Config) {
+func throughput(b *testing.B, cfg Config) { throughputOf(b, cfg, false) }
+
+// throughputOf is throughput with GETs on the fleet's paths, or (post)
+// POSTs of postBody on other paths, whose identity digests the body.
+func throughputOf(b *testing.B, cfg Config, post bool) {
 	const conns, perRound, rounds = 64, 2500, 30
 	bareSrv := &http.Server{Handler: bareHandler, ReadHeaderTimeout: ReadHeaderTimeout, MaxHeaderBytes: MaxHeaderBytes, IdleTimeout: IdleTimeout}
 	bareAddr := serveOn(b, bareSrv.Serve, func() { bareSrv.Close() })
@@ -312,6 +384,7 @@ func throughput(b *testing.B, cfg Config) {
 	stubAddr := serveOn(b, s.Serve, stopStub)
 
 	bareLoad, stubLoad := newLoader(b, bareAddr, conns), newLoader(b, stubAddr, conns)
+	bareLoad.post, stubLoad.post = post, post
 	bareLoad.run(b, perRound) // warm up
 	stubLoad.run(b, perRound)
 	var bare, stub, bareCPU, stubCPU []float64

@@ -26,11 +26,20 @@
 // phase's, or a mix's share) it forwards the request with an
 // httputil.ReverseProxy — the upstream's base URL joined with the path
 // and query, the upstream's Host, X-Forwarded-For, -Host and -Proto set,
-// hop-by-hop headers dropped, the body streamed through unread (and not
-// bounded by MaxBodyBytes), event streams and responses of unknown length
+// hop-by-hop headers dropped, the body streamed through (and not bounded
+// by MaxBodyBytes; only a write's first BodyDigestBytes are read first, for
+// its identity, and sent on as they were), event streams and responses of unknown length
 // flushed as they come — and relays the upstream's status, headers and
 // body. The attempt is recorded when the upstream's header is relayed,
-// with its status and Upstream "relayed". Phases that throttle or fail
+// with its status and Upstream "relayed", and with what the upstream said
+// of when to come back, read by the rules of the stub's own values: its
+// raw Retry-After, a not_before from it (delay-seconds from the response;
+// an HTTP-date, in any of its three forms, as run time, a past one as the
+// response instant; nothing for a negative, fractional or garbage value
+// or a delay too long to represent), and its rate-limit headers
+// (RateLimit-Policy, RateLimit, RateLimit-*, X-RateLimit-*,
+// X-Rate-Limit-*; "Name: value" joined by "; ", each value cut to
+// MaxIDBytes) unless the stub's quota recorded its own. Phases that throttle or fail
 // answer from the stub, before the upstream is called, and so do a
 // quota's rejections. An upstream that gives no response (refused, reset,
 // no header within UpstreamHeaderTimeout) gets the client a 502 from the
@@ -149,8 +158,14 @@
 // limit and charges all or none, on Redis's clock). When it fails or is
 // slower than its timeout, the quota's OnError answers 503 (closed, the
 // default; Retry-After: limiter is then 1 s) or lets the request through
-// unmetered (open), and either way counts it (Counts.BackendErrors) and
-// logs at most one line a second, the backend's password hidden.
+// unmetered (open), and either way counts it (Counts.BackendErrors),
+// logs at most one line a second, the backend's password hidden, and marks
+// the attempt as the stub's own failure: Attempt.Backend
+// timeline.BackendClosed on the 503, timeline.BackendOpen on the request
+// let through. GET /healthz asks every Limiter that can be asked
+// (HealthChecker; stubredis: a PING) within HealthTimeout on each call:
+// 200 "ok" while they answer, else 503 with one line naming the backend
+// (password hidden) and the error.
 //
 // # Rate-limit headers
 //
@@ -163,23 +178,71 @@
 // or until the request would fit, rounded up); with x-ratelimit,
 // X-RateLimit-Limit, -Remaining and -Reset (epoch seconds, rounded up) of
 // the binding limit. The binding limit is the one that rejected with the
-// longest wait, else the one with the fewest units left. A status phase
-// marked RateLimit (a 403 rate limit without a quota) sends Retry-After as
-// 429 does and, with headers, remaining 0. Other phases send none.
+// longest wait, else the one with the fewest units left.
+//
+// A 429 is a rate limit by definition: every 429 the stub answers without a
+// quota's decision (a status phase's, a mix's) carries the family's headers
+// saying nothing remains, and so does a status phase marked RateLimit (a
+// 403 rate limit without a quota), which also sends Retry-After as 429
+// does. They reset at the not_before the answer records (the instant its
+// Retry-After names), else — no Retry-After, or an unusable one — at the
+// phase's end, else (the last phase) one second after the response:
+// RateLimit `"default";r=0;t=N`, or X-RateLimit-Remaining 0 and -Reset.
+// When the server has a quota (used by other phases), the request's tier
+// publishes its policy as well: RateLimit-Policy, with RateLimit naming its
+// first limit, or that limit's X-RateLimit-Limit. They are recorded in
+// Attempt.RateLimit as a quota's are. Other answers send none.
 //
 // # Recording and identity
 //
 // Every request except GET /metrics and /healthz becomes one
 // timeline.Attempt handed to Options.Recorder before the response leaves
-// (the Recorder encodes on its own goroutine). Identify derives the client
-// and the logical request; attempts are numbered by arrival per key. The
-// numbering keeps at most two generations of 65536 keys: a key unseen for
-// that many new keys starts again at 1.
+// (the Recorder encodes on its own goroutine). Each carries the digest of
+// the request's Idempotency-Key (timeline.KeyDigest, in Attempt.IdemKey,
+// with Idempotent set), never the key. Identify derives the client and
+// the logical request from what a client cannot change by mistake between
+// the attempts of one logical request; attempts are numbered by arrival
+// per key:
+//
+//   - /c/{client}/r/{seq}[/...]: the fleet's own identity, key
+//     "{client}/{seq}".
+//   - Else the client is X-Client-Id, else the remote IP, and an
+//     X-Retrylab-Request header (RequestHeader), set deliberately once per
+//     logical request, gives key "CLIENT req:VALUE".
+//   - Else the key is "CLIENT METHOD path": the path without its query (a
+//     per-attempt cache-buster or signature timestamp must not split a
+//     retry), and for a write — every method but GET, HEAD, OPTIONS and
+//     TRACE — with a body, " body:" and 16 hex digits of the SHA-256 of its
+//     first BodyDigestBytes (64 KiB), plus its declared length when it is
+//     longer (a chunked body that long is digested by its first 64 KiB
+//     alone). The server reads that much of the body and puts it back for
+//     the upstream or its own draining.
+//
+// The Idempotency-Key is evidence, not identity: an application that makes
+// a fresh key for every attempt still has its retries paired (the
+// idempotency check's finding: the key changed), where keying by it made
+// each retry a new logical request. The rule's ambiguous case: two
+// different logical requests of one client with the same method, path and
+// body — two identical orders — are one key. When the first succeeded
+// before the second arrives, the analyzer of a serve recording starts a
+// new logical request at the second (a key reused after a success); when
+// the first failed, or both are in flight at once, the second's attempts
+// are numbered as retries of the first and judged so (retry-after,
+// instant-retry, attempts), and their attempt numbers interleave. A client
+// that sends such requests should vary the path (/c/{client}/r/{seq} when
+// it talks to the stub directly), or send X-Retrylab-Request, or give each
+// concurrent worker its own X-Client-Id. Two queries of one path from one
+// client (GET /search?q=a, then ?q=b) are one key too: a later one after a
+// success starts over, as above.
+//
+// The numbering keeps at most two generations of 65536 keys: a key unseen
+// for that many new keys starts again at 1.
 //
 // # Memory under hostile input
 //
 // Client-provided identities — the client id (path or X-Client-Id), the
-// API key, the Idempotency-Key, and the logical-request key and endpoint
+// API key, the Idempotency-Key (recorded only as its digest, but bounded
+// all the same), X-Retrylab-Request, and the logical-request key and endpoint
 // derived from them — are at most MaxIDBytes (256) each: a request with a
 // longer one is answered 400 (the body names which) before anything else,
 // and recorded with its client, key and path cut to 256 bytes ending in

@@ -139,19 +139,58 @@ func (s *Server) xRateLimit(h http.Header, limit []string, remaining int, reset 
 	return rec
 }
 
-// exhaustedHeaders sets the family's headers for a rate limit answered
-// without a quota (respond: {status: 403, rate_limit: true}): nothing
-// remains until reset from now.
-func (s *Server) exhaustedHeaders(h http.Header, now time.Time, reset time.Duration) string {
+// exhaustedHeaders sets the family's headers for a rate limit the stub
+// answers without a quota's decision — a status phase's or a mix's 429,
+// or a status phase marked rate_limit (respond: {status: 403, rate_limit:
+// true}) — and returns their record: nothing remains until reset from now
+// (see exhaustedReset). When the server has a quota (other phases use it),
+// the request's tier publishes its policy as a quota phase does:
+// RateLimit-Policy and RateLimit naming its first limit (ietf), or that
+// limit's X-RateLimit-Limit (x-ratelimit). Without one, only RateLimit
+// `"default";r=0;t=N`, or X-RateLimit-Remaining 0 and -Reset, are sent.
+func (s *Server) exhaustedHeaders(h http.Header, r *http.Request, now time.Time, reset time.Duration) string {
+	var ts *tierState
+	if s.quota != nil {
+		ts = s.quota.tier(r)
+	}
 	switch s.cfg.Headers {
 	case HeadersIETF:
-		v := `"default";r=0;t=` + strconv.FormatInt(ceilSeconds(reset), 10)
+		name := `"default"`
+		if ts != nil {
+			name = ts.quoted[0]
+		}
+		v := name + ";r=0;t=" + strconv.FormatInt(ceilSeconds(reset), 10)
 		h["Ratelimit"] = []string{v}
+		if ts != nil {
+			h["Ratelimit-Policy"] = ts.policy
+			return "RateLimit-Policy: " + ts.policy[0] + "; RateLimit: " + v
+		}
 		return "RateLimit: " + v
 	case HeadersXRateLimit:
-		return s.xRateLimit(h, nil, 0, now.Add(reset))
+		var limit []string
+		if ts != nil {
+			limit = ts.limitValue[0]
+		}
+		return s.xRateLimit(h, limit, 0, now.Add(reset))
 	}
 	return ""
+}
+
+// exhaustedReset is how long from the response (run instant nowRun) the
+// exhausted headers of a rate limit without a quota's decision say the
+// allowance stays spent: until the not_before the answer recorded (the
+// instant its Retry-After names; 0 for a past date), else — no Retry-After,
+// or an unusable one — until the phase ends, else (the last phase) one
+// second, the headers' resolution: a 429 never says the allowance is whole
+// already.
+func exhaustedReset(ph *phase, notBefore int64, hasNotBefore bool, nowRun int64) time.Duration {
+	switch {
+	case hasNotBefore:
+		return time.Duration(max(0, notBefore-nowRun))
+	case ph.end > nowRun:
+		return time.Duration(ph.end - nowRun)
+	}
+	return time.Second
 }
 
 // policyItem is one RateLimit-Policy item: limit units per window seconds

@@ -1,8 +1,12 @@
 package stubserver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -79,13 +83,13 @@ func capID(parts ...string) string {
 }
 
 // tooLong names the first identity of r longer than MaxIDBytes ("" when
-// none), looking only at lengths: nothing is built or copied.
+// none), looking only at lengths: nothing is built or copied, and the body
+// is not read.
 func tooLong(r *http.Request, endpointKey bool) string {
 	if len(header(r.Header, "X-Client-Id")) > MaxIDBytes {
 		return "X-Client-Id"
 	}
-	idem := header(r.Header, "Idempotency-Key")
-	if len(idem) > MaxIDBytes {
+	if len(header(r.Header, "Idempotency-Key")) > MaxIDBytes {
 		return "Idempotency-Key"
 	}
 	if len(apiKey(r)) > MaxIDBytes {
@@ -107,9 +111,13 @@ func tooLong(r *http.Request, endpointKey bool) string {
 		if client == "" {
 			client = remoteIP(r.RemoteAddr)
 		}
-		keyLen = len(client) + 1 + endpointLen
-		if idem != "" {
-			keyLen = len("idem:") + len(idem)
+		if id := header(r.Header, RequestHeader); id != "" {
+			keyLen = len(client) + len(" req:") + len(id)
+		} else {
+			keyLen = len(client) + 1 + endpointLen
+			if digestsBody(r) {
+				keyLen += len(" body:") + 2*digestBytes // the longest digest suffix
+			}
 		}
 	}
 	if keyLen > MaxIDBytes {
@@ -131,18 +139,52 @@ func identifyCapped(r *http.Request) (client, key string) {
 	if client == "" {
 		client = remoteIP(r.RemoteAddr)
 	}
-	if idem := header(r.Header, "Idempotency-Key"); idem != "" {
-		return capID(client), capID("idem:", idem)
+	if id := header(r.Header, RequestHeader); id != "" {
+		return capID(client), capID(client, " req:", id)
+	}
+	if d := bodyDigest(r); d != "" {
+		return capID(client), capID(client, " ", r.Method, " ", r.URL.Path, " body:", d)
 	}
 	return capID(client), capID(client, " ", r.Method, " ", r.URL.Path)
 }
 
-// Identify derives the simulated client and the logical-request key of r.
-// A path /c/{client}/r/{seq}[/...] gives client "{client}" and key
-// "{client}/{seq}". Otherwise the client is the X-Client-Id header, else the
-// remote IP, and the key is "idem:" + the Idempotency-Key header, else
-// "CLIENT METHOD path" (two instances of an application calling one path
-// are two requests, not one retried). A retry is a later request with the
+// RequestHeader names a logical request for a client that cannot vary its
+// path (see Identify): attempts of one client carrying one value are one
+// logical request, whatever their method, path and body. Only an
+// application that sets it deliberately, once per logical request, should
+// send it; tracing middleware's X-Request-Id, new on every attempt, is not
+// read.
+const RequestHeader = "X-Retrylab-Request"
+
+// BodyDigestBytes bounds how much of a write's body Identify reads for its
+// digest; a longer body is digested by its first BodyDigestBytes and its
+// declared length.
+const BodyDigestBytes = 64 << 10
+
+// digestBytes is the size of a body digest, in bytes (hex doubles it).
+const digestBytes = 8
+
+// Identify derives the simulated client and the logical-request key of r:
+// what a client cannot change by mistake between the attempts of one
+// logical request.
+//
+//   - A path /c/{client}/r/{seq}[/...] (the fleet's own identity) gives
+//     client "{client}" and key "{client}/{seq}".
+//   - Otherwise the client is the X-Client-Id header, else the remote IP;
+//     with an X-Retrylab-Request header (RequestHeader) the key is
+//     "CLIENT req:VALUE".
+//   - Otherwise the key is "CLIENT METHOD path" — the path without its
+//     query, so a per-attempt cache-buster or signature timestamp does not
+//     split a retry — and for a write (every method but GET, HEAD, OPTIONS
+//     and TRACE) with a body, " body:DIGEST" on top: 16 hex digits of the
+//     SHA-256 of the body's first BodyDigestBytes, and of its declared
+//     length when it is longer ("?" for a chunked body of unknown length).
+//     Identify reads that much of the body and puts it back, so the handler
+//     and the upstream read it whole.
+//
+// The Idempotency-Key is not part of the key: it is evidence (recorded as
+// Attempt.IdemKey), so a retry that changes it is the idempotency check's
+// finding, not a new logical request. A retry is a later request with the
 // same key. The Server answers 400 to a request whose identities are
 // longer than MaxIDBytes.
 func Identify(r *http.Request) (client, key string) {
@@ -154,11 +196,101 @@ func Identify(r *http.Request) (client, key string) {
 	if client == "" {
 		client = remoteIP(r.RemoteAddr)
 	}
-	if idem := header(r.Header, "Idempotency-Key"); idem != "" {
-		return client, "idem:" + idem
+	if id := header(r.Header, RequestHeader); id != "" {
+		return client, client + " req:" + id
+	}
+	if d := bodyDigest(r); d != "" {
+		return client, client + " " + r.Method + " " + r.URL.Path + " body:" + d
 	}
 	return client, client + " " + r.Method + " " + r.URL.Path
 }
+
+// digestsBody reports whether r's key carries a digest of its body: a
+// write (any method but the safe ones) that may have one.
+func digestsBody(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// bodyDigest is the digest of a write's body Identify keys by, "" for none
+// (not a write, or an empty body). It reads at most BodyDigestBytes+1
+// bytes of r.Body and replaces r.Body with a reader that yields them again
+// before the rest (closing the original).
+func bodyDigest(r *http.Request) string {
+	if !digestsBody(r) {
+		return ""
+	}
+	// Read one byte past the bound: a body of exactly BodyDigestBytes is
+	// then told from a longer one even without a declared length.
+	buf := readPrefix(r.Body, r.ContentLength, BodyDigestBytes+1)
+	r.Body = &replayBody{buf: buf, rest: r.Body}
+	if len(buf) == 0 {
+		return ""
+	}
+	var sum [sha256.Size]byte
+	if len(buf) > BodyDigestBytes {
+		h := sha256.New()
+		h.Write(buf[:BodyDigestBytes])
+		if r.ContentLength > 0 {
+			h.Write(strconv.AppendInt([]byte("\x00len="), r.ContentLength, 10))
+		} else {
+			h.Write([]byte("\x00len=?"))
+		}
+		h.Sum(sum[:0])
+	} else {
+		sum = sha256.Sum256(buf)
+	}
+	var x [2 * digestBytes]byte
+	hex.Encode(x[:], sum[:digestBytes])
+	return string(x[:])
+}
+
+// readPrefix reads up to limit bytes of body (declared length n, -1 when
+// unknown) into one buffer: sized at once when the length is known.
+func readPrefix(body io.Reader, n int64, limit int) []byte {
+	size := 512
+	if n > 0 {
+		size = int(min(n, int64(limit)))
+	}
+	buf := make([]byte, 0, size)
+	for empty := 0; len(buf) < limit && empty < 100; { // 100 empty reads: no progress, as io's readers give up
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit-len(buf)))
+		}
+		m, err := body.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+m]
+		if err != nil || n > 0 && int64(len(buf)) >= n {
+			break // a body never yields more than its declared length
+		}
+		if m == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	return buf
+}
+
+// replayBody is a request body whose first bytes were read for the
+// digest: it yields them again, then the rest of the original.
+type replayBody struct {
+	buf  []byte
+	rest io.ReadCloser
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		return n, nil
+	}
+	return b.rest.Read(p)
+}
+
+func (b *replayBody) Close() error { return b.rest.Close() }
 
 func remoteIP(addr string) string {
 	if host, _, err := net.SplitHostPort(addr); err == nil {

@@ -2,6 +2,7 @@ package stubserver
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,8 +38,11 @@ func TestIdentify(t *testing.T) {
 	}{
 		{"GET", "/c/17/r/42", nil, "10.0.0.1:5", "17", "17/42"},
 		{"GET", "/c/17/r/42/search", nil, "", "17", "17/42"},
-		{"GET", "/c/17/r/42", []string{"X-Client-Id", "other", "Idempotency-Key", "k"}, "", "17", "17/42"}, // the path wins
-		{"POST", "/pay", []string{"X-Client-Id", "alice", "Idempotency-Key", "k1"}, "10.0.0.1:5", "alice", "idem:k1"},
+		{"GET", "/c/17/r/42", []string{"X-Client-Id", "other", "Idempotency-Key", "k"}, "", "17", "17/42"},                    // the path wins
+		{"POST", "/pay", []string{"X-Client-Id", "alice", "Idempotency-Key", "k1"}, "10.0.0.1:5", "alice", "alice POST /pay"}, // the key is evidence, not identity
+		{"POST", "/pay", []string{"X-Client-Id", "alice", RequestHeader, "order-7"}, "10.0.0.1:5", "alice", "alice req:order-7"},
+		{"GET", "/c/1/r/2", []string{RequestHeader, "order-7"}, "10.0.0.1:5", "1", "1/2"}, // the path wins
+		{"GET", "/pay?page=2&_=1712", nil, "10.0.0.1:5", "10.0.0.1", "10.0.0.1 GET /pay"}, // no query
 		{"POST", "/pay", []string{"X-Client-Id", "alice"}, "10.0.0.1:5", "alice", "alice POST /pay"},
 		{"GET", "/pay", nil, "10.0.0.1:5", "10.0.0.1", "10.0.0.1 GET /pay"},
 		{"GET", "/pay", nil, "[::1]:80", "::1", "::1 GET /pay"},
@@ -219,6 +223,108 @@ func FuzzValidate(f *testing.F) {
 		s.ServeHTTP(w, httptest.NewRequest("GET", "/c/1/r/1", nil))
 		if w.Code < 200 || w.Code > 599 {
 			t.Errorf("status = %d", w.Code)
+		}
+	})
+}
+
+// TestIdentifyWrites: a write is keyed by client, method, path and a
+// digest of its body, never by its Idempotency-Key; the body reaches the
+// handler whole; a body past BodyDigestBytes is told apart by its length.
+func TestIdentifyWrites(t *testing.T) {
+	key := func(method, body string, chunked bool, hdr ...string) string {
+		t.Helper()
+		var rd io.Reader = strings.NewReader(body)
+		if chunked {
+			rd = io.MultiReader(rd) // no declared length
+		}
+		r := httptest.NewRequest(method, "/v1/orders", rd)
+		if chunked {
+			r.ContentLength = -1
+		}
+		r.RemoteAddr = "10.0.0.1:5"
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		// Each reads the body and puts it back: the same digest twice.
+		c2, k2 := identifyCapped(r)
+		c, k := Identify(r)
+		if c != "10.0.0.1" || c2 != c || k2 != k {
+			t.Errorf("Identify = %q, %q, identifyCapped %q, %q; want client 10.0.0.1 and one key", c, k, c2, k2)
+		}
+		if b, err := io.ReadAll(r.Body); string(b) != body || err != nil || r.Body.Close() != nil {
+			t.Errorf("%s body after Identify: %d bytes, %v; want the %d bytes sent", method, len(b), err, len(body))
+		}
+		return k
+	}
+	order := `{"item":"book","qty":1}`
+	k1 := key("POST", order, false, "Idempotency-Key", "a")
+	if !strings.HasPrefix(k1, "10.0.0.1 POST /v1/orders body:") || len(k1) != len("10.0.0.1 POST /v1/orders body:")+16 {
+		t.Errorf("POST key %q; want client, method, path and a 16-digit body digest", k1)
+	}
+	if k := key("POST", order, false, "Idempotency-Key", "b"); k != k1 {
+		t.Errorf("a fresh Idempotency-Key gave key %q; want %q (one logical request)", k, k1)
+	}
+	if k := key("POST", order, true); k != k1 {
+		t.Errorf("the same body chunked gave key %q; want %q", k, k1)
+	}
+	if k := key("POST", `{"item":"pen","qty":1}`, false); k == k1 {
+		t.Errorf("another body gave the same key %q", k)
+	}
+	if k := key("PUT", order, false); k == k1 || !strings.HasPrefix(k, "10.0.0.1 PUT /v1/orders body:") {
+		t.Errorf("PUT key %q; want its own, with a body digest", k)
+	}
+	for _, m := range []string{"GET", "HEAD", "OPTIONS"} {
+		if k := key(m, order, false); k != "10.0.0.1 "+m+" /v1/orders" {
+			t.Errorf("%s key %q; want no body digest", m, k)
+		}
+	}
+	if k := key("DELETE", "", false); k != "10.0.0.1 DELETE /v1/orders" {
+		t.Errorf("DELETE without a body: key %q; want no digest", k)
+	}
+	// Past the bound: the first BodyDigestBytes and the declared length.
+	big := strings.Repeat("x", BodyDigestBytes)
+	exact, longer, longer2 := key("POST", big, false), key("POST", big+"y", false), key("POST", big+"yz", false)
+	if exact == longer || longer == longer2 {
+		t.Errorf("bodies of %d, %d and %d bytes with one prefix: keys %q, %q, %q; want three", len(big), len(big)+1, len(big)+2, exact, longer, longer2)
+	}
+	if a, b := key("POST", big+"y", false), key("POST", big+"z", false); a != b {
+		t.Errorf("bodies differing past the bound with one length: %q, %q; want one key", a, b)
+	}
+	if a, b := key("POST", big+"y", true), key("POST", big+"yz", true); a != b || a == longer {
+		t.Errorf("chunked bodies past the bound: %q, %q; want one key (length unknown), not %q", a, b, longer)
+	}
+}
+
+// FuzzBodyDigest: any write body gives one key for one body, passes
+// through Identify intact, and keeps the key within its bound.
+func FuzzBodyDigest(f *testing.F) {
+	f.Add("POST", `{"a":1}`, false, int64(0))
+	f.Add("PATCH", "", true, int64(0))
+	f.Add("PUT", strings.Repeat("z", BodyDigestBytes+3), false, int64(0))
+	f.Add("DELETE", "x", true, int64(BodyDigestBytes))
+	f.Fuzz(func(t *testing.T, method, body string, chunked bool, pad int64) {
+		if pad > 0 {
+			body += strings.Repeat("p", int(pad%(2*BodyDigestBytes)))
+		}
+		mk := func() *http.Request {
+			r := &http.Request{Method: method, URL: &url.URL{Path: "/o"}, Header: http.Header{}, RemoteAddr: "1.2.3.4:5",
+				Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
+			if chunked {
+				r.ContentLength = -1
+			}
+			return r
+		}
+		r1, r2 := mk(), mk()
+		_, k1 := Identify(r1)
+		_, k2 := Identify(r2)
+		if k1 != k2 {
+			t.Errorf("one body, two keys: %q, %q", k1, k2)
+		}
+		if b, err := io.ReadAll(r1.Body); string(b) != body || err != nil {
+			t.Errorf("body after Identify: %d bytes, %v; want %d", len(b), err, len(body))
+		}
+		if tooLong(r2, false) == "" && len(k1) > MaxIDBytes {
+			t.Errorf("key of %d bytes passed tooLong", len(k1))
 		}
 	})
 }

@@ -2,6 +2,7 @@ package stubserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path"
@@ -214,9 +215,12 @@ func (s *Server) takeQuota(ctx context.Context, r *http.Request, h http.Header, 
 	if err != nil {
 		s.metrics.backendErrors.Add(1)
 		qs.logBackend(s, err)
+		// The stub failed, not the client: the record says so.
 		if qs.q.OnError == OnErrorOpen {
+			a.Backend = timeline.BackendOpen
 			return http.StatusOK, 0, false
 		}
+		a.Backend = timeline.BackendClosed
 		return http.StatusServiceUnavailable, time.Second, false
 	}
 	status = http.StatusOK
@@ -244,4 +248,37 @@ func (s *Server) takeQuota(ctx context.Context, r *http.Request, h http.Header, 
 		held = true
 	}
 	return status, dec.RetryIn, held
+}
+
+// A HealthChecker is a Limiter whose backend can be asked whether it
+// answers, cheaply (stubredis: a PING). /healthz asks every such Limiter of
+// the quota on each call.
+type HealthChecker interface {
+	// Health returns nil when the backend answers before ctx ends.
+	Health(ctx context.Context) error
+}
+
+// HealthTimeout bounds /healthz's check of the quota backend.
+const HealthTimeout = time.Second
+
+// health checks the quota's backends: nil when every Limiter that can be
+// asked (HealthChecker) answers within HealthTimeout, else an error naming
+// the backend (its password hidden).
+func (qs *quotaState) health(ctx context.Context) error {
+	if qs == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
+	defer cancel()
+	for i := range qs.tiers {
+		if hc, ok := qs.tiers[i].lim.(HealthChecker); ok {
+			if err := hc.Health(ctx); err != nil {
+				if qs.backend == "" {
+					return fmt.Errorf("quota backend: %w", err)
+				}
+				return fmt.Errorf("quota backend %s: %w", qs.backend, err)
+			}
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -446,5 +447,67 @@ func TestBackendLogRedacted(t *testing.T) {
 	s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/c/1/r/1", nil))
 	if got := buf.String(); !strings.Contains(got, "quota backend failed") || !strings.Contains(got, "redis://u:xxxxx@cache:6379/0") || strings.Contains(got, "hunter2") {
 		t.Errorf("log %q; want the failure, the backend redis://u:xxxxx@cache:6379/0, no password", got)
+	}
+}
+
+// TestPlain429SendsRateLimitHeaders: a 429 the stub answers without a
+// quota's decision (a status phase, a mix) is a rate limit: it carries the
+// configured headers with nothing remaining, reset at its not_before, else
+// at the phase's end, else one second on; the record holds them.
+func TestPlain429SendsRateLimitHeaders(t *testing.T) {
+	at := epoch2000.Unix()
+	delta := RetryAfter{Form: FormDelta, Fixed: 3 * time.Second}
+	s429 := Respond{Kind: RespondStatus, Status: 429}
+	quota := &Quota{Limits: []Limit{{Name: "second", Limit: 10, Per: time.Second}}}
+	for _, tt := range []struct {
+		name    string
+		headers string
+		quota   *Quota
+		phases  []Phase
+		want    map[string]string // header → value
+		record  string
+	}{
+		{"x-ratelimit delta", HeadersXRateLimit, nil, []Phase{{Respond: s429, RetryAfter: delta}},
+			map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(at+3, 10), "X-RateLimit-Limit": ""},
+			"X-RateLimit-Remaining: 0; X-RateLimit-Reset: " + strconv.FormatInt(at+3, 10)},
+		{"x-ratelimit no retry-after: phase end", HeadersXRateLimit, nil, []Phase{{For: 10 * time.Second, Respond: s429}, {}},
+			map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(at+10, 10)},
+			"X-RateLimit-Remaining: 0; X-RateLimit-Reset: " + strconv.FormatInt(at+10, 10)},
+		{"ietf garbage in the last phase: one second", HeadersIETF, nil, []Phase{{Respond: s429, RetryAfter: RetryAfter{Form: FormGarbage}}},
+			map[string]string{"RateLimit": `"default";r=0;t=1`, "RateLimit-Policy": ""},
+			`RateLimit: "default";r=0;t=1`},
+		{"ietf date", HeadersIETF, nil, []Phase{{Respond: s429, RetryAfter: RetryAfter{Form: FormDate, Fixed: 5 * time.Second}}},
+			map[string]string{"RateLimit": `"default";r=0;t=5`},
+			`RateLimit: "default";r=0;t=5`},
+		{"ietf mix 429", HeadersIETF, nil, []Phase{{Respond: Respond{Kind: RespondMix, Mix: []Weighted{{Status: 429, Weight: 1}}}, RetryAfter: delta}},
+			map[string]string{"RateLimit": `"default";r=0;t=3`},
+			`RateLimit: "default";r=0;t=3`},
+		{"ietf with a quota elsewhere publishes its policy", HeadersIETF, quota, []Phase{{For: time.Minute, Respond: s429, RetryAfter: delta}, {Respond: Respond{Kind: RespondQuota}}},
+			map[string]string{"RateLimit": `"second";r=0;t=3`, "RateLimit-Policy": `"second";q=10;w=1`},
+			`RateLimit-Policy: "second";q=10;w=1; RateLimit: "second";r=0;t=3`},
+		{"x-ratelimit with a quota elsewhere publishes its limit", HeadersXRateLimit, quota, []Phase{{For: time.Minute, Respond: s429, RetryAfter: delta}, {Respond: Respond{Kind: RespondQuota}}},
+			map[string]string{"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0"},
+			"X-RateLimit-Limit: 10; X-RateLimit-Remaining: 0; X-RateLimit-Reset: " + strconv.FormatInt(at+3, 10)},
+		{"no family, no headers", "", nil, []Phase{{Respond: s429, RetryAfter: delta}},
+			map[string]string{"X-RateLimit-Remaining": "", "RateLimit": ""}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, Config{Headers: tt.headers, Quota: tt.quota, Phases: tt.phases}, 1)
+				w := h.do("GET", "/c/1/r/1")
+				if w.Code != 429 {
+					t.Fatalf("status %d; want 429", w.Code)
+				}
+				for k, v := range tt.want {
+					if got := w.Header().Get(k); got != v {
+						t.Errorf("%s = %q; want %q", k, got, v)
+					}
+				}
+				as := h.attempts()
+				if len(as) != 1 || as[0].RateLimit != tt.record {
+					t.Errorf("records %+v; want one with RateLimit %q", as, tt.record)
+				}
+			})
+		})
 	}
 }

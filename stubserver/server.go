@@ -498,6 +498,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/healthz":
 		w.Header()["Content-Type"] = contentTypeText
+		if err := s.quota.health(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "503 %v\n", err)
+			return
+		}
 		w.Write(healthBody)
 		return
 	}
@@ -525,6 +530,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client, key := Identify(r)
+	idem := header(r.Header, "Idempotency-Key")
 	a := timeline.Attempt{
 		Client:     client,
 		Key:        key,
@@ -532,7 +538,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		At:         int64(arrive.Sub(s.start)),
-		Idempotent: header(r.Header, "Idempotency-Key") != "",
+		Idempotent: idem != "",
+		IdemKey:    timeline.KeyDigest(idem), // evidence: compared, never kept
 	}
 	s.stats.attempts.Add(1)
 	pi, ph := s.phaseAt(a.At)
@@ -646,8 +653,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h["Retry-After"] = v
 			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
 		}
-		if ph.Respond.RateLimit {
-			a.RateLimit = s.exhaustedHeaders(h, now, d+time.Duration(extra)*time.Second)
+		if a.RateLimit == "" && (ph.Respond.RateLimit || status == http.StatusTooManyRequests) {
+			// A 429 is a rate limit by definition, quota or not: it says
+			// the client's allowance is spent (see exhaustedHeaders).
+			a.RateLimit = s.exhaustedHeaders(h, r, now, exhaustedReset(ph, a.NotBefore, a.HasNotBefore, nowRun))
 		}
 	}
 	if forward && status == http.StatusOK && r.Context().Err() == nil {
@@ -739,6 +748,7 @@ var tooLongBodies = func() map[string][]byte {
 // table and no record holds the long input.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time, what string) {
 	client, key := identifyCapped(r)
+	idem := header(r.Header, "Idempotency-Key")
 	a := timeline.Attempt{
 		Client:     client,
 		Key:        key,
@@ -746,7 +756,8 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time
 		Method:     capID(r.Method),
 		Path:       capID(r.URL.Path),
 		At:         int64(arrive.Sub(s.start)),
-		Idempotent: header(r.Header, "Idempotency-Key") != "",
+		Idempotent: idem != "",
+		IdemKey:    timeline.KeyDigest(idem),
 		Status:     http.StatusBadRequest,
 	}
 	s.stats.attempts.Add(1)

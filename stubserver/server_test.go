@@ -587,6 +587,8 @@ func (failingLimiter) Take(context.Context, Charge, time.Time) (Decision, error)
 	return Decision{}, errors.New("backend down")
 }
 
+func (failingLimiter) Health(context.Context) error { return errors.New("PING: connection refused") }
+
 // TestLimiterError: a backend that fails answers 503 with Retry-After 1
 // (Retry-After: limiter has no wait to give; 0 would invite a retry
 // storm into a down backend) when the quota fails closed, and lets the
@@ -596,11 +598,13 @@ func TestLimiterError(t *testing.T) {
 		onError    string
 		code       int
 		retryAfter string
-	}{{"", 503, "1"}, {OnErrorClosed, 503, "1"}, {OnErrorOpen, 200, ""}} {
+		backend    string
+	}{{"", 503, "1", timeline.BackendClosed}, {OnErrorClosed, 503, "1", timeline.BackendClosed}, {OnErrorOpen, 200, "", timeline.BackendOpen}} {
 		t.Run("on_error="+tt.onError, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := timeline.NewRecorder(timeline.NewEncoder(&bytes.Buffer{}), 4)
-				s, err := New(Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1}}, OnError: tt.onError},
+				var buf bytes.Buffer
+				rec := timeline.NewRecorder(timeline.NewEncoder(&buf), 4)
+				s, err := New(Config{Headers: HeadersIETF, Quota: &Quota{Limits: []Limit{{Limit: 1}}, OnError: tt.onError, Backend: "redis://u:hunter2@127.0.0.1:1/0"},
 					Phases: []Phase{{Respond: Respond{Kind: RespondQuota}, RetryAfter: RetryAfter{Form: FormDelta, Value: ValueLimiter}}}},
 					Options{Recorder: rec, NewLimiter: func(LimiterSpec) (Limiter, error) { return failingLimiter{}, nil }})
 				if err != nil {
@@ -617,7 +621,17 @@ func TestLimiterError(t *testing.T) {
 				if n := s.Counts().BackendErrors; n != 2 {
 					t.Errorf("BackendErrors = %d; want 2", n)
 				}
+				// /healthz asks the backend: it names it, password hidden.
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+				if want := "503 quota backend redis://u:xxxxx@127.0.0.1:1/0: PING: connection refused\n"; w.Code != 503 || w.Body.String() != want {
+					t.Errorf("/healthz: %d %q; want 503 %q", w.Code, w.Body.String(), want)
+				}
 				rec.Close()
+				as := decodeAttempts(t, &buf)
+				if len(as) != 2 || as[0].Backend != tt.backend || as[1].Backend != tt.backend || as[0].Status != tt.code {
+					t.Errorf("records %+v; want 2 with status %d marked backend %q (the stub's own failure)", as, tt.code, tt.backend)
+				}
 			})
 		})
 	}
@@ -639,7 +653,8 @@ func TestAttemptNumbersPerKey(t *testing.T) {
 			idem    bool
 		}{
 			{"1/1", 1, false}, {"1/1", 2, false}, {"2/1", 1, false}, {"1/1", 3, false},
-			{"idem:abc", 1, true}, {"idem:abc", 2, true}, {"192.0.2.1 POST /pay", 1, false},
+			// The Idempotency-Key is evidence, not identity.
+			{"192.0.2.1 POST /pay", 1, true}, {"192.0.2.1 POST /other", 1, true}, {"192.0.2.1 POST /pay", 2, false},
 		}
 		for i, a := range h.attempts() {
 			if a.Key != want[i].key || a.Attempt != want[i].attempt || a.Idempotent != want[i].idem {
@@ -852,3 +867,46 @@ func TestRetryAfterSpreadSurvivesRounding(t *testing.T) {
 
 // oneKey is the Charge of one unit under key, for a Limiter of one limit.
 func oneKey(key string) Charge { return Charge{Keys: [MaxLimits]string{key}, Cost: 1} }
+
+// TestIdemKeyIsEvidence: every recorded attempt carries the digest of its
+// Idempotency-Key (timeline.KeyDigest) beside Idempotent, whether its
+// identity comes from the path or not and whether it was answered or
+// rejected 400; the raw key is never written (it is no part of the
+// logical-request key either).
+func TestIdemKeyIsEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: 503}}}}, 1)
+		const secret = "order-secret-7f3a"
+		h.do("POST", "/c/1/r/1", "Idempotency-Key", secret)
+		h.do("POST", "/pay", "Idempotency-Key", secret, "X-Client-Id", "alice")
+		h.do("POST", "/pay", "X-Client-Id", "alice")
+		h.do("POST", "/c/1/r/2", "Idempotency-Key", secret, "X-Client-Id", strings.Repeat("x", MaxIDBytes+1)) // 400
+		if err := h.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		raw := h.buf.String()
+		if strings.Contains(raw, secret) {
+			t.Errorf("the recording holds the raw Idempotency-Key:\n%s", raw)
+		}
+		as := decodeAttempts(t, strings.NewReader(raw))
+		want := []struct {
+			idem   bool
+			digest string
+			status int
+		}{
+			{true, timeline.KeyDigest(secret), 503}, {true, timeline.KeyDigest(secret), 503}, {false, "", 503},
+			{true, timeline.KeyDigest(secret), 400},
+		}
+		if len(as) != len(want) {
+			t.Fatalf("%d records; want %d", len(as), len(want))
+		}
+		for i, a := range as {
+			if a.Idempotent != want[i].idem || a.IdemKey != want[i].digest || a.Status != want[i].status {
+				t.Errorf("record %d: idem %v, idem_key %q, status %d; want %v, %q, %d", i, a.Idempotent, a.IdemKey, a.Status, want[i].idem, want[i].digest, want[i].status)
+			}
+		}
+		if d := timeline.KeyDigest(secret); d == "" || len(d) != 16 {
+			t.Errorf("KeyDigest = %q; want 16 hex digits", d)
+		}
+	})
+}

@@ -3,10 +3,13 @@ package stubserver
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retrylab/retrylab/timeline"
@@ -125,8 +128,103 @@ func (pw *proxyWriter) record(status int, src string) {
 	a := pw.a
 	a.Status, a.Upstream = status, src
 	a.Done = int64(time.Since(pw.s.start))
+	if src == timeline.UpstreamRelayed {
+		pw.s.upstreamHeaders(a, pw.ResponseWriter.Header())
+	}
 	pw.s.count(pw.pi, status)
 	pw.s.recordAttempt(a)
+}
+
+// upstreamHeaders records what the upstream's answer h (relayed at
+// a.Done) says of when to come back, as the stub's own answers
+// are recorded: the raw Retry-After and its not_before (see
+// upstreamNotBefore), and, unless the stub's quota already recorded its
+// own, the upstream's rate-limit headers (upstreamRateLimit).
+func (s *Server) upstreamHeaders(a *timeline.Attempt, h http.Header) {
+	if v := header(h, "Retry-After"); v != "" {
+		a.RetryAfter = capID(v)
+		a.NotBefore, a.HasNotBefore = s.upstreamNotBefore(v, a.Done)
+	}
+	if a.RateLimit == "" {
+		a.RateLimit = upstreamRateLimit(h)
+	}
+}
+
+// upstreamNotBefore is the not_before of an upstream's Retry-After v,
+// relayed at run instant doneRun, by the rules of the stub's own
+// values: delay-seconds (digits only) from the response; an HTTP-date
+// (http.ParseTime: IMF-fixdate, RFC 850, asctime) as run time, whole
+// seconds as sent, and a date already past as the response instant (an
+// immediate retry is allowed, as for the stub's past-date). Anything else
+// — negative, fractional, garbage, or a delay too long to represent — is
+// unusable: ok is false.
+func (s *Server) upstreamNotBefore(v string, doneRun int64) (notBefore int64, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if digits(v) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > (math.MaxInt64-doneRun)/int64(time.Second) {
+			return 0, false
+		}
+		return doneRun + n*int64(time.Second), true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(int64(t.Sub(s.startWall)), doneRun), true
+}
+
+// digits reports whether v is 1*DIGIT.
+func digits(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
+}
+
+// upstreamRateLimitHeaders are the rate-limit headers recorded from an
+// upstream's answer, in this order, under these names: the IETF draft's
+// (both forms), GitHub's and the other common X- families.
+var upstreamRateLimitHeaders = []string{
+	"RateLimit-Policy", "RateLimit",
+	"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Used", "X-RateLimit-Resource",
+	"X-Rate-Limit-Limit", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset",
+}
+
+// upstreamRateLimitKeys are their canonical forms, the header map's keys.
+var upstreamRateLimitKeys = func() []string {
+	ks := make([]string, len(upstreamRateLimitHeaders))
+	for i, n := range upstreamRateLimitHeaders {
+		ks[i] = http.CanonicalHeaderKey(n)
+	}
+	return ks
+}()
+
+// upstreamRateLimit is the record of the rate-limit headers in h, in the
+// format of Attempt.RateLimit ("Name: value" joined by "; "; several
+// values of one header joined by ", "), each value cut to MaxIDBytes; ""
+// when there are none.
+func upstreamRateLimit(h http.Header) string {
+	var b strings.Builder
+	for i, name := range upstreamRateLimitHeaders {
+		vs := h[upstreamRateLimitKeys[i]]
+		if len(vs) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(name)
+		b.WriteString(": ")
+		b.WriteString(capID(strings.Join(vs, ", ")))
+	}
+	return b.String()
 }
 
 // failed answers 502 for an upstream that gave no response, recorded as

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -109,8 +110,9 @@ func TestProxyRelays(t *testing.T) {
 
 // TestProxyPOSTBodiesOnRetries: a client retrying a POST through a mix of
 // injected 503s and passthrough answers gets every body to the upstream
-// intact (one per passthrough attempt), and the stub does not read the
-// bodies it forwards, even past MaxBodyBytes.
+// intact (one per passthrough attempt), even past MaxBodyBytes: the stub
+// reads only the first BodyDigestBytes of each, for its identity, and
+// sends them on; every attempt of one order shares its key.
 func TestProxyPOSTBodiesOnRetries(t *testing.T) {
 	payload := bytes.Repeat([]byte("order-line;"), (MaxBodyBytes+1000)/11) // longer than MaxBodyBytes
 	sum := sha256.Sum256(payload)
@@ -166,7 +168,9 @@ func TestProxyPOSTBodiesOnRetries(t *testing.T) {
 		}
 	}
 	retried, relayed := 0, 0
+	keys := map[string]bool{}
 	for _, a := range records() {
+		keys[a.Key] = true
 		switch {
 		case a.Status == 503 && a.Upstream == "":
 			retried++
@@ -175,6 +179,9 @@ func TestProxyPOSTBodiesOnRetries(t *testing.T) {
 		default:
 			t.Errorf("record %+v; want a stub 503 or a relayed 201", a)
 		}
+	}
+	if len(keys) != orders {
+		t.Errorf("%d keys; want one per order (%d): one path and body each", len(keys), orders)
 	}
 	if relayed != orders || retried == 0 {
 		t.Errorf("%d relayed, %d injected 503s; want %d relayed and some 503s (seed 7)", relayed, retried, orders)
@@ -357,4 +364,135 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestProxyRecordsUpstreamRetryAfter: the upstream's own 429 with
+// Retry-After: 2 and rate-limit headers reaches the client, and its
+// record holds the raw value, not_before = done + 2 s, and the headers.
+func TestProxyRecordsUpstreamRetryAfter(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Retry-After", "2")
+		h.Set("X-RateLimit-Limit", "60")
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", "1700000000")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer up.Close()
+	base, records := recordingServer(t, Config{Upstream: up.URL}, 1)
+	resp, err := http.Get(base + "/v1/search")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "2" || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("client got %d, Retry-After %q, remaining %q; want the upstream's 429, 2, 0", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("X-RateLimit-Remaining"))
+	}
+	as := records()
+	if len(as) != 1 {
+		t.Fatalf("%d records; want 1", len(as))
+	}
+	a := as[0]
+	if a.Status != 429 || a.Upstream != timeline.UpstreamRelayed || a.RetryAfter != "2" || !a.HasNotBefore || a.NotBefore != a.Done+2*int64(time.Second) {
+		t.Errorf("record %+v; want the relayed 429 with Retry-After 2 and not_before = done + 2s", a)
+	}
+	if want := "X-RateLimit-Limit: 60; X-RateLimit-Remaining: 0; X-RateLimit-Reset: 1700000000"; a.RateLimit != want {
+		t.Errorf("RateLimit %q; want %q", a.RateLimit, want)
+	}
+}
+
+// TestProxyUpstreamRetryAfterForms: the upstream's Retry-After is read by
+// the stub's rules, in virtual time (the bubble's clock starts at
+// 2000-01-01 00:00:00 UTC, the run at once): delay-seconds from the
+// response, an HTTP-date (any of its three forms) as run time, a past date
+// as the response instant, anything else no not_before; IETF headers are
+// recorded too, and a quota's own headers take precedence.
+func TestProxyUpstreamRetryAfterForms(t *testing.T) {
+	const sec = int64(time.Second)
+	for _, tt := range []struct {
+		ra      string
+		hdr     []string // more upstream headers
+		nb      int64
+		ok      bool
+		rateRec string
+	}{
+		{"7", nil, 7 * sec, true, ""},
+		{" 3 ", nil, 3 * sec, true, ""},
+		{"0", nil, 0, true, ""},
+		{"31536000", nil, 31536000 * sec, true, ""},
+		{"Sat, 01 Jan 2000 00:00:05 GMT", nil, 5 * sec, true, ""},
+		{"Saturday, 01-Jan-00 00:00:09 GMT", nil, 9 * sec, true, ""},
+		{"Sat Jan  1 00:00:04 2000", nil, 4 * sec, true, ""},
+		{"Fri, 31 Dec 1999 23:00:00 GMT", nil, 0, true, ""}, // past: the response instant
+		{"-5", nil, 0, false, ""},
+		{"1.5", nil, 0, false, ""},
+		{"soon, maybe", nil, 0, false, ""},
+		{"99999999999999999999", nil, 0, false, ""},
+		{"", []string{"RateLimit-Policy", `"hour";q=100;w=3600`, "RateLimit", `"hour";r=0;t=30`}, 0, false,
+			`RateLimit-Policy: "hour";q=100;w=3600; RateLimit: "hour";r=0;t=30`},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			network := memnet.New()
+			upL := network.Listen()
+			up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.ra != "" {
+					w.Header().Set("Retry-After", tt.ra)
+				}
+				for i := 0; i+1 < len(tt.hdr); i += 2 {
+					w.Header().Set(tt.hdr[i], tt.hdr[i+1])
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+			})}
+			go up.Serve(upL)
+			var buf bytes.Buffer
+			rec := timeline.NewRecorder(timeline.NewEncoder(&buf), 4)
+			s, err := New(Config{Upstream: "http://" + upL.Addr().String()}, Options{Recorder: rec, UpstreamDial: network.DialContext})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := network.Listen()
+			go s.Serve(l)
+			tr := &http.Transport{DialContext: network.DialContext}
+			resp, err := tr.RoundTrip(must(http.NewRequest("GET", "http://"+l.Addr().String()+"/x", nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			tr.CloseIdleConnections()
+			s.Shutdown(context.Background())
+			up.Shutdown(context.Background())
+			rec.Close()
+			as := decodeAttempts(t, &buf)
+			if len(as) != 1 {
+				t.Fatalf("%d records; want 1", len(as))
+			}
+			a := as[0]
+			if a.Status != 503 || a.RetryAfter != strings.TrimSpace(tt.ra) && a.RetryAfter != tt.ra || a.HasNotBefore != tt.ok || a.HasNotBefore && a.NotBefore != a.Done+tt.nb || a.RateLimit != tt.rateRec {
+				t.Errorf("Retry-After %q: record status %d, retry_after %q, not_before %v (%d, done %d), ratelimit %q; want 503, not_before %v at done + %d, ratelimit %q",
+					tt.ra, a.Status, a.RetryAfter, a.HasNotBefore, a.NotBefore, a.Done, a.RateLimit, tt.ok, tt.nb, tt.rateRec)
+			}
+		})
+	}
+}
+
+// FuzzUpstreamRetryAfter: any upstream Retry-After parses without panic;
+// a not_before is never before the response, and delay-seconds give
+// exactly the response plus the seconds.
+func FuzzUpstreamRetryAfter(f *testing.F) {
+	for _, v := range []string{"2", "Sat, 01 Jan 2000 00:00:05 GMT", "-1", "1.5", "", " 9 ", "99999999999"} {
+		f.Add(v, int64(1e9))
+	}
+	s := &Server{startWall: epoch2000}
+	f.Fuzz(func(t *testing.T, v string, done int64) {
+		done = max(0, done)
+		nb, ok := s.upstreamNotBefore(v, done)
+		if ok && nb < done {
+			t.Errorf("%q: not_before %d before the response %d", v, nb, done)
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 && digits(strings.TrimSpace(v)) && n < 1<<32 {
+			if !ok || nb != done+n*int64(time.Second) {
+				t.Errorf("%q: not_before %d, %v; want %d", v, nb, ok, done+n*int64(time.Second))
+			}
+		}
+	})
 }

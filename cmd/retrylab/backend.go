@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -98,4 +99,42 @@ func redisFlagErr(backend string, cfg stubserver.Config, name string) error {
 		return usagef("--redis: %v", err)
 	}
 	return nil
+}
+
+// redisCheckTimeout bounds serve's check, at start, that its quota's Redis
+// answers.
+const redisCheckTimeout = 3 * time.Second
+
+// checkRedisReachable PINGs the Redis of cfg's quota (a redis:// Backend)
+// before serve listens, within redisCheckTimeout: a Redis that does not
+// answer is bad input (exit 2), named by where it came from (--redis, or
+// the scenario's server.quota.backend) with its password hidden, not a
+// stub that answers every request 503 (or lets every one through).
+func checkRedisReachable(ctx context.Context, cfg stubserver.Config, name string, flag bool) error {
+	if cfg.Quota == nil || !isRedisURL(cfg.Quota.Backend) {
+		return nil
+	}
+	ro, _, err := stubredis.ParseURL(cfg.Quota.Backend)
+	if err != nil {
+		return badInput(err)
+	}
+	rdb := redis.NewClient(ro)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- rdb.Ping(ctx).Err() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	where := fmt.Sprintf("scenario %q: server.quota.backend", name)
+	if flag {
+		where = "--redis"
+	}
+	return usagef("%s %s: Redis does not answer (PING within %v): %v", where, redacted(cfg.Quota.Backend), redisCheckTimeout, err)
 }

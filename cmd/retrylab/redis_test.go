@@ -25,6 +25,7 @@ import (
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // quotaFor is how long TestServeReplicasShareOneQuota loads the stubs.
@@ -427,6 +428,79 @@ func TestServeRedisFlagRefuses(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tt.want) || strings.Contains(stdout, "serving") || strings.Contains(stderr, "hunter2") {
 			t.Errorf("serve %q: exit %d, stderr %q; want 2 with %q, nothing served, no password", tt.args, code, stderr, tt.want)
 		}
+	}
+}
+
+// TestServeRedisUnreachable: a Redis that does not answer when serve
+// starts is bad input (exit 2) naming where it came from (--redis, or the
+// scenario's server.quota.backend) and the URL, its password hidden,
+// before anything is served.
+func TestServeRedisUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr
+	srv.Stop() // its port now refuses connections
+	dead := "redis://u:hunter2@" + addr + "/0"
+	file := writeScenario(t, "name: q\nserver:\n  quota: {algorithm: token-bucket, rate: 10/s, burst: 5, backend: \""+dead+"\"}\n  phases:\n    - respond: quota\n")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", "quota-steady", "--redis", dead}, "--redis redis://u:xxxxx@" + addr + "/0: Redis does not answer (PING within 3s): "},
+		{[]string{"--scenario", file}, `scenario "q": server.quota.backend redis://u:xxxxx@` + addr + "/0: Redis does not answer"},
+	} {
+		start := time.Now()
+		code, stdout, stderr := runCmd(t, append([]string{"serve", "--addr", "127.0.0.1:0", "--duration", "1m"}, tt.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) || strings.Contains(stdout, "serving") || strings.Contains(stderr+stdout, "hunter2") {
+			t.Errorf("serve %q: exit %d, stdout %q, stderr %q; want 2 with %q, nothing served, no password", tt.args, code, stdout, stderr, tt.want)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("serve %q took %v to refuse; want within the check's 3 s", tt.args, took)
+		}
+	}
+}
+
+// TestServeHealthzReportsRedis: serve's /healthz answers ok while its
+// quota's Redis answers, and 503 naming the backend (password hidden) once
+// it stops; the 503s the stub then answers itself are recorded with
+// backend closed.
+func TestServeHealthzReportsRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	record := filepath.Join(t.TempDir(), "t.ndjson")
+	url := "redis://:hunter2@" + srv.Addr + "/0?timeout=250ms"
+	if err := redis.NewClient(&redis.Options{Addr: srv.Addr}).ConfigSet(context.Background(), "requirepass", "hunter2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	base, stop := serveUntilURL(t, "--addr", "127.0.0.1:0", "--scenario", "quota-steady", "--redis", url, "--record", record)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz with Redis up: %d %q; want 200 ok", code, body)
+	}
+	if code, _ := get("/c/1/r/1"); code != 200 {
+		t.Errorf("first request: %d; want 200", code)
+	}
+	srv.Stop()
+	code, body := get("/healthz")
+	if code != 503 || !strings.HasPrefix(body, "503 quota backend redis://:xxxxx@"+srv.Addr+"/0") || strings.Contains(body, "hunter2") {
+		t.Errorf("/healthz with Redis down: %d %q; want 503 naming the backend, password hidden", code, body)
+	}
+	if code, _ := get("/c/1/r/2"); code != 503 {
+		t.Errorf("request with Redis down: %d; want 503 (on_error closed)", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, as := readTimeline(t, record)
+	if len(as) != 2 || as[0].Backend != "" || as[1].Backend != timeline.BackendClosed || as[1].Status != 503 {
+		t.Errorf("records %+v; want a metered 200, then a 503 marked backend closed", as)
 	}
 }
 

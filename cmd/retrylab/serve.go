@@ -133,6 +133,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return err
 	}
 	defer closeBackend()
+	if err := checkRedisReachable(ctx, cfg, name, o.redisSet); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -182,3 +182,108 @@ func TestReadmeAppScenario(t *testing.T) {
 		t.Errorf("server %+v; want the upstream and a passthrough mix", sc.Server)
 	}
 }
+
+// verdictFigures is the verdict's figures of a recording: attempts,
+// logical requests, retries.
+func verdictFigures(t *testing.T, record string) (attempts, requests, retries int64) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "v.json")
+	runCmd(t, "analyze", record, "--json", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Figures struct{ Attempts, Requests, Retries int64 }
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Figures.Attempts, v.Figures.Requests, v.Figures.Retries
+}
+
+// TestServeIdentityOfRetries: behind `serve --upstream`, an application
+// that makes a fresh Idempotency-Key for every attempt of a POST has its
+// retries seen as retries (its attempts share a key: client, method, path
+// and body), not as new logical requests; one that keeps its key, and
+// GETs, are paired as before.
+func TestServeIdentityOfRetries(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer up.Close()
+	sc := writeScenario(t, "name: ids\nserver:\n  upstream: http://127.0.0.1:1\n  phases:\n    - respond: {mix: {passthrough: 1, 503: 1}}\n")
+	const orders = 8
+	for _, tc := range []struct {
+		name   string
+		method string
+		key    func(order, try int) string // "" for none
+		fresh  bool                        // a digest per attempt
+	}{
+		{"fresh key per attempt", "POST", func(o, try int) string { return fmt.Sprint("k-", o, "-", try) }, true},
+		{"one key per order", "POST", func(o, _ int) string { return fmt.Sprint("k-", o) }, false},
+		{"GET", "GET", func(int, int) string { return "" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			record := filepath.Join(t.TempDir(), "t.ndjson")
+			base, stop := serveUntilURL(t, "--addr", "127.0.0.1:0", "--scenario", sc, "--upstream", up.URL, "--record", record, "--seed", "5")
+			c := &http.Client{Timeout: 10 * time.Second}
+			sent := 0
+			for o := range orders {
+				for try := 1; try <= 8; try++ { // retries 503s at once, at most 8 attempts
+					// POSTs share two paths, their bodies differ; GETs
+					// have a path each.
+					var body io.Reader
+					path := fmt.Sprintf("/v1/orders/%d", o)
+					if tc.method == "POST" {
+						body = strings.NewReader(fmt.Sprintf(`{"order":%d}`, o))
+						path = fmt.Sprintf("/v1/carts/%d/orders", o%2)
+					}
+					req, _ := http.NewRequest(tc.method, base+path, body)
+					if k := tc.key(o, try); k != "" {
+						req.Header.Set("Idempotency-Key", k)
+					}
+					resp, err := c.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					sent++
+					if resp.StatusCode < 500 {
+						break
+					}
+				}
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			attempts, requests, retries := verdictFigures(t, record)
+			if attempts != int64(sent) || requests != orders || retries != attempts-orders || retries == 0 {
+				t.Errorf("%d attempts, %d requests, %d retries; want %d attempts, %d requests, the %d others retries (seed 5 draws some 503s)",
+					attempts, requests, retries, sent, orders, sent-orders)
+			}
+			_, as := readTimeline(t, record)
+			keys := map[string]map[string]bool{} // key → idem digests
+			for _, a := range as {
+				if keys[a.Key] == nil {
+					keys[a.Key] = map[string]bool{}
+				}
+				keys[a.Key][a.IdemKey] = true
+				if strings.Contains(a.Key, "k-") {
+					t.Errorf("key %q holds the Idempotency-Key", a.Key)
+				}
+			}
+			if len(keys) != orders {
+				t.Errorf("%d keys; want one per order (%d): %v", len(keys), orders, keys)
+			}
+			digests := 0
+			for _, d := range keys {
+				digests += len(d)
+			}
+			if want := map[bool]int{true: sent, false: orders}[tc.fresh]; digests != want {
+				t.Errorf("%d Idempotency-Key digests over the keys; want %d (the evidence of each attempt's key)", digests, want)
+			}
+		})
+	}
+}

@@ -80,6 +80,8 @@
 //
 // # When Redis fails
 //
+// Limiter implements stubserver.HealthChecker with a PING, so the stub's
+// /healthz answers 503 while Redis does not answer.
 // Every Take is bounded by Options.Timeout (DefaultTimeout, 50 ms; the
 // backend URL's timeout=): a Redis that is down, refuses the script, or
 // answers later than that makes Take fail, and a reply of the wrong shape

@@ -2,6 +2,7 @@ package stubredis
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/retrylab/retrylab/internal/redistest"
 	"github.com/retrylab/retrylab/stubserver"
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // layered is a quota of three layers with tiers, answered with IETF
@@ -78,12 +80,19 @@ func TestServerWithRedis(t *testing.T) {
 			srv := redistest.Start(t)
 			var stubs []*stubserver.Server
 			logs := &logLines{}
+			var mu sync.Mutex
+			var backends []string // Attempt.Backend of every attempt, in order
 			for range 2 {
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 				t.Cleanup(func() { rdb.Close() })
 				s, err := stubserver.New(layeredConfig(onError), stubserver.Options{
 					NewLimiter: New(rdb, Options{Prefix: "e2e:", Timeout: 2 * time.Second}),
 					Logger:     slog.New(logs),
+					OnAttempt: func(a *timeline.Attempt) {
+						mu.Lock()
+						backends = append(backends, a.Backend)
+						mu.Unlock()
+					},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -116,7 +125,25 @@ func TestServerWithRedis(t *testing.T) {
 				t.Errorf("pro tier: %d RateLimit %q; want 200, its own bucket (4 left, full again in 1 h)", w.Code, w.Header().Get("RateLimit"))
 			}
 
+			for i := range 2 {
+				if w := do(i, "/healthz"); w.Code != 200 || w.Body.String() != "ok\n" {
+					t.Errorf("/healthz with Redis up: %d %q; want 200 ok", w.Code, w.Body.String())
+				}
+			}
+			mu.Lock()
+			if fmt.Sprint(backends) != "[    ]" {
+				t.Errorf("backends with Redis up %q; want none marked", backends)
+			}
+			backends = nil
+			mu.Unlock()
+
 			srv.Stop()
+			for i := range 2 {
+				w := do(i, "/healthz")
+				if b := w.Body.String(); w.Code != 503 || !strings.HasPrefix(b, "503 quota backend") || !strings.Contains(b, "PING") {
+					t.Errorf("/healthz with Redis down: %d %q; want 503 naming the quota backend's failed PING", w.Code, b)
+				}
+			}
 			wantCode, wantRA := 503, "1"
 			if onError == stubserver.OnErrorOpen {
 				wantCode, wantRA = 200, ""
@@ -128,6 +155,11 @@ func TestServerWithRedis(t *testing.T) {
 					t.Errorf("Redis down, request %d: %d Retry-After %q; want %d %q", i, w.Code, w.Header().Get("Retry-After"), wantCode, wantRA)
 				}
 			}
+			mu.Lock()
+			if want := strings.Repeat(onError+" ", 3); fmt.Sprint(backends) != "["+strings.TrimSpace(want)+"]" {
+				t.Errorf("backends with Redis down %q; want each attempt marked %s (the stub's own failure)", backends, onError)
+			}
+			mu.Unlock()
 			errs := stubs[0].Counts().BackendErrors + stubs[1].Counts().BackendErrors
 			if errs != 3 {
 				t.Errorf("BackendErrors = %d; want 3", errs)

@@ -213,6 +213,23 @@ func (l *Limiter) Take(ctx context.Context, c stubserver.Charge, now time.Time) 
 	return l.decision(v)
 }
 
+// Health implements stubserver.HealthChecker with a PING, bounded by ctx
+// (stubserver.HealthTimeout on /healthz) whether or not the Redis client
+// heeds its deadline.
+func (l *Limiter) Health(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- l.rdb.Ping(ctx).Err() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("stubredis: PING: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stubredis: PING: no answer: %w", ctx.Err())
+	}
+}
+
 type evalResult struct {
 	v   []int64
 	err error
