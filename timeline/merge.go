@@ -56,6 +56,15 @@ type MergeSummary struct {
 	// requests in flight at a time when the fleet files' outcomes close
 	// them, and under 2 × 262,144 (two generations) otherwise.
 	PeakKeys int
+	// Problems are the sentences Merge found the fleet files' outcomes
+	// and the recordings disagree with (see Merge): written into the
+	// merged end record's Errors, which make the verdict INCONCLUSIVE,
+	// and listed here even when there is no end record to carry them.
+	Problems []string
+	// TrackedKeys is how many logical requests the coverage table held at
+	// the end (attempts' and outcomes' keys): Merge's memory that grows
+	// with the run, about 30 bytes a request; 0 without a fleet file.
+	TrackedKeys int
 }
 
 // A MergeError is an input Merge cannot join: unreadable, malformed, or
@@ -97,6 +106,21 @@ func (e *MergeError) Unwrap() error { return e.Err }
 // request one replica saw keep its numbers. A record the merge does not
 // change (on the epoch, its number kept) is copied as it was read, fields
 // this version does not know included; the others are encoded anew.
+//
+// With a fleet file among the inputs, Merge also checks that the
+// recordings back the fleet's outcomes: per logical request it counts the
+// attempt records of every input and notes what the outcome claims (the
+// table holds one entry per logical request of the run, about 30 bytes
+// each). An outcome that claims an attempt (it reports attempts, a final
+// status or success) for a request no input holds any attempt of, and an outcome
+// whose reported attempts (Outcome.Attempts > 0) exceed those recorded for
+// its request, are counted per fleet file; each kind becomes one sentence
+// naming the shard, the file and an example request (a stub's recording
+// left out of the merge, or cut short) in the merged end record's Errors
+// and in MergeSummary.Problems. It cannot see a missing recording whose
+// requests' outcomes claim nothing (unstarted, refused by the client's own
+// limiter), attempts the subject does not count, nor a serve recording's
+// own clients, which have no outcomes.
 //
 // The merged meta is the first fleet file's (the first input's when there
 // is none) with Scheduled the sum of the shards', no Shard, and
@@ -173,6 +197,10 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 	if stubs >= 2 {
 		rn = newRenumber(2*int64(time.Second) + meta.ClockUncertainty)
 	}
+	var cov *coverage
+	if stubs < len(srcs) && mergeCoverage {
+		cov = newCoverage()
+	}
 	for len(h) > 0 {
 		s := h[0]
 		rec := s.rec
@@ -194,6 +222,9 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 				}
 				sum.PeakKeys = max(sum.PeakKeys, len(rn.cur)+len(rn.prev))
 			}
+			if cov != nil {
+				cov.attempt(a.Key)
+			}
 			sum.Attempts++
 			if same {
 				err = enc.writeLine(s.raw)
@@ -206,6 +237,9 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 			if rn != nil && o.Result != ResultHung {
 				rn.advance(s.key)
 				rn.closed(o.Key, s.key)
+			}
+			if cov != nil && s.fleet {
+				cov.outcome(o, s.idx)
 			}
 			sum.Outcomes++
 			if same {
@@ -227,7 +261,15 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 			h.pop()
 		}
 	}
-	if end := mergeEnd(srcs); end != nil {
+	end := mergeEnd(srcs)
+	if cov != nil {
+		sum.Problems = cov.problems(srcs)
+		sum.TrackedKeys = cov.len()
+		if end != nil {
+			end.Errors = append(end.Errors, sum.Problems...)
+		}
+	}
+	if end != nil {
 		if err := enc.EncodeEnd(end); err != nil {
 			return sum, err
 		}

@@ -479,3 +479,158 @@ func TestMergeCopiesUnchangedLines(t *testing.T) {
 		t.Errorf("merged lines:\n%s\nwant the meta, a's line as it was, b's renumbered without the unknown field", strings.Join(lines, "\n"))
 	}
 }
+
+// TestMergeNamesUnbackedOutcomes: a merge that leaves a stub's recording
+// out says so in the merged end record, per shard and file: outcomes of
+// requests no recording holds, and outcomes that report more attempts than
+// the recordings hold. Attempts answered after their outcome (abandoned),
+// outcomes that claim nothing (unstarted), and keys of another form are
+// judged alike; a complete merge says nothing.
+func TestMergeNamesUnbackedOutcomes(t *testing.T) {
+	ok := func(client int, attempts int, end int64) Outcome {
+		o := outc(client, 0, 0, 1, end, ResultOK)
+		o.Status, o.Attempts = 200, attempts
+		return o
+	}
+	abandoned := att(0, 0, 2, 1e9, 3e9, 200) // answered after its outcome ended
+	abandoned.Fault = FaultAbandoned
+	odd := Attempt{Client: "x", Key: "x/a", Attempt: 1, Method: "GET", Path: "/x", At: 5, Done: 6, Status: 200}
+	oddOutcome := Outcome{Client: "x", Key: "x/a", Start: 1, End: 7, Result: ResultOK, Status: 200, Attempts: 1}
+	oddMissing := Outcome{Client: "x", Key: "x/b", Start: 1, End: 8, Result: ResultOK, Status: 200, Attempts: 1}
+	// Clients 0, 1, 2 went to stub A, client 3 to stub B, client 2's
+	// retry too.
+	stubA := encodeFile(t, testMergeMeta("serve", "", "h1"),
+		odd, att(0, 0, 1, 10, 20, 503), att(1, 0, 1, 11, 21, 503), att(2, 0, 1, 12, 22, 503),
+		att(1, 0, 2, 2e9, 2e9+5, 200), abandoned)
+	stubB := encodeFile(t, testMergeMeta("serve", "", "h1"),
+		att(3, 0, 1, 13, 23, 503), att(2, 0, 1, 2.05e9, 2.05e9+5, 200), att(3, 0, 2, 2.1e9, 2.1e9+5, 200))
+	unstarted := outc(1, 1, 5e9, 0, 5e9, ResultCanceled)
+	shard0 := encodeFile(t, testMergeMeta("run", "0/2", "h1"),
+		oddOutcome, oddMissing, ok(0, 2, 2e9), ok(2, 2, 2.05e9+6),
+		&End{At: 5e9, Reason: EndCompleted, DialErrors: 3, Errors: []string{"one"}})
+	shard1 := encodeFile(t, testMergeMeta("run", "1/2", "h1"),
+		ok(1, 2, 2e9+6), ok(3, 0, 2.1e9+6), unstarted,
+		&End{At: 5e9, Reason: EndCompleted})
+
+	_, sum, err := doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"stub-b.ndjson", stubB},
+		mergeCase{"s0.ndjson", shard0}, mergeCase{"s1.ndjson", shard1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Problems) != 1 || sum.End == nil || !reflect.DeepEqual(sum.End.Errors, []string{"shard 0/2: one", sum.Problems[0]}) {
+		t.Fatalf("complete merge: problems %q, end %+v; want only x/b, which no stub saw", sum.Problems, sum.End)
+	}
+	if want := "1 outcome of shard 0/2 (file s0.ndjson) names a logical request no recording holds (such as x/b)"; !strings.HasPrefix(sum.Problems[0], want) {
+		t.Errorf("complete merge: problem %q; want %q", sum.Problems[0], want)
+	}
+	if sum.TrackedKeys != 7 {
+		t.Errorf("tracked %d keys; want 7 (0/0, 1/0, 1/1, 2/0, 3/0, x/a, x/b)", sum.TrackedKeys)
+	}
+
+	// Stub B left out.
+	recs, sum, err := doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"s0.ndjson", shard0}, mergeCase{"s1.ndjson", shard1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := " (its end record counts 3 dial errors: attempts that reached no stub)"
+	want := []string{
+		"shard 0/2: one",
+		"1 outcome of shard 0/2 (file s0.ndjson) names a logical request no recording holds (such as x/b): a stub's recording is missing from the merge?" + dial,
+		"1 outcome of shard 0/2 (file s0.ndjson) says more attempts for its logical request than the recordings hold (such as 2/0: 2 said, 1 recorded): a stub's recording is missing from the merge or cut short?" + dial,
+		"1 outcome of shard 1/2 (file s1.ndjson) names a logical request no recording holds (such as 3/0): a stub's recording is missing from the merge?",
+	}
+	if !reflect.DeepEqual(sum.Problems, want[1:]) {
+		t.Errorf("stub B left out: problems\n%s\nwant\n%s", strings.Join(sum.Problems, "\n"), strings.Join(want[1:], "\n"))
+	}
+	end := recs[len(recs)-1].End
+	if end == nil || !reflect.DeepEqual(end.Errors, want) {
+		t.Errorf("stub B left out: merged end %+v; want its errors %q", end, want)
+	}
+
+	// Without an end record to carry them, the summary still has them.
+	_, sum, err = doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA},
+		mergeCase{"s0.ndjson", encodeFile(t, testMergeMeta("run", "0/2", "h1"), ok(2, 0, 5))}, mergeCase{"s1.ndjson", shard1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.End != nil || len(sum.Problems) != 1 || !strings.HasPrefix(sum.Problems[0], "1 outcome of shard 1/2 (file s1.ndjson) names a logical request no recording holds (such as 3/0)") {
+		t.Errorf("shard 0/2 without end: end %+v, problems %q; want no end, 3/0 named", sum.End, sum.Problems)
+	}
+
+	// Stub recordings alone: no outcomes, nothing tracked.
+	_, sum, err = doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"stub-b.ndjson", stubB})
+	if err != nil || sum.Problems != nil || sum.TrackedKeys != 0 {
+		t.Errorf("stubs alone: %v, problems %q, tracked %d; want none", err, sum.Problems, sum.TrackedKeys)
+	}
+}
+
+// TestMergeNamesMissingStubAtScale: 300 logical requests over two shards,
+// two thirds of them on stub A; without stub B's recording the merge
+// counts, per shard, the outcomes of the 100 requests B alone saw, and
+// names the smallest key of each as the example whatever the map order.
+func TestMergeNamesMissingStubAtScale(t *testing.T) {
+	var a, b []any
+	var s [2][]any
+	for i := range 300 {
+		at := int64(i) * 1e6
+		rec := att(i, 0, 1, at, at+10, 200)
+		if i%3 == 2 {
+			b = append(b, rec)
+		} else {
+			a = append(a, rec)
+		}
+		o := outc(i, 0, at, at, at+20, ResultOK)
+		o.Status, o.Attempts = 200, 1
+		s[i%2] = append(s[i%2], o)
+	}
+	meta := func(shard string) *Meta {
+		m := testMergeMeta("run", shard, "h1")
+		m.Fleet.Clients, m.Scheduled = 300, 150
+		return m
+	}
+	s[0] = append(s[0], &End{At: 1e9, Reason: EndCompleted})
+	s[1] = append(s[1], &End{At: 1e9, Reason: EndCompleted})
+	_, sum, err := doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", encodeFile(t, testMergeMeta("serve", "", "h1"), a...)},
+		mergeCase{"out/0/timeline.ndjson", encodeFile(t, meta("0/2"), s[0]...)}, mergeCase{"out/1/timeline.ndjson", encodeFile(t, meta("1/2"), s[1]...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"50 outcomes of shard 0/2 (file out/0/timeline.ndjson) name logical requests no recording holds (such as 2/0): a stub's recording is missing from the merge?",
+		"50 outcomes of shard 1/2 (file out/1/timeline.ndjson) name logical requests no recording holds (such as 5/0): a stub's recording is missing from the merge?",
+	}
+	if !reflect.DeepEqual(sum.Problems, want) || sum.Attempts != 200 || sum.Outcomes != 300 || sum.TrackedKeys != 300 {
+		t.Errorf("problems\n%s\nattempts %d outcomes %d tracked %d; want\n%s\n200, 300, 300", strings.Join(sum.Problems, "\n"), sum.Attempts, sum.Outcomes, sum.TrackedKeys, strings.Join(want, "\n"))
+	}
+}
+
+func TestPackKey(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0/0", 0, true},
+		{"17/42", 17<<32 | 42, true},
+		{"4294967295/4294967295", 1<<64 - 1, true},
+		{"4294967296/0", 0, false},
+		{"01/2", 0, false},
+		{"1/02", 0, false},
+		{"1/", 0, false},
+		{"/1", 0, false},
+		{"1", 0, false},
+		{"1/2/3", 0, false},
+		{"-1/2", 0, false},
+		{"a/b", 0, false},
+	} {
+		got, ok := packKey(c.in)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("packKey(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+		if ok {
+			if back := (keyOrder{set: true, num: got}).String(); back != c.in {
+				t.Errorf("packKey(%q) prints back %q", c.in, back)
+			}
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package timeline
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// mergeCoverage turns Merge's coverage check on (a variable so that the
+// benchmark can measure the merge without it in the same run).
+var mergeCoverage = true
+
+// keyTally is what a merge learned of one logical request.
+type keyTally struct {
+	recorded int32 // attempt records with its key, every input's
+	claimed  int32 // the most attempts its outcome claims (0: none)
+	reported bool  // the outcome reported its attempts (Outcome.Attempts > 0)
+	src      int32 // 1 + the index of the fleet file with its outcome; 0: none
+}
+
+// coverage tallies, per logical request, the attempts the merged inputs
+// recorded and what the fleet files' outcomes claim, for the whole run:
+// whether an outcome's attempts are in some recording can only be told
+// once every input has been read (an attempt may be answered after its
+// outcome: abandoned, hung, or on a host whose clock runs behind). Keys of
+// the fleet's form, "client/seq" in canonical decimal, are packed into a
+// uint64; any other key is kept as a string.
+type coverage struct {
+	num map[uint64]keyTally
+	str map[string]*keyTally
+}
+
+func newCoverage() *coverage {
+	return &coverage{num: make(map[uint64]keyTally), str: make(map[string]*keyTally)}
+}
+
+func (c *coverage) len() int { return len(c.num) + len(c.str) }
+
+// packKey packs a "client/seq" key of two canonical decimal numbers below
+// 2^32 into one uint64; ok is false for any other key.
+func packKey(key string) (k uint64, ok bool) {
+	client, seq, found := strings.Cut(key, "/")
+	if !found {
+		return 0, false
+	}
+	a, ok1 := canonUint32(client)
+	b, ok2 := canonUint32(seq)
+	return a<<32 | b, ok1 && ok2
+}
+
+// canonUint32 parses a decimal number without sign or leading zeros
+// ("0" itself excepted) below 2^32.
+func canonUint32(s string) (uint64, bool) {
+	if s == "" || len(s) > 10 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, n <= math.MaxUint32
+}
+
+// update applies f to key's tally.
+func (c *coverage) update(key string, f func(*keyTally)) {
+	if k, ok := packKey(key); ok {
+		t := c.num[k]
+		f(&t)
+		c.num[k] = t
+		return
+	}
+	// A pointer, so that an existing entry keeps its own copy of the key
+	// (key is a slice of the decoder's buffer).
+	t := c.str[key]
+	if t == nil {
+		t = new(keyTally)
+		c.str[strings.Clone(key)] = t
+	}
+	f(t)
+}
+
+// attempt counts an attempt record of key.
+func (c *coverage) attempt(key string) {
+	if k, ok := packKey(key); ok { // the common case, without a closure
+		t := c.num[k]
+		t.recorded = min(t.recorded+1, math.MaxInt32)
+		c.num[k] = t
+		return
+	}
+	c.update(key, func(t *keyTally) { t.recorded = min(t.recorded+1, math.MaxInt32) })
+}
+
+// outcome notes the outcome o of fleet file src. It claims at least one
+// attempt when it reports attempts, a final status, or success.
+func (c *coverage) outcome(o *Outcome, src int) {
+	claim := int32(min(max(o.Attempts, 0), math.MaxInt32))
+	if claim == 0 && (o.Status > 0 || o.Result == ResultOK) {
+		claim = 1
+	}
+	c.update(o.Key, func(t *keyTally) {
+		t.src = int32(src + 1)
+		t.claimed = max(t.claimed, claim)
+		t.reported = t.reported || o.Attempts > 0
+	})
+}
+
+// shortfall is what one fleet file's outcomes claim that the recordings
+// do not hold.
+type shortfall struct {
+	none, fewer     int64    // outcomes with no attempt recorded; with fewer than reported
+	noneEx, fewerEx keyOrder // the smallest such request of each kind
+	fewerSaid       int32    // fewerEx's claimed attempts
+	fewerHeld       int32    // and recorded ones
+}
+
+// keyOrder orders example keys: packed ones first, by client and seq,
+// then the others as strings, so a merge names the same example each
+// time whatever the map's order.
+type keyOrder struct {
+	set   bool
+	isStr bool
+	num   uint64
+	str   string
+}
+
+func (k keyOrder) less(o keyOrder) bool {
+	switch {
+	case !o.set:
+		return true
+	case k.isStr != o.isStr:
+		return !k.isStr
+	case k.isStr:
+		return k.str < o.str
+	}
+	return k.num < o.num
+}
+
+func (k keyOrder) String() string {
+	if k.isStr {
+		return k.str
+	}
+	return fmt.Sprintf("%d/%d", k.num>>32, k.num&math.MaxUint32)
+}
+
+// problems returns one sentence per fleet file and kind of shortfall, in
+// input order.
+func (c *coverage) problems(srcs []*mergeSrc) []string {
+	fall := make([]shortfall, len(srcs))
+	note := func(k keyOrder, t *keyTally) {
+		if t.src == 0 || t.claimed == 0 {
+			return
+		}
+		f := &fall[t.src-1]
+		switch {
+		case t.recorded == 0:
+			f.none++
+			if k.less(f.noneEx) {
+				f.noneEx = k
+			}
+		case t.reported && t.claimed > t.recorded:
+			f.fewer++
+			if k.less(f.fewerEx) {
+				f.fewerEx, f.fewerSaid, f.fewerHeld = k, t.claimed, t.recorded
+			}
+		}
+	}
+	for k, t := range c.num {
+		note(keyOrder{set: true, num: k}, &t)
+	}
+	for k, t := range c.str {
+		note(keyOrder{set: true, isStr: true, str: k}, t)
+	}
+	var out []string
+	for i, s := range srcs {
+		f := fall[i]
+		if f.none == 0 && f.fewer == 0 {
+			continue
+		}
+		who := "the fleet"
+		if s.shard.Count > 1 {
+			who = "shard " + s.shard.String()
+		}
+		dial := ""
+		if s.end != nil && s.end.DialErrors > 0 {
+			dial = fmt.Sprintf(" (its end record counts %d dial errors: attempts that reached no stub)", s.end.DialErrors)
+		}
+		if f.none > 0 {
+			out = append(out, fmt.Sprintf("%s of %s (file %s) %s no recording holds (such as %s): a stub's recording is missing from the merge?%s",
+				count(f.none, "outcome", "outcomes"), who, s.name, verb(f.none, "names a logical request", "name logical requests"), f.noneEx, dial))
+		}
+		if f.fewer > 0 {
+			out = append(out, fmt.Sprintf("%s of %s (file %s) %s than the recordings hold (such as %s: %d said, %d recorded): a stub's recording is missing from the merge or cut short?%s",
+				count(f.fewer, "outcome", "outcomes"), who, s.name, verb(f.fewer, "says more attempts for its logical request", "say more attempts for their logical requests"),
+				f.fewerEx, f.fewerSaid, f.fewerHeld, dial))
+		}
+	}
+	return out
+}
+
+// count is "1 outcome", "2 outcomes".
+func count(n int64, one, many string) string {
+	return fmt.Sprintf("%d %s", n, verb(n, one, many))
+}
+
+// verb is one for n == 1, else many.
+func verb(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
