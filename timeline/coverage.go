@@ -15,19 +15,39 @@ type keyTally struct {
 	recorded int32 // attempt records with its key, every input's
 	claimed  int32 // the most attempts its outcome claims (0: none)
 	reported bool  // the outcome reported its attempts (Outcome.Attempts > 0)
-	src      int32 // 1 + the index of the fleet file with its outcome; 0: none
+	src      int32 // 1 + the index of the fleet file with its outcome; 0: none yet
+}
+
+// backed reports whether the recordings hold what the request's outcome
+// claims: an attempt when it claims any, as many as it reports when it
+// reports them. More attempts never make a backed request unbacked.
+func (t *keyTally) backed() bool {
+	switch {
+	case t.claimed == 0:
+		return true
+	case t.recorded == 0:
+		return false
+	}
+	return !t.reported || t.recorded >= t.claimed
 }
 
 // coverage tallies, per logical request, the attempts the merged inputs
-// recorded and what the fleet files' outcomes claim, for the whole run:
-// whether an outcome's attempts are in some recording can only be told
-// once every input has been read (an attempt may be answered after its
-// outcome: abandoned, hung, or on a host whose clock runs behind). Keys of
-// the fleet's form, "client/seq" in canonical decimal, are packed into a
+// recorded and what the fleet files' outcomes claim. A request leaves the
+// table once its outcome is in and backed; what stays is the requests
+// without an outcome yet (in flight, or attempts answered after their
+// outcome was backed: abandoned, hung) and those whose outcome is not
+// backed yet. The latter wait for the end of the merge, since their
+// attempts may still come (answered after the outcome ended, or on a
+// host whose clock runs ahead); what is still unbacked then is a problem.
+// The answer is the one a table of every request would give; the table
+// holds about the requests in flight when the recordings back the
+// outcomes, and grows to the unbacked ones when they do not. Keys of the
+// fleet's form, "client/seq" in canonical decimal, are packed into a
 // uint64; any other key is kept as a string.
 type coverage struct {
-	num map[uint64]keyTally
-	str map[string]*keyTally
+	num  map[uint64]keyTally
+	str  map[string]*keyTally
+	peak int // the most requests held at once
 }
 
 func newCoverage() *coverage {
@@ -65,12 +85,23 @@ func canonUint32(s string) (uint64, bool) {
 	return n, n <= math.MaxUint32
 }
 
-// update applies f to key's tally.
+// update applies f to key's tally, and forgets the request when its
+// outcome is in and backed.
 func (c *coverage) update(key string, f func(*keyTally)) {
 	if k, ok := packKey(key); ok {
-		t := c.num[k]
+		t, had := c.num[k]
 		f(&t)
-		c.num[k] = t
+		switch {
+		case t.src != 0 && t.backed():
+			if had {
+				delete(c.num, k)
+			}
+		default:
+			c.num[k] = t
+			if !had {
+				c.peak = max(c.peak, c.len())
+			}
+		}
 		return
 	}
 	// A pointer, so that an existing entry keeps its own copy of the key
@@ -78,21 +109,23 @@ func (c *coverage) update(key string, f func(*keyTally)) {
 	t := c.str[key]
 	if t == nil {
 		t = new(keyTally)
-		c.str[strings.Clone(key)] = t
-	}
-	f(t)
-}
-
-// attempt counts an attempt record of key.
-func (c *coverage) attempt(key string) {
-	if k, ok := packKey(key); ok { // the common case, without a closure
-		t := c.num[k]
-		t.recorded = min(t.recorded+1, math.MaxInt32)
-		c.num[k] = t
+		f(t)
+		if t.src == 0 || !t.backed() {
+			c.str[strings.Clone(key)] = t
+			c.peak = max(c.peak, c.len())
+		}
 		return
 	}
-	c.update(key, func(t *keyTally) { t.recorded = min(t.recorded+1, math.MaxInt32) })
+	f(t)
+	if t.src != 0 && t.backed() {
+		delete(c.str, key)
+	}
 }
+
+func countAttempt(t *keyTally) { t.recorded = min(t.recorded+1, math.MaxInt32) }
+
+// attempt counts an attempt record of key.
+func (c *coverage) attempt(key string) { c.update(key, countAttempt) }
 
 // outcome notes the outcome o of fleet file src. It claims at least one
 // attempt when it reports attempts, a final status, or success.
@@ -101,10 +134,11 @@ func (c *coverage) outcome(o *Outcome, src int) {
 	if claim == 0 && (o.Status > 0 || o.Result == ResultOK) {
 		claim = 1
 	}
+	reported := o.Attempts > 0
 	c.update(o.Key, func(t *keyTally) {
 		t.src = int32(src + 1)
 		t.claimed = max(t.claimed, claim)
-		t.reported = t.reported || o.Attempts > 0
+		t.reported = t.reported || reported
 	})
 }
 
@@ -151,7 +185,7 @@ func (k keyOrder) String() string {
 func (c *coverage) problems(srcs []*mergeSrc) []string {
 	fall := make([]shortfall, len(srcs))
 	note := func(k keyOrder, t *keyTally) {
-		if t.src == 0 || t.claimed == 0 {
+		if t.src == 0 || t.backed() {
 			return
 		}
 		f := &fall[t.src-1]

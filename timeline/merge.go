@@ -61,10 +61,11 @@ type MergeSummary struct {
 	// merged end record's Errors, which make the verdict INCONCLUSIVE,
 	// and listed here even when there is no end record to carry them.
 	Problems []string
-	// TrackedKeys is how many logical requests the coverage table held at
-	// the end (attempts' and outcomes' keys): Merge's memory that grows
-	// with the run, about 30 bytes a request; 0 without a fleet file.
-	TrackedKeys int
+	// CoverageKeys is the most logical requests the coverage check held
+	// at once (see Merge): about the requests in flight when the
+	// recordings back the outcomes, up to every unbacked one when they do
+	// not; 0 without a fleet file.
+	CoverageKeys int
 }
 
 // A MergeError is an input Merge cannot join: unreadable, malformed, or
@@ -109,9 +110,11 @@ func (e *MergeError) Unwrap() error { return e.Err }
 //
 // With a fleet file among the inputs, Merge also checks that the
 // recordings back the fleet's outcomes: per logical request it counts the
-// attempt records of every input and notes what the outcome claims (the
-// table holds one entry per logical request of the run, about 30 bytes
-// each). An outcome that claims an attempt (it reports attempts, a final
+// attempt records of every input and notes what the outcome claims,
+// forgetting a request once its outcome is in and backed (so the table
+// holds about the requests in flight, plus the unbacked ones, which wait
+// for the end of the merge: their attempts may be answered after the
+// outcome ended, or come from a host whose clock runs ahead). An outcome that claims an attempt (it reports attempts, a final
 // status or success) for a request no input holds any attempt of, and an outcome
 // whose reported attempts (Outcome.Attempts > 0) exceed those recorded for
 // its request, are counted per fleet file; each kind becomes one sentence
@@ -264,7 +267,7 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 	end := mergeEnd(srcs)
 	if cov != nil {
 		sum.Problems = cov.problems(srcs)
-		sum.TrackedKeys = cov.len()
+		sum.CoverageKeys = cov.peak
 		if end != nil {
 			end.Errors = append(end.Errors, sum.Problems...)
 		}

@@ -149,10 +149,13 @@ func peakHeapSampler() (stop func() uint64) {
 
 // BenchmarkMerge merges the five files of a spread run (two stubs whose
 // attempts a load balancer spread, so about half are renumbered; three
-// fleet shards) into a file on disk, against a baseline measured in the
-// same run: the same records decoded and re-encoded file by file
-// (no merge). Metrics: records/s of each, their ratio, and the peak heap
-// during the merge (sampled every 20 ms).
+// fleet shards) into a file on disk, against two baselines measured in the
+// same run: the same merge without the coverage check (Merge before it,
+// mergeCoverage off; the two alternate which goes first), and the same
+// records decoded and re-encoded file by file (no merge). Metrics:
+// records/s of each, the ratios merge/codec and merge/uncovered, the peak
+// heap during each merge (sampled every 20 ms), and the most logical
+// requests the coverage table held at once.
 //
 //	go test -run '^$' -bench BenchmarkMerge -benchtime 3x ./timeline
 //	go test -run '^$' -bench BenchmarkMerge -benchtime 1x ./timeline -bench-merge-records 10000000
@@ -178,10 +181,11 @@ func BenchmarkMerge(b *testing.B) {
 			}
 		}
 	}
-	var mergeD, copyD time.Duration
-	var records int64
-	var peak uint64
-	for b.Loop() {
+	defer func(v bool) { mergeCoverage = v }(mergeCoverage)
+	// merge runs one merge, with or without the coverage check, and adds
+	// its time and peak heap to d and peak.
+	merge := func(covered bool, d *time.Duration, peak *uint64) *MergeSummary {
+		mergeCoverage = covered
 		runtime.GC()
 		in, closeIn := open()
 		f, err := os.Create(out)
@@ -191,8 +195,8 @@ func BenchmarkMerge(b *testing.B) {
 		stop := peakHeapSampler()
 		start := time.Now()
 		sum, err := Merge(f, in, MergeOptions{})
-		mergeD += time.Since(start)
-		peak = max(peak, stop())
+		*d += time.Since(start)
+		*peak = max(*peak, stop())
 		closeIn()
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -203,15 +207,35 @@ func BenchmarkMerge(b *testing.B) {
 		if got := sum.Attempts + sum.Outcomes; got != int64(*benchMergeRecords) || sum.Renumbered == 0 {
 			b.Fatalf("merged %d records, renumbered %d; want %d, some renumbered", got, sum.Renumbered, *benchMergeRecords)
 		}
+		if covered && (sum.CoverageKeys == 0 || len(sum.Problems) > 0) {
+			b.Fatalf("coverage: table of %d requests at most, problems %q; want some, none", sum.CoverageKeys, sum.Problems)
+		}
+		return sum
+	}
+	var mergeD, plainD, copyD time.Duration
+	var records int64
+	var peak, plainPeak uint64
+	tracked, iter := 0, 0
+	for b.Loop() {
+		var sum *MergeSummary
+		if iter%2 == 0 {
+			merge(false, &plainD, &plainPeak)
+			sum = merge(true, &mergeD, &peak)
+		} else {
+			sum = merge(true, &mergeD, &peak)
+			merge(false, &plainD, &plainPeak)
+		}
+		iter++
+		tracked = sum.CoverageKeys
 		records += sum.Attempts + sum.Outcomes
 
 		// The baseline: the same records through the codec alone.
-		in, closeIn = open()
-		f, err = os.Create(out)
+		in, closeIn := open()
+		f, err := os.Create(out)
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
+		start := time.Now()
 		enc := NewEncoder(f)
 		for _, i := range in {
 			dec := NewDecoder(i.R)
@@ -242,11 +266,16 @@ func BenchmarkMerge(b *testing.B) {
 		closeIn()
 		f.Close()
 	}
-	merge := float64(records) / mergeD.Seconds()
+	rate := float64(records) / mergeD.Seconds()
+	plain := float64(records) / plainD.Seconds()
 	cp := float64(records) / copyD.Seconds()
-	b.ReportMetric(merge, "merge-records/s")
+	b.ReportMetric(rate, "merge-records/s")
+	b.ReportMetric(plain, "uncovered-records/s")
 	b.ReportMetric(cp, "codec-records/s")
-	b.ReportMetric(merge/cp, "ratio")
+	b.ReportMetric(rate/cp, "ratio")
+	b.ReportMetric(rate/plain, "covered/uncovered")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(plainPeak)/(1<<20), "uncovered-peak-heap-MiB")
+	b.ReportMetric(float64(tracked), "coverage-keys")
 	b.ReportMetric(0, "ns/op")
 }

@@ -250,6 +250,11 @@ func TestMergeForgetsClosedRequests(t *testing.T) {
 	if sum.PeakKeys < 1900 || sum.PeakKeys > 2100 || sum.Attempts != n || sum.Outcomes != n {
 		t.Errorf("peak keys %d, attempts %d, outcomes %d; want about 2,000 (requests of the last 2 s), %d, %d", sum.PeakKeys, sum.Attempts, sum.Outcomes, n, n)
 	}
+	// The coverage check forgets a request at its backed outcome: one at
+	// a time here.
+	if sum.CoverageKeys != 1 || sum.Problems != nil {
+		t.Errorf("the coverage table held %d requests at most, problems %q; want 1, none", sum.CoverageKeys, sum.Problems)
+	}
 	// Requests without outcomes: two generations at most.
 	defer func(n int) { mergeMaxKeys = n }(mergeMaxKeys)
 	mergeMaxKeys = 1000
@@ -523,8 +528,12 @@ func TestMergeNamesUnbackedOutcomes(t *testing.T) {
 	if want := "1 outcome of shard 0/2 (file s0.ndjson) names a logical request no recording holds (such as x/b)"; !strings.HasPrefix(sum.Problems[0], want) {
 		t.Errorf("complete merge: problem %q; want %q", sum.Problems[0], want)
 	}
-	if sum.TrackedKeys != 7 {
-		t.Errorf("tracked %d keys; want 7 (0/0, 1/0, 1/1, 2/0, 3/0, x/a, x/b)", sum.TrackedKeys)
+	// The table forgets a request once its outcome is backed: at most
+	// x/b, then 0/0 (its outcome in before its abandoned second attempt),
+	// 1/0, 2/0 and 3/0 at once; never the unstarted 1/1, which claims
+	// nothing.
+	if sum.CoverageKeys != 5 {
+		t.Errorf("the coverage table held %d requests at most; want 5", sum.CoverageKeys)
 	}
 
 	// Stub B left out.
@@ -559,8 +568,8 @@ func TestMergeNamesUnbackedOutcomes(t *testing.T) {
 
 	// Stub recordings alone: no outcomes, nothing tracked.
 	_, sum, err = doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"stub-b.ndjson", stubB})
-	if err != nil || sum.Problems != nil || sum.TrackedKeys != 0 {
-		t.Errorf("stubs alone: %v, problems %q, tracked %d; want none", err, sum.Problems, sum.TrackedKeys)
+	if err != nil || sum.Problems != nil || sum.CoverageKeys != 0 {
+		t.Errorf("stubs alone: %v, problems %q, coverage table %d; want none", err, sum.Problems, sum.CoverageKeys)
 	}
 }
 
@@ -599,8 +608,10 @@ func TestMergeNamesMissingStubAtScale(t *testing.T) {
 		"50 outcomes of shard 0/2 (file out/0/timeline.ndjson) name logical requests no recording holds (such as 2/0): a stub's recording is missing from the merge?",
 		"50 outcomes of shard 1/2 (file out/1/timeline.ndjson) name logical requests no recording holds (such as 5/0): a stub's recording is missing from the merge?",
 	}
-	if !reflect.DeepEqual(sum.Problems, want) || sum.Attempts != 200 || sum.Outcomes != 300 || sum.TrackedKeys != 300 {
-		t.Errorf("problems\n%s\nattempts %d outcomes %d tracked %d; want\n%s\n200, 300, 300", strings.Join(sum.Problems, "\n"), sum.Attempts, sum.Outcomes, sum.TrackedKeys, strings.Join(want, "\n"))
+	// The table holds the 100 unbacked requests to the end, the backed
+	// ones only until their outcome.
+	if !reflect.DeepEqual(sum.Problems, want) || sum.Attempts != 200 || sum.Outcomes != 300 || sum.CoverageKeys != 100 {
+		t.Errorf("problems\n%s\nattempts %d outcomes %d, coverage table %d at most; want\n%s\n200, 300, 100", strings.Join(sum.Problems, "\n"), sum.Attempts, sum.Outcomes, sum.CoverageKeys, strings.Join(want, "\n"))
 	}
 }
 
