@@ -3,6 +3,7 @@ package timeline
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strings"
 )
 
@@ -43,21 +44,23 @@ func (t *keyTally) backed() bool {
 // holds about the requests in flight when the recordings back the
 // outcomes, and grows to the unbacked ones when they do not. Keys of the
 // fleet's form, "client/seq" in canonical decimal, are packed into a
-// uint64; any other key is kept as a string.
+// uint64 and kept in a table of their own (a lookup per record is most of
+// the check's cost); any other key is kept as a string.
 type coverage struct {
-	num  map[uint64]keyTally
+	num  keyTable
 	str  map[string]*keyTally
 	peak int // the most requests held at once
 }
 
 func newCoverage() *coverage {
-	return &coverage{num: make(map[uint64]keyTally), str: make(map[string]*keyTally)}
+	return &coverage{str: make(map[string]*keyTally)}
 }
 
-func (c *coverage) len() int { return len(c.num) + len(c.str) }
+func (c *coverage) len() int { return c.num.n + len(c.str) }
 
 // packKey packs a "client/seq" key of two canonical decimal numbers below
-// 2^32 into one uint64; ok is false for any other key.
+// 2^32 into one uint64, never math.MaxUint64 (keyTable's empty mark); ok
+// is false for any other key.
 func packKey(key string) (k uint64, ok bool) {
 	client, seq, found := strings.Cut(key, "/")
 	if !found {
@@ -65,7 +68,78 @@ func packKey(key string) (k uint64, ok bool) {
 	}
 	a, ok1 := canonUint32(client)
 	b, ok2 := canonUint32(seq)
-	return a<<32 | b, ok1 && ok2
+	k = a<<32 | b
+	return k, ok1 && ok2 && k != math.MaxUint64
+}
+
+// keyTable maps packed keys to tallies: open addressing with linear
+// probing in a power-of-two array at most 3/4 full, deletion by backward
+// shift (no tombstones, so a table whose requests come and go stays as
+// fast as a fresh one). It grows, never shrinks: its size follows the most
+// requests held at once.
+type keyTable struct {
+	slots []keySlot
+	n     int
+	shift uint // 64 − log2(len(slots))
+}
+
+// keySlot holds key k+1 (0: empty) and its tally.
+type keySlot struct {
+	k uint64
+	t keyTally
+}
+
+// home is k's first slot (Fibonacci hashing of k+1).
+func (t *keyTable) home(k1 uint64) int { return int((k1 * 0x9E3779B97F4A7C15) >> t.shift) }
+
+// slot returns the index of k's slot, adding a zero tally when k is not
+// there (isNew).
+func (t *keyTable) slot(k uint64) (i int, isNew bool) {
+	if 4*(t.n+1) > 3*len(t.slots) {
+		t.grow()
+	}
+	k1 := k + 1
+	mask := len(t.slots) - 1
+	for i = t.home(k1); ; i = (i + 1) & mask {
+		switch t.slots[i].k {
+		case k1:
+			return i, false
+		case 0:
+			t.slots[i].k = k1
+			t.n++
+			return i, true
+		}
+	}
+}
+
+func (t *keyTable) grow() {
+	old := t.slots
+	size := max(64, 2*len(old))
+	t.slots, t.n = make([]keySlot, size), 0
+	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	for _, s := range old {
+		if s.k != 0 {
+			i, _ := t.slot(s.k - 1)
+			t.slots[i].t = s.t
+		}
+	}
+}
+
+// removeAt empties slot i, moving back the entries after it that could
+// not sit in their home slot (Knuth's algorithm R).
+func (t *keyTable) removeAt(i int) {
+	mask := len(t.slots) - 1
+	for j := (i + 1) & mask; t.slots[j].k != 0; j = (j + 1) & mask {
+		h := t.home(t.slots[j].k)
+		// The entry at j stays when its home is cyclically in (i, j].
+		if i <= j && i < h && h <= j || i > j && (h > i || h <= j) {
+			continue
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+	t.slots[i] = keySlot{}
+	t.n--
 }
 
 // canonUint32 parses a decimal number without sign or leading zeros
@@ -89,18 +163,14 @@ func canonUint32(s string) (uint64, bool) {
 // outcome is in and backed.
 func (c *coverage) update(key string, f func(*keyTally)) {
 	if k, ok := packKey(key); ok {
-		t, had := c.num[k]
-		f(&t)
+		i, isNew := c.num.slot(k)
+		t := &c.num.slots[i].t
+		f(t)
 		switch {
 		case t.src != 0 && t.backed():
-			if had {
-				delete(c.num, k)
-			}
-		default:
-			c.num[k] = t
-			if !had {
-				c.peak = max(c.peak, c.len())
-			}
+			c.num.removeAt(i)
+		case isNew:
+			c.peak = max(c.peak, c.len())
 		}
 		return
 	}
@@ -202,8 +272,10 @@ func (c *coverage) problems(srcs []*mergeSrc) []string {
 			}
 		}
 	}
-	for k, t := range c.num {
-		note(keyOrder{set: true, num: k}, &t)
+	for i := range c.num.slots {
+		if s := &c.num.slots[i]; s.k != 0 {
+			note(keyOrder{set: true, num: s.k - 1}, &s.t)
+		}
 	}
 	for k, t := range c.str {
 		note(keyOrder{set: true, isStr: true, str: k}, t)

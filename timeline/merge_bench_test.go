@@ -153,7 +153,9 @@ func peakHeapSampler() (stop func() uint64) {
 // same run: the same merge without the coverage check (Merge before it,
 // mergeCoverage off; the two alternate which goes first), and the same
 // records decoded and re-encoded file by file (no merge). Metrics:
-// records/s of each, the ratios merge/codec and merge/uncovered, the peak
+// records/s of each, the ratios merge/codec and merge/uncovered, the CPU
+// time per record of both merges and their ratio (CPU time is what a
+// loaded machine does not inflate), the peak
 // heap during each merge (sampled every 20 ms), and the most logical
 // requests the coverage table held at once.
 //
@@ -184,7 +186,7 @@ func BenchmarkMerge(b *testing.B) {
 	defer func(v bool) { mergeCoverage = v }(mergeCoverage)
 	// merge runs one merge, with or without the coverage check, and adds
 	// its time and peak heap to d and peak.
-	merge := func(covered bool, d *time.Duration, peak *uint64) *MergeSummary {
+	merge := func(covered bool, d, cpu *time.Duration, peak *uint64) *MergeSummary {
 		mergeCoverage = covered
 		runtime.GC()
 		in, closeIn := open()
@@ -193,9 +195,10 @@ func BenchmarkMerge(b *testing.B) {
 			b.Fatal(err)
 		}
 		stop := peakHeapSampler()
-		start := time.Now()
+		start, cpu0 := time.Now(), processCPU()
 		sum, err := Merge(f, in, MergeOptions{})
 		*d += time.Since(start)
+		*cpu += processCPU() - cpu0
 		*peak = max(*peak, stop())
 		closeIn()
 		if cerr := f.Close(); err == nil {
@@ -212,18 +215,18 @@ func BenchmarkMerge(b *testing.B) {
 		}
 		return sum
 	}
-	var mergeD, plainD, copyD time.Duration
+	var mergeD, plainD, copyD, mergeCPU, plainCPU time.Duration
 	var records int64
 	var peak, plainPeak uint64
 	tracked, iter := 0, 0
 	for b.Loop() {
 		var sum *MergeSummary
 		if iter%2 == 0 {
-			merge(false, &plainD, &plainPeak)
-			sum = merge(true, &mergeD, &peak)
+			merge(false, &plainD, &plainCPU, &plainPeak)
+			sum = merge(true, &mergeD, &mergeCPU, &peak)
 		} else {
-			sum = merge(true, &mergeD, &peak)
-			merge(false, &plainD, &plainPeak)
+			sum = merge(true, &mergeD, &mergeCPU, &peak)
+			merge(false, &plainD, &plainCPU, &plainPeak)
 		}
 		iter++
 		tracked = sum.CoverageKeys
@@ -274,6 +277,13 @@ func BenchmarkMerge(b *testing.B) {
 	b.ReportMetric(cp, "codec-records/s")
 	b.ReportMetric(rate/cp, "ratio")
 	b.ReportMetric(rate/plain, "covered/uncovered")
+	if plainCPU > 0 {
+		// CPU time (the process's, decoding goroutines included) tells
+		// the work apart from the wait on a loaded machine.
+		b.ReportMetric(float64(mergeCPU.Nanoseconds())/float64(records), "merge-cpu-ns/record")
+		b.ReportMetric(float64(plainCPU.Nanoseconds())/float64(records), "uncovered-cpu-ns/record")
+		b.ReportMetric(float64(mergeCPU)/float64(plainCPU), "cpu-covered/uncovered")
+	}
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(plainPeak)/(1<<20), "uncovered-peak-heap-MiB")
 	b.ReportMetric(float64(tracked), "coverage-keys")

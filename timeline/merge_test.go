@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"strconv"
 	"strings"
@@ -623,7 +625,8 @@ func TestPackKey(t *testing.T) {
 	}{
 		{"0/0", 0, true},
 		{"17/42", 17<<32 | 42, true},
-		{"4294967295/4294967295", 1<<64 - 1, true},
+		{"4294967295/4294967294", 1<<64 - 2, true},
+		{"4294967295/4294967295", 0, false}, // keyTable's empty mark
 		{"4294967296/0", 0, false},
 		{"01/2", 0, false},
 		{"1/02", 0, false},
@@ -643,5 +646,70 @@ func TestPackKey(t *testing.T) {
 				t.Errorf("packKey(%q) prints back %q", c.in, back)
 			}
 		}
+	}
+}
+
+// TestKeyTable: the coverage check's table agrees with a map through
+// inserts, updates and deletes: in the smallest table (at most 45 of its
+// 64 slots used, so probe runs often wrap around its end and deletes shift
+// entries back across it), and in one that grows, with keys clustered as
+// the fleet's are.
+func TestKeyTable(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		ops, every int // operations; a lookup of every key each so many
+		key        func(r *rand.Rand) uint64
+		wantGrowth bool
+	}{
+		{"small", 200_000, 97, func(r *rand.Rand) uint64 { return uint64(r.IntN(45)) }, false},
+		{"growing", 200_000, 20_011, func(r *rand.Rand) uint64 {
+			if r.IntN(7) == 0 {
+				return math.MaxUint64 - 1 - uint64(r.IntN(10))
+			}
+			return uint64(r.IntN(50))<<32 | uint64(r.IntN(3000))
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			var tab keyTable
+			want := map[uint64]int32{}
+			for op := range c.ops {
+				k := c.key(r)
+				i, isNew := tab.slot(k)
+				if _, had := want[k]; had == isNew {
+					t.Fatalf("op %d: slot(%#x) new %v; the map had it: %v", op, k, isNew, had)
+				}
+				if r.IntN(3) == 0 {
+					tab.removeAt(i)
+					delete(want, k)
+				} else {
+					tab.slots[i].t.recorded++
+					want[k]++
+				}
+				if tab.n != len(want) {
+					t.Fatalf("op %d: table holds %d; the map %d", op, tab.n, len(want))
+				}
+				// Every key the map has is found where the table put it.
+				if op%c.every == 0 {
+					for k, n := range want {
+						if i, isNew := tab.slot(k); isNew || tab.slots[i].t.recorded != n {
+							t.Fatalf("op %d: lookup of %#x: new %v, %d; want %d", op, k, isNew, tab.slots[i].t.recorded, n)
+						}
+					}
+				}
+			}
+			got := map[uint64]int32{}
+			for _, s := range tab.slots {
+				if s.k != 0 {
+					got[s.k-1] = s.t.recorded
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the table's %d entries differ from the map's %d", len(got), len(want))
+			}
+			if grew := len(tab.slots) > 64; grew != c.wantGrowth {
+				t.Errorf("%d slots for %d entries; want growth %v", len(tab.slots), tab.n, c.wantGrowth)
+			}
+		})
 	}
 }
