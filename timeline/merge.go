@@ -109,21 +109,24 @@ func (e *MergeError) Unwrap() error { return e.Err }
 // this version does not know included; the others are encoded anew.
 //
 // With a fleet file among the inputs, Merge also checks that the
-// recordings back the fleet's outcomes: per logical request it counts the
-// attempt records of every input and notes what the outcome claims,
-// forgetting a request once its outcome is in and backed (so the table
-// holds about the requests in flight, plus the unbacked ones, which wait
-// for the end of the merge: their attempts may be answered after the
-// outcome ended, or come from a host whose clock runs ahead). An outcome that claims an attempt (it reports attempts, a final
-// status or success) for a request no input holds any attempt of, and an outcome
-// whose reported attempts (Outcome.Attempts > 0) exceed those recorded for
-// its request, are counted per fleet file; each kind becomes one sentence
-// naming the shard, the file and an example request (a stub's recording
-// left out of the merge, or cut short) in the merged end record's Errors
-// and in MergeSummary.Problems. It cannot see a missing recording whose
-// requests' outcomes claim nothing (unstarted, refused by the client's own
-// limiter), attempts the subject does not count, nor a serve recording's
-// own clients, which have no outcomes.
+// recordings back the fleet's outcomes. Per logical request it counts the
+// attempt records of every input and notes what the outcome claims: an
+// attempt when it reports attempts, a final status or success; as many
+// attempts as it reports (Outcome.Attempts > 0). Outcomes of requests no
+// input holds an attempt of, and outcomes that report more attempts than
+// the inputs hold for their request, are counted per fleet file; each
+// kind becomes one sentence naming the shard, its file and an example
+// request (a stub's recording left out of the merge, or cut short),
+// appended to the merged end record's Errors (which the analyzer reads as
+// INCONCLUSIVE reasons) and listed in MergeSummary.Problems. The check
+// judges at the end of the merge, since a request's attempts may come
+// after its outcome (answered after the client gave up, or on a host
+// whose clock runs ahead); it forgets a request once its outcome is in and
+// backed, so it holds about the requests in flight plus the unbacked
+// ones. It cannot see a missing recording whose requests' outcomes claim
+// nothing (unstarted, held back by the client's own limiter), attempts the
+// subject does not count, nor a serve recording's own clients, which have
+// no outcomes.
 //
 // The merged meta is the first fleet file's (the first input's when there
 // is none) with Scheduled the sum of the shards', no Shard, and

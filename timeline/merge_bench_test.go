@@ -289,3 +289,47 @@ func BenchmarkMerge(b *testing.B) {
 	b.ReportMetric(float64(tracked), "coverage-keys")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkMergeCoverage is the coverage check alone, on BenchmarkMerge's
+// pattern: 2,000 logical requests in flight, 1-4 attempts each, then the
+// outcome; one op is one attempt (and its request's outcome after the
+// last), the key's string made included. Against the merge's CPU time per
+// record (BenchmarkMerge's merge-cpu-ns/record), cpu-ns/op is the check's
+// share.
+func BenchmarkMergeCoverage(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	type slot struct {
+		key     string
+		n, want int
+	}
+	slots := make([]slot, 2000)
+	seq := 0
+	next := func(s *slot) {
+		*s = slot{key: strconv.Itoa(r.IntN(10000)) + "/" + strconv.Itoa(seq), want: 1 + r.IntN(4)}
+		seq++
+	}
+	for i := range slots {
+		next(&slots[i])
+	}
+	c := newCoverage()
+	o := Outcome{Status: 200, Result: ResultOK}
+	i := 0
+	cpu0 := processCPU()
+	for b.Loop() {
+		s := &slots[i%len(slots)]
+		i++
+		c.attempt(s.key)
+		if s.n++; s.n == s.want {
+			o.Key, o.Attempts = s.key, s.n
+			c.outcome(&o, 2)
+			next(s)
+		}
+	}
+	if p := c.problems(make([]*mergeSrc, 3)); len(p) > 0 || c.len() > len(slots) {
+		b.Fatalf("%d requests held, problems %q; want at most %d, none", c.len(), p, len(slots))
+	}
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(i), "cpu-ns/op")
+	}
+	b.ReportMetric(float64(c.peak), "peak-requests")
+}
