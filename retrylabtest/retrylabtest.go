@@ -250,35 +250,71 @@ func canonicalHash(b []byte) string {
 // Failed returns the ids of the failed checks.
 func (r *Result) Failed() []string { return r.Verdict.Failed() }
 
-// AssertPass fails t, with the verdict's text, unless every check passed
-// or was skipped.
+// AssertPass fails t unless the verdict is PASS: every check passed or
+// was skipped and the run was carried out faithfully. Its message says
+// what the verdict is instead: FAIL with the failed checks, or
+// INCONCLUSIVE with the analyzer's reasons (Verdict.Inconclusive), then
+// the verdict's text.
 func (r *Result) AssertPass(t testing.TB) {
 	t.Helper()
-	if !r.Verdict.Pass {
-		t.Errorf("retrylabtest: %s × %s: checks failed: %s\n%s", r.Summary.Scenario, r.Summary.Subject,
-			strings.Join(r.Failed(), ", "), r.verdictText())
+	if r.Verdict.Status != analyzer.VerdictPass {
+		t.Errorf("retrylabtest: %s: %s; want PASS\n%s", r.title(), r.why(), r.verdictText())
 	}
 }
 
-// AssertFails fails t unless each named check failed; with no names, unless
-// the verdict failed. A negative control uses it to prove a check bites.
+// AssertFails fails t unless the verdict is FAIL and each named check
+// failed; with no names, unless the verdict is FAIL. An INCONCLUSIVE
+// verdict (the run could not be vouched for, nothing failed) never
+// satisfies it: its message lists the analyzer's reasons. A negative
+// control uses it to prove a check bites.
 func (r *Result) AssertFails(t testing.TB, checks ...string) {
 	t.Helper()
-	if len(checks) == 0 {
-		if r.Verdict.Pass {
-			t.Errorf("retrylabtest: %s × %s: the verdict passed; want it to fail\n%s", r.Summary.Scenario, r.Summary.Subject, r.verdictText())
-		}
+	if r.Verdict.Status != analyzer.VerdictFail {
+		t.Errorf("retrylabtest: %s: %s; want FAIL\n%s", r.title(), r.why(), r.verdictText())
 		return
 	}
 	for _, id := range checks {
 		c := r.Verdict.Check(id)
 		switch {
 		case c == nil:
-			t.Errorf("retrylabtest: %s × %s: no check %q in the verdict", r.Summary.Scenario, r.Summary.Subject, id)
+			t.Errorf("retrylabtest: %s: no check %q in the verdict", r.title(), id)
 		case c.Status != analyzer.StatusFail:
-			t.Errorf("retrylabtest: %s × %s: check %s is %s; want fail\n%s", r.Summary.Scenario, r.Summary.Subject, id, c.Status, r.verdictText())
+			t.Errorf("retrylabtest: %s: check %s is %s; want fail (%s)\n%s", r.title(), id, c.Status, r.why(), r.verdictText())
 		}
 	}
+}
+
+// title names the run: "scenario × subject".
+func (r *Result) title() string {
+	if r.Summary != nil {
+		return r.Summary.Scenario + " × " + r.Summary.Subject
+	}
+	return r.Verdict.Figures.Scenario + " × " + r.Verdict.Figures.Subject
+}
+
+// why says what the verdict is and why: "the verdict is FAIL (checks
+// failed: a, b)", "the verdict is INCONCLUSIVE (reason; reason)".
+func (r *Result) why() string {
+	v := r.Verdict
+	status := strings.ToUpper(v.Status)
+	if status == "" {
+		status = "unset"
+	}
+	var parts []string
+	if failed := v.Failed(); len(failed) > 0 {
+		parts = append(parts, "checks failed: "+strings.Join(failed, ", "))
+	}
+	if len(v.Inconclusive) > 0 {
+		if len(parts) > 0 {
+			parts = append(parts, "inconclusive too: "+strings.Join(v.Inconclusive, "; "))
+		} else {
+			parts = append(parts, strings.Join(v.Inconclusive, "; "))
+		}
+	}
+	if len(parts) == 0 {
+		return "the verdict is " + status
+	}
+	return "the verdict is " + status + " (" + strings.Join(parts, "; ") + ")"
 }
 
 // AssertCheck fails t unless the named check has the given status
@@ -291,7 +327,7 @@ func (r *Result) AssertCheck(t testing.TB, id, status string) {
 		if c != nil {
 			got = c.Status
 		}
-		t.Errorf("retrylabtest: %s × %s: check %s is %s; want %s\n%s", r.Summary.Scenario, r.Summary.Subject, id, got, status, r.verdictText())
+		t.Errorf("retrylabtest: %s: check %s is %s; want %s\n%s", r.title(), id, got, status, r.verdictText())
 	}
 }
 

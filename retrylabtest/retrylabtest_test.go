@@ -185,12 +185,19 @@ expect: {checks: [retry-after, instant-retry]}
 	}
 }
 
-// fakeTB records a Run's fatal errors; only the methods Run calls before
-// the bubble are implemented.
+// fakeTB records a Run's fatal errors and an assertion's errors; only the
+// methods Run calls before the bubble, and Errorf, are implemented.
 type fakeTB struct {
 	testing.TB
 	mu   sync.Mutex
 	msgs []string
+	errs []string
+}
+
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.mu.Lock()
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
 }
 
 func (f *fakeTB) Helper()      {}
@@ -309,4 +316,86 @@ func TestAbandonedAttemptsCount(t *testing.T) {
 		t.Fatalf("the most attempts was %d: unbounded no longer breaks the stated cap of 5 here", most)
 	}
 	res.AssertFails(t, analyzer.CheckAttempts)
+}
+
+// verdictResult is a Result around a verdict built by hand.
+func verdictResult(status string, inconclusive []string, checks ...analyzer.CheckResult) *retrylabtest.Result {
+	return &retrylabtest.Result{
+		Summary: &scenarios.Summary{Scenario: "outage-date", Subject: "mine"},
+		Verdict: &analyzer.Verdict{Status: status, Pass: status == analyzer.VerdictPass, Inconclusive: inconclusive, Checks: checks},
+	}
+}
+
+// TestAssertionsNeedTheVerdict: AssertPass needs PASS and AssertFails
+// needs FAIL (and, with names, each named check failed); an INCONCLUSIVE
+// verdict satisfies neither, and the message says INCONCLUSIVE with the
+// analyzer's reasons. Before, AssertFails() passed on an INCONCLUSIVE
+// verdict and AssertPass said "checks failed: " with an empty list.
+func TestAssertionsNeedTheVerdict(t *testing.T) {
+	const (
+		noEnd   = "the timeline has no end record: the run was killed or the file was cut short"
+		missing = "3 of 5 scheduled logical requests have an outcome"
+	)
+	pass := verdictResult(analyzer.VerdictPass, nil,
+		analyzer.CheckResult{ID: "retry-after", Status: analyzer.StatusPass}, analyzer.CheckResult{ID: "waves", Status: analyzer.StatusSkip})
+	fail := verdictResult(analyzer.VerdictFail, nil,
+		analyzer.CheckResult{ID: "retry-after", Status: analyzer.StatusFail}, analyzer.CheckResult{ID: "waves", Status: analyzer.StatusPass},
+		analyzer.CheckResult{ID: "budget", Status: analyzer.StatusFail})
+	failToo := verdictResult(analyzer.VerdictFail, []string{missing},
+		analyzer.CheckResult{ID: "retry-after", Status: analyzer.StatusFail})
+	inconclusive := verdictResult(analyzer.VerdictInconclusive, []string{noEnd, missing},
+		analyzer.CheckResult{ID: "retry-after", Status: analyzer.StatusPass}, analyzer.CheckResult{ID: "waves", Status: analyzer.StatusSkip})
+
+	for _, c := range []struct {
+		name   string
+		assert func(t testing.TB)
+		want   []string // each error's wanted substrings; nil: no error
+	}{
+		{"pass/AssertPass", pass.AssertPass, nil},
+		{"fail/AssertPass", fail.AssertPass, []string{"outage-date × mine: the verdict is FAIL (checks failed: retry-after, budget); want PASS"}},
+		{"fail+inconclusive/AssertPass", failToo.AssertPass, []string{"the verdict is FAIL (checks failed: retry-after; inconclusive too: " + missing + "); want PASS"}},
+		{"inconclusive/AssertPass", inconclusive.AssertPass, []string{"the verdict is INCONCLUSIVE (" + noEnd + "; " + missing + "); want PASS"}},
+
+		{"fail/AssertFails()", func(t testing.TB) { fail.AssertFails(t) }, nil},
+		{"fail/AssertFails(named)", func(t testing.TB) { fail.AssertFails(t, "retry-after", "budget") }, nil},
+		{"fail/AssertFails(a passed check)", func(t testing.TB) { fail.AssertFails(t, "retry-after", "waves") },
+			[]string{"check waves is pass; want fail (the verdict is FAIL (checks failed: retry-after, budget))"}},
+		{"fail/AssertFails(an absent check)", func(t testing.TB) { fail.AssertFails(t, "speed") }, []string{`no check "speed" in the verdict`}},
+		{"pass/AssertFails()", func(t testing.TB) { pass.AssertFails(t) }, []string{"the verdict is PASS; want FAIL"}},
+		{"inconclusive/AssertFails()", func(t testing.TB) { inconclusive.AssertFails(t) },
+			[]string{"the verdict is INCONCLUSIVE (" + noEnd + "; " + missing + "); want FAIL"}},
+		{"inconclusive/AssertFails(named)", func(t testing.TB) { inconclusive.AssertFails(t, "retry-after", "waves") },
+			[]string{"the verdict is INCONCLUSIVE (" + noEnd + "; " + missing + "); want FAIL"}},
+	} {
+		f := &fakeTB{}
+		c.assert(f)
+		if len(f.errs) != len(c.want) {
+			t.Errorf("%s: %d errors %q; want %d", c.name, len(f.errs), f.errs, len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.Contains(f.errs[i], w) {
+				t.Errorf("%s: error %q; want it to contain %q", c.name, f.errs[i], w)
+			}
+			if strings.Contains(f.errs[i], "checks failed: \n") || strings.Contains(f.errs[i], "checks failed: ;") {
+				t.Errorf("%s: error %q names an empty list of failed checks", c.name, f.errs[i])
+			}
+		}
+	}
+}
+
+// TestAssertFailsInconclusiveRun: a run the duration cap stops in the
+// middle of the outage is INCONCLUSIVE, and AssertFails() does not take
+// it for a failure.
+func TestAssertFailsInconclusiveRun(t *testing.T) {
+	res := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(20), retrylabtest.WithDuration(2*time.Second))
+	if res.Verdict.Status != analyzer.VerdictInconclusive || len(res.Verdict.Inconclusive) == 0 {
+		t.Fatalf("a 2 s cap on outage-delta: verdict %s %q; want INCONCLUSIVE with reasons (the test needs another way to make one)",
+			res.Verdict.Status, res.Verdict.Inconclusive)
+	}
+	f := &fakeTB{}
+	res.AssertFails(f)
+	if len(f.errs) != 1 || !strings.Contains(f.errs[0], "the verdict is INCONCLUSIVE ("+res.Verdict.Inconclusive[0]) {
+		t.Errorf("AssertFails() of an INCONCLUSIVE run: errors %q; want one naming INCONCLUSIVE and its reasons %q", f.errs, res.Verdict.Inconclusive)
+	}
 }

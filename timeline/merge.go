@@ -56,6 +56,16 @@ type MergeSummary struct {
 	// requests in flight at a time when the fleet files' outcomes close
 	// them, and under 2 × 262,144 (two generations) otherwise.
 	PeakKeys int
+	// Problems are the sentences Merge found the fleet files' outcomes
+	// and the recordings disagree with (see Merge): written into the
+	// merged end record's Errors, which make the verdict INCONCLUSIVE,
+	// and listed here even when there is no end record to carry them.
+	Problems []string
+	// CoverageKeys is the most logical requests the coverage check held
+	// at once (see Merge): about the requests in flight when the
+	// recordings back the outcomes, up to every unbacked one when they do
+	// not; 0 without a fleet file.
+	CoverageKeys int
 }
 
 // A MergeError is an input Merge cannot join: unreadable, malformed, or
@@ -97,6 +107,26 @@ func (e *MergeError) Unwrap() error { return e.Err }
 // request one replica saw keep its numbers. A record the merge does not
 // change (on the epoch, its number kept) is copied as it was read, fields
 // this version does not know included; the others are encoded anew.
+//
+// With a fleet file among the inputs, Merge also checks that the
+// recordings back the fleet's outcomes. Per logical request it counts the
+// attempt records of every input and notes what the outcome claims: an
+// attempt when it reports attempts, a final status or success; as many
+// attempts as it reports (Outcome.Attempts > 0). Outcomes of requests no
+// input holds an attempt of, and outcomes that report more attempts than
+// the inputs hold for their request, are counted per fleet file; each
+// kind becomes one sentence naming the shard, its file and an example
+// request (a stub's recording left out of the merge, or cut short),
+// appended to the merged end record's Errors (which the analyzer reads as
+// INCONCLUSIVE reasons) and listed in MergeSummary.Problems. The check
+// judges at the end of the merge, since a request's attempts may come
+// after its outcome (answered after the client gave up, or on a host
+// whose clock runs ahead); it forgets a request once its outcome is in and
+// backed, so it holds about the requests in flight plus the unbacked
+// ones. It cannot see a missing recording whose requests' outcomes claim
+// nothing (unstarted, held back by the client's own limiter), attempts the
+// subject does not count, nor a serve recording's own clients, which have
+// no outcomes.
 //
 // The merged meta is the first fleet file's (the first input's when there
 // is none) with Scheduled the sum of the shards', no Shard, and
@@ -173,6 +203,10 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 	if stubs >= 2 {
 		rn = newRenumber(2*int64(time.Second) + meta.ClockUncertainty)
 	}
+	var cov *coverage
+	if stubs < len(srcs) && mergeCoverage {
+		cov = newCoverage()
+	}
 	for len(h) > 0 {
 		s := h[0]
 		rec := s.rec
@@ -194,6 +228,9 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 				}
 				sum.PeakKeys = max(sum.PeakKeys, len(rn.cur)+len(rn.prev))
 			}
+			if cov != nil {
+				cov.attempt(a.Key)
+			}
 			sum.Attempts++
 			if same {
 				err = enc.writeLine(s.raw)
@@ -206,6 +243,9 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 			if rn != nil && o.Result != ResultHung {
 				rn.advance(s.key)
 				rn.closed(o.Key, s.key)
+			}
+			if cov != nil && s.fleet {
+				cov.outcome(o, s.idx)
 			}
 			sum.Outcomes++
 			if same {
@@ -227,7 +267,15 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 			h.pop()
 		}
 	}
-	if end := mergeEnd(srcs); end != nil {
+	end := mergeEnd(srcs)
+	if cov != nil {
+		sum.Problems = cov.problems(srcs)
+		sum.CoverageKeys = cov.peak
+		if end != nil {
+			end.Errors = append(end.Errors, sum.Problems...)
+		}
+	}
+	if end != nil {
 		if err := enc.EncodeEnd(end); err != nil {
 			return sum, err
 		}

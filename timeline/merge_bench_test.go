@@ -149,10 +149,15 @@ func peakHeapSampler() (stop func() uint64) {
 
 // BenchmarkMerge merges the five files of a spread run (two stubs whose
 // attempts a load balancer spread, so about half are renumbered; three
-// fleet shards) into a file on disk, against a baseline measured in the
-// same run: the same records decoded and re-encoded file by file
-// (no merge). Metrics: records/s of each, their ratio, and the peak heap
-// during the merge (sampled every 20 ms).
+// fleet shards) into a file on disk, against two baselines measured in the
+// same run: the same merge without the coverage check (Merge before it,
+// mergeCoverage off; the two alternate which goes first), and the same
+// records decoded and re-encoded file by file (no merge). Metrics:
+// records/s of each, the ratios merge/codec and merge/uncovered, the CPU
+// time per record of both merges and their ratio (CPU time is what a
+// loaded machine does not inflate), the peak
+// heap during each merge (sampled every 20 ms), and the most logical
+// requests the coverage table held at once.
 //
 //	go test -run '^$' -bench BenchmarkMerge -benchtime 3x ./timeline
 //	go test -run '^$' -bench BenchmarkMerge -benchtime 1x ./timeline -bench-merge-records 10000000
@@ -178,10 +183,11 @@ func BenchmarkMerge(b *testing.B) {
 			}
 		}
 	}
-	var mergeD, copyD time.Duration
-	var records int64
-	var peak uint64
-	for b.Loop() {
+	defer func(v bool) { mergeCoverage = v }(mergeCoverage)
+	// merge runs one merge, with or without the coverage check, and adds
+	// its time and peak heap to d and peak.
+	merge := func(covered bool, d, cpu *time.Duration, peak *uint64) *MergeSummary {
+		mergeCoverage = covered
 		runtime.GC()
 		in, closeIn := open()
 		f, err := os.Create(out)
@@ -189,10 +195,11 @@ func BenchmarkMerge(b *testing.B) {
 			b.Fatal(err)
 		}
 		stop := peakHeapSampler()
-		start := time.Now()
+		start, cpu0 := time.Now(), processCPU()
 		sum, err := Merge(f, in, MergeOptions{})
-		mergeD += time.Since(start)
-		peak = max(peak, stop())
+		*d += time.Since(start)
+		*cpu += processCPU() - cpu0
+		*peak = max(*peak, stop())
 		closeIn()
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -203,15 +210,35 @@ func BenchmarkMerge(b *testing.B) {
 		if got := sum.Attempts + sum.Outcomes; got != int64(*benchMergeRecords) || sum.Renumbered == 0 {
 			b.Fatalf("merged %d records, renumbered %d; want %d, some renumbered", got, sum.Renumbered, *benchMergeRecords)
 		}
+		if covered && (sum.CoverageKeys == 0 || len(sum.Problems) > 0) {
+			b.Fatalf("coverage: table of %d requests at most, problems %q; want some, none", sum.CoverageKeys, sum.Problems)
+		}
+		return sum
+	}
+	var mergeD, plainD, copyD, mergeCPU, plainCPU time.Duration
+	var records int64
+	var peak, plainPeak uint64
+	tracked, iter := 0, 0
+	for b.Loop() {
+		var sum *MergeSummary
+		if iter%2 == 0 {
+			merge(false, &plainD, &plainCPU, &plainPeak)
+			sum = merge(true, &mergeD, &mergeCPU, &peak)
+		} else {
+			sum = merge(true, &mergeD, &mergeCPU, &peak)
+			merge(false, &plainD, &plainCPU, &plainPeak)
+		}
+		iter++
+		tracked = sum.CoverageKeys
 		records += sum.Attempts + sum.Outcomes
 
 		// The baseline: the same records through the codec alone.
-		in, closeIn = open()
-		f, err = os.Create(out)
+		in, closeIn := open()
+		f, err := os.Create(out)
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
+		start := time.Now()
 		enc := NewEncoder(f)
 		for _, i := range in {
 			dec := NewDecoder(i.R)
@@ -242,11 +269,67 @@ func BenchmarkMerge(b *testing.B) {
 		closeIn()
 		f.Close()
 	}
-	merge := float64(records) / mergeD.Seconds()
+	rate := float64(records) / mergeD.Seconds()
+	plain := float64(records) / plainD.Seconds()
 	cp := float64(records) / copyD.Seconds()
-	b.ReportMetric(merge, "merge-records/s")
+	b.ReportMetric(rate, "merge-records/s")
+	b.ReportMetric(plain, "uncovered-records/s")
 	b.ReportMetric(cp, "codec-records/s")
-	b.ReportMetric(merge/cp, "ratio")
+	b.ReportMetric(rate/cp, "ratio")
+	b.ReportMetric(rate/plain, "covered/uncovered")
+	if plainCPU > 0 {
+		// CPU time (the process's, decoding goroutines included) tells
+		// the work apart from the wait on a loaded machine.
+		b.ReportMetric(float64(mergeCPU.Nanoseconds())/float64(records), "merge-cpu-ns/record")
+		b.ReportMetric(float64(plainCPU.Nanoseconds())/float64(records), "uncovered-cpu-ns/record")
+		b.ReportMetric(float64(mergeCPU)/float64(plainCPU), "cpu-covered/uncovered")
+	}
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(plainPeak)/(1<<20), "uncovered-peak-heap-MiB")
+	b.ReportMetric(float64(tracked), "coverage-keys")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkMergeCoverage is the coverage check alone, on BenchmarkMerge's
+// pattern: 2,000 logical requests in flight, 1-4 attempts each, then the
+// outcome; one op is one attempt (and its request's outcome after the
+// last), the key's string made included. Against the merge's CPU time per
+// record (BenchmarkMerge's merge-cpu-ns/record), cpu-ns/op is the check's
+// share.
+func BenchmarkMergeCoverage(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	type slot struct {
+		key     string
+		n, want int
+	}
+	slots := make([]slot, 2000)
+	seq := 0
+	next := func(s *slot) {
+		*s = slot{key: strconv.Itoa(r.IntN(10000)) + "/" + strconv.Itoa(seq), want: 1 + r.IntN(4)}
+		seq++
+	}
+	for i := range slots {
+		next(&slots[i])
+	}
+	c := newCoverage()
+	o := Outcome{Status: 200, Result: ResultOK}
+	i := 0
+	cpu0 := processCPU()
+	for b.Loop() {
+		s := &slots[i%len(slots)]
+		i++
+		c.attempt(s.key)
+		if s.n++; s.n == s.want {
+			o.Key, o.Attempts = s.key, s.n
+			c.outcome(&o, 2)
+			next(s)
+		}
+	}
+	if p := c.problems(make([]*mergeSrc, 3)); len(p) > 0 || c.len() > len(slots) {
+		b.Fatalf("%d requests held, problems %q; want at most %d, none", c.len(), p, len(slots))
+	}
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(i), "cpu-ns/op")
+	}
+	b.ReportMetric(float64(c.peak), "peak-requests")
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"strconv"
 	"strings"
@@ -250,6 +252,11 @@ func TestMergeForgetsClosedRequests(t *testing.T) {
 	if sum.PeakKeys < 1900 || sum.PeakKeys > 2100 || sum.Attempts != n || sum.Outcomes != n {
 		t.Errorf("peak keys %d, attempts %d, outcomes %d; want about 2,000 (requests of the last 2 s), %d, %d", sum.PeakKeys, sum.Attempts, sum.Outcomes, n, n)
 	}
+	// The coverage check forgets a request at its backed outcome: one at
+	// a time here.
+	if sum.CoverageKeys != 1 || sum.Problems != nil {
+		t.Errorf("the coverage table held %d requests at most, problems %q; want 1, none", sum.CoverageKeys, sum.Problems)
+	}
 	// Requests without outcomes: two generations at most.
 	defer func(n int) { mergeMaxKeys = n }(mergeMaxKeys)
 	mergeMaxKeys = 1000
@@ -477,5 +484,232 @@ func TestMergeCopiesUnchangedLines(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 || lines[1] != line || strings.Contains(lines[2], "future") || !strings.Contains(lines[2], `"attempt":2`) {
 		t.Errorf("merged lines:\n%s\nwant the meta, a's line as it was, b's renumbered without the unknown field", strings.Join(lines, "\n"))
+	}
+}
+
+// TestMergeNamesUnbackedOutcomes: a merge that leaves a stub's recording
+// out says so in the merged end record, per shard and file: outcomes of
+// requests no recording holds, and outcomes that report more attempts than
+// the recordings hold. Attempts answered after their outcome (abandoned),
+// outcomes that claim nothing (unstarted), and keys of another form are
+// judged alike; a complete merge says nothing.
+func TestMergeNamesUnbackedOutcomes(t *testing.T) {
+	ok := func(client int, attempts int, end int64) Outcome {
+		o := outc(client, 0, 0, 1, end, ResultOK)
+		o.Status, o.Attempts = 200, attempts
+		return o
+	}
+	abandoned := att(0, 0, 2, 1e9, 3e9, 200) // answered after its outcome ended
+	abandoned.Fault = FaultAbandoned
+	odd := Attempt{Client: "x", Key: "x/a", Attempt: 1, Method: "GET", Path: "/x", At: 5, Done: 6, Status: 200}
+	oddOutcome := Outcome{Client: "x", Key: "x/a", Start: 1, End: 7, Result: ResultOK, Status: 200, Attempts: 1}
+	oddMissing := Outcome{Client: "x", Key: "x/b", Start: 1, End: 8, Result: ResultOK, Status: 200, Attempts: 1}
+	// Clients 0, 1, 2 went to stub A, client 3 to stub B, client 2's
+	// retry too.
+	stubA := encodeFile(t, testMergeMeta("serve", "", "h1"),
+		odd, att(0, 0, 1, 10, 20, 503), att(1, 0, 1, 11, 21, 503), att(2, 0, 1, 12, 22, 503),
+		att(1, 0, 2, 2e9, 2e9+5, 200), abandoned)
+	stubB := encodeFile(t, testMergeMeta("serve", "", "h1"),
+		att(3, 0, 1, 13, 23, 503), att(2, 0, 1, 2.05e9, 2.05e9+5, 200), att(3, 0, 2, 2.1e9, 2.1e9+5, 200))
+	unstarted := outc(1, 1, 5e9, 0, 5e9, ResultCanceled)
+	shard0 := encodeFile(t, testMergeMeta("run", "0/2", "h1"),
+		oddOutcome, oddMissing, ok(0, 2, 2e9), ok(2, 2, 2.05e9+6),
+		&End{At: 5e9, Reason: EndCompleted, DialErrors: 3, Errors: []string{"one"}})
+	shard1 := encodeFile(t, testMergeMeta("run", "1/2", "h1"),
+		ok(1, 2, 2e9+6), ok(3, 0, 2.1e9+6), unstarted,
+		&End{At: 5e9, Reason: EndCompleted})
+
+	_, sum, err := doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"stub-b.ndjson", stubB},
+		mergeCase{"s0.ndjson", shard0}, mergeCase{"s1.ndjson", shard1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Problems) != 1 || sum.End == nil || !reflect.DeepEqual(sum.End.Errors, []string{"shard 0/2: one", sum.Problems[0]}) {
+		t.Fatalf("complete merge: problems %q, end %+v; want only x/b, which no stub saw", sum.Problems, sum.End)
+	}
+	if want := "1 outcome of shard 0/2 (file s0.ndjson) names a logical request no recording holds (such as x/b)"; !strings.HasPrefix(sum.Problems[0], want) {
+		t.Errorf("complete merge: problem %q; want %q", sum.Problems[0], want)
+	}
+	// The table forgets a request once its outcome is backed: at most
+	// x/b, then 0/0 (its outcome in before its abandoned second attempt),
+	// 1/0, 2/0 and 3/0 at once; never the unstarted 1/1, which claims
+	// nothing.
+	if sum.CoverageKeys != 5 {
+		t.Errorf("the coverage table held %d requests at most; want 5", sum.CoverageKeys)
+	}
+
+	// Stub B left out.
+	recs, sum, err := doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"s0.ndjson", shard0}, mergeCase{"s1.ndjson", shard1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := " (its end record counts 3 dial errors: attempts that reached no stub)"
+	want := []string{
+		"shard 0/2: one",
+		"1 outcome of shard 0/2 (file s0.ndjson) names a logical request no recording holds (such as x/b): a stub's recording is missing from the merge?" + dial,
+		"1 outcome of shard 0/2 (file s0.ndjson) says more attempts for its logical request than the recordings hold (such as 2/0: 2 said, 1 recorded): a stub's recording is missing from the merge or cut short?" + dial,
+		"1 outcome of shard 1/2 (file s1.ndjson) names a logical request no recording holds (such as 3/0): a stub's recording is missing from the merge?",
+	}
+	if !reflect.DeepEqual(sum.Problems, want[1:]) {
+		t.Errorf("stub B left out: problems\n%s\nwant\n%s", strings.Join(sum.Problems, "\n"), strings.Join(want[1:], "\n"))
+	}
+	end := recs[len(recs)-1].End
+	if end == nil || !reflect.DeepEqual(end.Errors, want) {
+		t.Errorf("stub B left out: merged end %+v; want its errors %q", end, want)
+	}
+
+	// Without an end record to carry them, the summary still has them.
+	_, sum, err = doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA},
+		mergeCase{"s0.ndjson", encodeFile(t, testMergeMeta("run", "0/2", "h1"), ok(2, 0, 5))}, mergeCase{"s1.ndjson", shard1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.End != nil || len(sum.Problems) != 1 || !strings.HasPrefix(sum.Problems[0], "1 outcome of shard 1/2 (file s1.ndjson) names a logical request no recording holds (such as 3/0)") {
+		t.Errorf("shard 0/2 without end: end %+v, problems %q; want no end, 3/0 named", sum.End, sum.Problems)
+	}
+
+	// Stub recordings alone: no outcomes, nothing tracked.
+	_, sum, err = doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", stubA}, mergeCase{"stub-b.ndjson", stubB})
+	if err != nil || sum.Problems != nil || sum.CoverageKeys != 0 {
+		t.Errorf("stubs alone: %v, problems %q, coverage table %d; want none", err, sum.Problems, sum.CoverageKeys)
+	}
+}
+
+// TestMergeNamesMissingStubAtScale: 300 logical requests over two shards,
+// two thirds of them on stub A; without stub B's recording the merge
+// counts, per shard, the outcomes of the 100 requests B alone saw, and
+// names the smallest key of each as the example whatever the map order.
+func TestMergeNamesMissingStubAtScale(t *testing.T) {
+	var a, b []any
+	var s [2][]any
+	for i := range 300 {
+		at := int64(i) * 1e6
+		rec := att(i, 0, 1, at, at+10, 200)
+		if i%3 == 2 {
+			b = append(b, rec)
+		} else {
+			a = append(a, rec)
+		}
+		o := outc(i, 0, at, at, at+20, ResultOK)
+		o.Status, o.Attempts = 200, 1
+		s[i%2] = append(s[i%2], o)
+	}
+	meta := func(shard string) *Meta {
+		m := testMergeMeta("run", shard, "h1")
+		m.Fleet.Clients, m.Scheduled = 300, 150
+		return m
+	}
+	s[0] = append(s[0], &End{At: 1e9, Reason: EndCompleted})
+	s[1] = append(s[1], &End{At: 1e9, Reason: EndCompleted})
+	_, sum, err := doMerge(t, MergeOptions{}, mergeCase{"stub-a.ndjson", encodeFile(t, testMergeMeta("serve", "", "h1"), a...)},
+		mergeCase{"out/0/timeline.ndjson", encodeFile(t, meta("0/2"), s[0]...)}, mergeCase{"out/1/timeline.ndjson", encodeFile(t, meta("1/2"), s[1]...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"50 outcomes of shard 0/2 (file out/0/timeline.ndjson) name logical requests no recording holds (such as 2/0): a stub's recording is missing from the merge?",
+		"50 outcomes of shard 1/2 (file out/1/timeline.ndjson) name logical requests no recording holds (such as 5/0): a stub's recording is missing from the merge?",
+	}
+	// The table holds the 100 unbacked requests to the end, the backed
+	// ones only until their outcome.
+	if !reflect.DeepEqual(sum.Problems, want) || sum.Attempts != 200 || sum.Outcomes != 300 || sum.CoverageKeys != 100 {
+		t.Errorf("problems\n%s\nattempts %d outcomes %d, coverage table %d at most; want\n%s\n200, 300, 100", strings.Join(sum.Problems, "\n"), sum.Attempts, sum.Outcomes, sum.CoverageKeys, strings.Join(want, "\n"))
+	}
+}
+
+func TestPackKey(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0/0", 0, true},
+		{"17/42", 17<<32 | 42, true},
+		{"4294967295/4294967294", 1<<64 - 2, true},
+		{"4294967295/4294967295", 0, false}, // keyTable's empty mark
+		{"4294967296/0", 0, false},
+		{"01/2", 0, false},
+		{"1/02", 0, false},
+		{"1/", 0, false},
+		{"/1", 0, false},
+		{"1", 0, false},
+		{"1/2/3", 0, false},
+		{"-1/2", 0, false},
+		{"a/b", 0, false},
+	} {
+		got, ok := packKey(c.in)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("packKey(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+		if ok {
+			if back := (keyOrder{set: true, num: got}).String(); back != c.in {
+				t.Errorf("packKey(%q) prints back %q", c.in, back)
+			}
+		}
+	}
+}
+
+// TestKeyTable: the coverage check's table agrees with a map through
+// inserts, updates and deletes: in the smallest table (at most 45 of its
+// 64 slots used, so probe runs often wrap around its end and deletes shift
+// entries back across it), and in one that grows, with keys clustered as
+// the fleet's are.
+func TestKeyTable(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		ops, every int // operations; a lookup of every key each so many
+		key        func(r *rand.Rand) uint64
+		wantGrowth bool
+	}{
+		{"small", 200_000, 97, func(r *rand.Rand) uint64 { return uint64(r.IntN(45)) }, false},
+		{"growing", 200_000, 20_011, func(r *rand.Rand) uint64 {
+			if r.IntN(7) == 0 {
+				return math.MaxUint64 - 1 - uint64(r.IntN(10))
+			}
+			return uint64(r.IntN(50))<<32 | uint64(r.IntN(3000))
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			var tab keyTable
+			want := map[uint64]int32{}
+			for op := range c.ops {
+				k := c.key(r)
+				i, isNew := tab.slot(k)
+				if _, had := want[k]; had == isNew {
+					t.Fatalf("op %d: slot(%#x) new %v; the map had it: %v", op, k, isNew, had)
+				}
+				if r.IntN(3) == 0 {
+					tab.removeAt(i)
+					delete(want, k)
+				} else {
+					tab.slots[i].t.recorded++
+					want[k]++
+				}
+				if tab.n != len(want) {
+					t.Fatalf("op %d: table holds %d; the map %d", op, tab.n, len(want))
+				}
+				// Every key the map has is found where the table put it.
+				if op%c.every == 0 {
+					for k, n := range want {
+						if i, isNew := tab.slot(k); isNew || tab.slots[i].t.recorded != n {
+							t.Fatalf("op %d: lookup of %#x: new %v, %d; want %d", op, k, isNew, tab.slots[i].t.recorded, n)
+						}
+					}
+				}
+			}
+			got := map[uint64]int32{}
+			for _, s := range tab.slots {
+				if s.k != 0 {
+					got[s.k-1] = s.t.recorded
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the table's %d entries differ from the map's %d", len(got), len(want))
+			}
+			if grew := len(tab.slots) > 64; grew != c.wantGrowth {
+				t.Errorf("%d slots for %d entries; want growth %v", len(tab.slots), tab.n, c.wantGrowth)
+			}
+		})
 	}
 }

@@ -165,6 +165,9 @@ func TestFleetRehearsal(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("merge: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
+			if errOut != "" { // every outcome's attempts are in a recording
+				t.Errorf("merge of every file warns:\n%s", errOut)
+			}
 			m, attempts, outcomes := countRecords(t, merged)
 			stubAttempts := 0
 			for _, rec := range recs {

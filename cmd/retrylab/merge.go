@@ -108,6 +108,11 @@ func cmdMerge(ctx context.Context, e *env, args []string) error {
 		fmt.Fprint(e.stdout, "; no end record: a fleet file has none (its shard was killed or its file cut short)")
 	}
 	fmt.Fprintln(e.stdout)
+	// The recordings do not back some outcomes: the merged end record says
+	// so (analyze: INCONCLUSIVE), and so does merge, on stderr.
+	for _, p := range sum.Problems {
+		fmt.Fprintf(e.stderr, "retrylab: merge: warning: %s\n", p)
+	}
 	return nil
 }
 

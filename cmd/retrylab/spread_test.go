@@ -227,3 +227,78 @@ func TestMergeDirectory(t *testing.T) {
 		t.Errorf("merge of an empty directory: exit %d, stderr %q; want %d naming it", code, stderr, exitUsage)
 	}
 }
+
+// TestMergeMissingStub: a run spread over two stubs and two shards, merged
+// with stub B's recording left out, is not a complete run: merge warns,
+// naming the shards and their files, and analyze of the merged timeline is
+// INCONCLUSIVE with the same sentences; merged with both recordings, it
+// passes. Before, the partial merge said nothing and analyze said PASS
+// ("200 requests, 300 outcomes").
+func TestMergeMissingStub(t *testing.T) {
+	dir := t.TempDir()
+	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	meta := func(recorder, shard string) *timeline.Meta {
+		m := &timeline.Meta{Format: timeline.Format, Recorder: recorder, Scenario: "s", Seed: 1, Start: epoch, Epoch: epoch, Host: "h1",
+			Phases: []timeline.Phase{{Name: "ok", Respond: "ok"}}}
+		if recorder == "run" {
+			m.Subject, m.Shard, m.Scheduled, m.Fleet = "retrylab", shard, 150, &timeline.Fleet{Clients: 300, Requests: 1, Method: "GET"}
+		}
+		return m
+	}
+	var stubs [2][]any
+	var shards [2][]any
+	for i := range 300 {
+		at := int64(i) * int64(time.Millisecond)
+		c, k := fmt.Sprint(i), fmt.Sprint(i, "/0")
+		a := timeline.Attempt{Client: c, Key: k, Attempt: 1, Method: "GET", Path: "/c/" + c + "/r/0", At: at, Done: at + 1000, Status: 200, Phase: "ok"}
+		stub := 0
+		if i%3 == 2 {
+			stub = 1 // a third of the requests on stub B
+		}
+		stubs[stub] = append(stubs[stub], a)
+		shards[i%2] = append(shards[i%2], timeline.Outcome{Client: c, Key: k, Scheduled: at, Start: at, End: at + 2000,
+			Result: timeline.ResultOK, Status: 200, Attempts: 1})
+	}
+	for i := range shards {
+		shards[i] = append(shards[i], &timeline.End{At: int64(time.Second), Reason: timeline.EndCompleted})
+	}
+	stubA := mergeFile(t, dir, "stub-a.ndjson", meta("serve", ""), stubs[0]...)
+	stubB := mergeFile(t, dir, "stub-b.ndjson", meta("serve", ""), stubs[1]...)
+	for i := range 2 {
+		os.MkdirAll(filepath.Join(dir, "out", fmt.Sprint(i)), 0o755)
+	}
+	s0 := mergeFile(t, filepath.Join(dir, "out", "0"), "timeline.ndjson", meta("run", "0/2"), shards[0]...)
+	s1 := mergeFile(t, filepath.Join(dir, "out", "1"), "timeline.ndjson", meta("run", "1/2"), shards[1]...)
+
+	whole := filepath.Join(dir, "whole.ndjson")
+	if code, stdout, stderr := runCmd(t, "merge", "-o", whole, stubA, stubB, s0, s1); code != exitOK || stderr != "" {
+		t.Fatalf("merge of every file: exit %d, stderr %q, stdout %s; want 0 and no warning", code, stderr, stdout)
+	}
+	if code, stdout, stderr := runCmd(t, "analyze", whole); code != exitOK || !strings.Contains(stdout, "300 requests") {
+		t.Errorf("analyze of the whole merge: exit %d\n%s%s\nwant PASS, 300 requests", code, stdout, stderr)
+	}
+
+	partial := filepath.Join(dir, "m.ndjson")
+	code, stdout, stderr := runCmd(t, "merge", "-o", partial, stubA, s0, s1)
+	want := []string{
+		fmt.Sprintf("50 outcomes of shard 0/2 (file %s) name logical requests no recording holds (such as 2/0): a stub's recording is missing from the merge?", s0),
+		fmt.Sprintf("50 outcomes of shard 1/2 (file %s) name logical requests no recording holds (such as 5/0): a stub's recording is missing from the merge?", s1),
+	}
+	if code != exitOK || !strings.Contains(stdout, "200 attempts, 300 outcomes of 300 scheduled") {
+		t.Fatalf("merge without stub B: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr, "retrylab: merge: warning: "+w+"\n") {
+			t.Errorf("merge without stub B: stderr %q; want the warning %q", stderr, w)
+		}
+	}
+	code, stdout, stderr = runCmd(t, "analyze", partial)
+	if code != exitError || !strings.Contains(stdout, "INCONCLUSIVE") {
+		t.Errorf("analyze of the merge without stub B: exit %d\n%s%s\nwant %d, INCONCLUSIVE", code, stdout, stderr, exitError)
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("analyze of the merge without stub B does not say %q:\n%s", w, stdout)
+		}
+	}
+}
