@@ -156,7 +156,9 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		}
 	}
 
-	if a.pacingOn {
+	// The quota backend failed: the request was not metered (open) or
+	// was refused by the stub itself (closed); neither is pacing's.
+	if a.pacingOn && r.Backend == "" {
 		a.pacingAttempt(r, class)
 	}
 	if a.load != nil {

@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,5 +61,41 @@ func TestServingPassthrough(t *testing.T) {
 		if got := serving(respond); got != want {
 			t.Errorf("serving(%q) = %v; want %v", respond, got, want)
 		}
+	}
+}
+
+// TestUpstreamRateLimitJudged: behind `serve --upstream`, the upstream's
+// own 429 with Retry-After is recorded with its not_before like the
+// stub's, so retry-after judges the retry that ignored it.
+func TestUpstreamRateLimitJudged(t *testing.T) {
+	a := New(&timeline.Meta{Recorder: "serve"}, Options{})
+	a.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "c", Key: "c GET /v1/x", Attempt: 1, Method: "GET", Path: "/v1/x",
+		At: 0, Done: 10, Status: 429, RetryAfter: "2", NotBefore: 10 + 2e9, HasNotBefore: true, Upstream: timeline.UpstreamRelayed}})
+	a.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "c", Key: "c GET /v1/x", Attempt: 2, Method: "GET", Path: "/v1/x",
+		At: 50e6, Done: 60e6, Status: 200, Upstream: timeline.UpstreamRelayed}})
+	v := a.Result()
+	if c := v.Check(CheckRetryAfter); c.Status != StatusFail {
+		t.Errorf("retry-after = %s (%s); want fail: the retry came 1.95s before the upstream's Retry-After allowed", c.Status, c.Reason)
+	}
+}
+
+// TestBackendFailuresAreNotTheClients: the stub's own 503s for a failed
+// quota backend are not judged, and above 1 % of attempts they make the
+// run INCONCLUSIVE.
+func TestBackendFailuresAreNotTheClients(t *testing.T) {
+	a := New(&timeline.Meta{Recorder: "serve"}, Options{})
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i)
+		a.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "c", Key: key, Attempt: 1, Method: "GET", Path: "/" + key,
+			At: int64(i) * 1e6, Done: int64(i)*1e6 + 10, Status: 503, RetryAfter: "1", Backend: timeline.BackendClosed}})
+		a.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "c", Key: key, Attempt: 2, Method: "GET", Path: "/" + key,
+			At: int64(i)*1e6 + 20, Done: int64(i)*1e6 + 30, Status: 200}})
+	}
+	v := a.Result()
+	if c := v.Check(CheckInstantRetry); c.Status != StatusSkip {
+		t.Errorf("instant-retry = %s (%s); want skip: the retries after the stub's own failures are not judged", c.Status, c.Reason)
+	}
+	if v.Status != VerdictInconclusive || !strings.Contains(strings.Join(v.Inconclusive, "\n"), "quota backend failed") {
+		t.Errorf("verdict %s %q; want INCONCLUSIVE naming the quota backend", v.Status, v.Inconclusive)
 	}
 }

@@ -724,7 +724,13 @@ func endRank(reason string) int {
 // so is the merged run).
 func mergeEnd(srcs []*mergeSrc) *End {
 	var out *End
+	var noise *Noise
 	for _, s := range srcs {
+		// Every process's noise, the stubs' too: the merged run was as
+		// noisy as its noisiest host.
+		if s.end != nil {
+			noise = JoinNoise(noise, s.end.Noise)
+		}
 		if !s.fleet {
 			continue
 		}
@@ -760,6 +766,9 @@ func mergeEnd(srcs []*mergeSrc) *End {
 		for _, msg := range e.Errors {
 			out.Errors = append(out.Errors, prefix+msg)
 		}
+	}
+	if out != nil {
+		out.Noise = noise
 	}
 	return out
 }

@@ -111,7 +111,8 @@ func doMerge(t testing.TB, opts MergeOptions, files ...mergeCase) ([]Record, *Me
 // the end records joined.
 func TestMergeJoinsStubsAndShards(t *testing.T) {
 	stubA := encodeFile(t, testMergeMeta("serve", "", "h1"),
-		att(0, 0, 1, 10, 20, 503), att(2, 0, 1, 11, 30, 503), att(0, 0, 2, 2e9, 2e9+5, 200), att(2, 0, 2, 2.1e9, 2.1e9+5, 200))
+		att(0, 0, 1, 10, 20, 503), att(2, 0, 1, 11, 30, 503), att(0, 0, 2, 2e9, 2e9+5, 200), att(2, 0, 2, 2.1e9, 2.1e9+5, 200),
+		&End{At: 3.2e9, Reason: EndInterrupted, Noise: &Noise{Source: NoiseSched + "+" + NoiseSleep, P50: 10, P99: 7e6, Max: 9e6, Samples: 5, CPUPressure: 40}})
 	stubB := encodeFile(t, testMergeMeta("serve", "", "h1"),
 		att(1, 0, 1, 12, 25, 503), att(3, 0, 1, 13, 40, 503), att(1, 0, 2, 2.05e9, 2.05e9+5, 200), att(3, 0, 2, 3e9, 3e9+5, 200))
 	shard0 := encodeFile(t, testMergeMeta("run", "0/2", "h1"),
@@ -119,7 +120,7 @@ func TestMergeJoinsStubsAndShards(t *testing.T) {
 		&End{At: 2.2e9, Reason: EndCompleted, FleetReady: 5, Errors: []string{"one"}})
 	shard1 := encodeFile(t, testMergeMeta("run", "1/2", "h1"),
 		outc(1, 0, 0, 1, 2.05e9+6, ResultOK), outc(3, 0, 0, 3, 3e9+6, ResultCanceled),
-		&End{At: 3.1e9, Reason: EndDuration, InFlight: 1, DialErrors: 2, FleetReady: 9})
+		&End{At: 3.1e9, Reason: EndDuration, InFlight: 1, DialErrors: 2, FleetReady: 9, Noise: &Noise{Source: NoiseSleep + "+" + NoiseProbe, P50: 20, P99: 3e6, Max: 12e6, Samples: 7, CPUPressure: 10}})
 
 	recs, sum, err := doMerge(t, MergeOptions{}, mergeCase{"a.ndjson", stubA}, mergeCase{"s0.ndjson", shard0}, mergeCase{"b.ndjson", stubB}, mergeCase{"s1.ndjson", shard1})
 	if err != nil {
@@ -154,7 +155,9 @@ func TestMergeJoinsStubsAndShards(t *testing.T) {
 		last = at
 	}
 	e := recs[len(recs)-1].End
-	want := &End{At: 3.1e9, Reason: EndDuration, InFlight: 1, DialErrors: 2, FleetReady: 9, Errors: []string{"shard 0/2: one"}}
+	// The noise of every process that measured it, the stubs' too.
+	want := &End{At: 3.1e9, Reason: EndDuration, InFlight: 1, DialErrors: 2, FleetReady: 9, Errors: []string{"shard 0/2: one"},
+		Noise: &Noise{Source: "sched+sleep+probe", P50: 20, P99: 7e6, Max: 12e6, Samples: 12, CPUPressure: 40}}
 	if !reflect.DeepEqual(e, want) {
 		t.Errorf("merged end = %+v; want %+v", e, want)
 	}

@@ -13,6 +13,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -373,6 +375,33 @@ type Noise struct {
 	// each other while short of CPU: its evidence that a backlog of ready
 	// connections was read at once (0 when unmeasured).
 	Batch int `json:"batch,omitempty"`
+}
+
+// JoinNoise is the noise of a run made of the runs measured a and b (nil
+// for unmeasured): the largest of each quantile, of the CPU pressure and
+// of the batch, the samples summed, the sources joined.
+func JoinNoise(a, b *Noise) *Noise {
+	switch {
+	case a == nil && b == nil:
+		return nil
+	case a == nil:
+		c := *b
+		return &c
+	case b == nil:
+		c := *a
+		return &c
+	}
+	c := Noise{P50: max(a.P50, b.P50), P99: max(a.P99, b.P99), Max: max(a.Max, b.Max), Samples: a.Samples + b.Samples,
+		CPUPressure: max(a.CPUPressure, b.CPUPressure), Batch: max(a.Batch, b.Batch), Source: a.Source}
+	for _, s := range strings.Split(b.Source, "+") {
+		if s != "" && !slices.Contains(strings.Split(c.Source, "+"), s) {
+			if c.Source != "" {
+				c.Source += "+"
+			}
+			c.Source += s
+		}
+	}
+	return &c
 }
 
 // BatchWindow is the span within which Noise.Batch counts arrivals
