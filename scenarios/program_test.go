@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 //	ok-exit:S    behave as ok, then exit with status S
 //	forms        behave as ok, naming request i in the form (client+i)%4
 //	             of r/i, /r/i, $RETRYLAB_BASE_URL/r/i, /c/{client}/r/i
+//	lie          request every r/i once and print "ok" whatever the answer
 //	retrylab     request every r/i through our own client package with
 //	             the policy in $RETRYLAB_FAKE_POLICY (base,cap,budget), one
 //	             after the other, print a result line for each
@@ -75,6 +76,11 @@ func fakeClient(mode string) int {
 		mode = "ok"
 	}
 	switch mode {
+	case "lie":
+		for i := range n {
+			get(i)
+			fmt.Printf("ok /r/%d\n", i) // whatever the answer was
+		}
 	case "retrylab":
 		return fakeRetrylab(base, client, n)
 	case "forms":
@@ -436,5 +442,22 @@ func TestRunExecOwnTimeout(t *testing.T) {
 	}
 	if got := programTimeout(time.Second, DefaultReadyTimeout, 10*time.Minute); got != time.Second {
 		t.Errorf("programTimeout(1s, ...) = %v; want the program's own 1s", got)
+	}
+}
+
+// TestRunExecReportedOKIsAClaim: a program that prints ok after a 503 (a
+// caller that checks nothing) lost its requests; the analyzer checks the
+// claim against the stub's records and give-up fails.
+func TestRunExecReportedOKIsAClaim(t *testing.T) {
+	sc := mustParse(t, `
+duration: 20s
+server: {phases: [{for: 5s, respond: {status: 503}}, {respond: ok}]}
+fleet: {clients: 3, requests: 2, timeout: 5s}
+subject: {policy: {budget: 10s}}
+`)
+	_, _, v := runExec(t, sc, RunOptions{Subject: fakeProgram(t, "lie")})
+	c := v.Check(analyzer.CheckGiveUp)
+	if v.Status != analyzer.VerdictFail || c == nil || c.Status != analyzer.StatusFail || !strings.Contains(c.Examples[0].Detail, "reported ok, the server never answered 2xx (1 attempt recorded)") {
+		t.Errorf("verdict %s, give-up %+v; want FAIL: the stub answered 503 to every request the program reported ok", v.Status, c)
 	}
 }
