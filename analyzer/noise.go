@@ -33,12 +33,26 @@ func (a *Analyzer) noiseLate() int64 {
 	return a.fid.end.Noise.Late()
 }
 
+// noiseBulk is the lateness most events met, ns: the measured p90 (0
+// when unmeasured). Checks that judge how events line up (waves) or how
+// much work a stub got through (the capacity checks) read it: a stray
+// late event does not smear a wave or halve a capacity.
+func (a *Analyzer) noiseBulk() int64 {
+	if a.fid.end == nil {
+		return 0
+	}
+	return a.fid.end.Noise.Bulk()
+}
+
 // noiseText describes the measured noise for a reason: "host noise p99
 // 12ms (sched+sleep)".
 func (a *Analyzer) noiseText() string {
 	n := a.fid.end.Noise
 	if n == nil {
 		return "no host noise measured"
+	}
+	if n.P90 > 0 {
+		return fmt.Sprintf("host noise p90 %s, p99 %s (%s)", fmtDur(n.P90), fmtDur(n.P99), n.Source)
 	}
 	return fmt.Sprintf("host noise p99 %s (%s)", fmtDur(n.P99), n.Source)
 }

@@ -470,8 +470,8 @@ func (a *Analyzer) tallyAll() *keyTally {
 // host's lateness serves at a capacity the host, not the scenario, set:
 // its overload and its recovery are the host's too.
 func (a *Analyzer) noiseSkipIfCapacity(r CheckResult) CheckResult {
-	if late := a.noiseLate(); late > 0 && r.Status != StatusSkip && 2*late >= a.meta.Capacity.Service {
-		return a.noiseSkip(r, fmt.Sprintf("%s is half or more of the stub's mean service time %s: the host, not the scenario, set its capacity", a.noiseText(), fmtDur(a.meta.Capacity.Service)))
+	if late := a.noiseBulk(); late > 0 && r.Status != StatusSkip && 2*late >= a.meta.Capacity.Service {
+		return a.noiseSkip(r, fmt.Sprintf("%s: its p90 is half or more of the stub's mean service time %s: the host, not the scenario, set its capacity", a.noiseText(), fmtDur(a.meta.Capacity.Service)))
 	}
 	return r
 }

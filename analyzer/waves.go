@@ -40,9 +40,10 @@ const (
 	// waits in lockstep read about waveBins on the shape.
 	waveBins = 50
 	// waveNoiseRatio: a cohort is judged under measured host noise only
-	// when its mean own wait is at least this many times the noise p99:
-	// lockstep waits smeared by noise of sd ≈ p99/3 then still read
-	// above 17 on the spread, past the default threshold.
+	// when its mean own wait is at least this many times the noise's bulk
+	// (p90): its pairs are read at a resolution no finer than that, so
+	// lockstep arrivals, 90 % of them within it, still read about
+	// waveNoiseRatio on the arrivals, at the default threshold.
 	waveNoiseRatio = 10
 	// waveSyncRatio: server-synchronized retries raise the warning when
 	// their arrivals are at least this concentrated relative to the
@@ -231,7 +232,7 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 	noise := a.fid.end != nil && a.fid.end.Noise != nil
 	late := j.late90
 	if noise {
-		late, lateVar = a.noiseLate(), 0
+		late, lateVar = a.noiseBulk(), 0
 	}
 	for g := range s.cohorts {
 		c := &s.cohorts[g]
@@ -425,7 +426,7 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	}
 	noiseNote := ""
 	if len(j.unresolved) > 0 {
-		noiseNote = fmt.Sprintf("%s: %s not judged (mean own wait under %d× the noise: lockstep smeared by it reads as jitter)", a.noiseText(), strings.Join(j.unresolved, ", "), waveNoiseRatio)
+		noiseNote = fmt.Sprintf("%s: %s not judged (mean own wait under %d× the noise's p90: lockstep smeared by it reads as jitter)", a.noiseText(), strings.Join(j.unresolved, ", "), waveNoiseRatio)
 	}
 	if len(judged) == 0 && noiseNote != "" {
 		r := skip("every cohort big enough to judge waits less than the host's noise can resolve")

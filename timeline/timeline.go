@@ -360,9 +360,11 @@ const (
 // comparable to it widen by it or stop judging (docs/checks.md, "noise").
 type Noise struct {
 	Source string `json:"source"` // NoiseSched, NoiseSleep, NoiseProbe, joined by "+"
-	// P50, P99 and Max are the lateness quantiles in nanoseconds, the
-	// largest of the sources' at each quantile.
+	// P50, P90, P99 and Max are the lateness quantiles in nanoseconds,
+	// the largest of the sources' at each quantile. P90 is the bulk of
+	// the lateness (what most events met), P99 its tail.
 	P50 int64 `json:"p50"`
+	P90 int64 `json:"p90,omitempty"`
 	P99 int64 `json:"p99"`
 	Max int64 `json:"max,omitempty"`
 	// Samples is how many wake-ups or scheduling events were measured.
@@ -391,7 +393,7 @@ func JoinNoise(a, b *Noise) *Noise {
 		c := *a
 		return &c
 	}
-	c := Noise{P50: max(a.P50, b.P50), P99: max(a.P99, b.P99), Max: max(a.Max, b.Max), Samples: a.Samples + b.Samples,
+	c := Noise{P50: max(a.P50, b.P50), P90: max(a.P90, b.P90), P99: max(a.P99, b.P99), Max: max(a.Max, b.Max), Samples: a.Samples + b.Samples,
 		CPUPressure: max(a.CPUPressure, b.CPUPressure), Batch: max(a.Batch, b.Batch), Source: a.Source}
 	for _, s := range strings.Split(b.Source, "+") {
 		if s != "" && !slices.Contains(strings.Split(c.Source, "+"), s) {
@@ -413,6 +415,19 @@ const BatchWindow = int64(time.Millisecond)
 func (n *Noise) Late() int64 {
 	if n == nil {
 		return 0
+	}
+	return n.P99
+}
+
+// Bulk returns the lateness most events met: the p90 (the p99 for a
+// record written before the p90 was measured), 0 for a nil Noise. Checks
+// that judge how many events lined up, not whether any was late, read it.
+func (n *Noise) Bulk() int64 {
+	switch {
+	case n == nil:
+		return 0
+	case n.P90 > 0:
+		return n.P90
 	}
 	return n.P99
 }

@@ -239,7 +239,8 @@ func TestMergeMissingStub(t *testing.T) {
 	epoch := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	meta := func(recorder, shard string) *timeline.Meta {
 		m := &timeline.Meta{Format: timeline.Format, Recorder: recorder, Scenario: "s", Seed: 1, Start: epoch, Epoch: epoch, Host: "h1",
-			Phases: []timeline.Phase{{Name: "ok", Respond: "ok"}}}
+			Phases: []timeline.Phase{{Name: "ok", Respond: "ok"}},
+			Expect: &timeline.Expect{AllowUnexercised: true}} // a baseline: the stubs refuse nothing
 		if recorder == "run" {
 			m.Subject, m.Shard, m.Scheduled, m.Fleet = "retrylab", shard, 150, &timeline.Fleet{Clients: 300, Requests: 1, Method: "GET"}
 		}

@@ -134,7 +134,7 @@ func (m *Meter) stop() *timeline.Noise {
 // source is one source's lateness, ns.
 type source struct {
 	name          string
-	p50, p99, max int64
+	p50, p90, p99, max int64
 	samples       int64
 }
 
@@ -144,7 +144,7 @@ func histSource(name string, h *loghist.Hist) (source, bool) {
 	if h == nil || h.N() == 0 {
 		return source{}, false
 	}
-	return source{name: name, p50: h.Quantile(0.5), p99: h.Quantile(0.99), max: h.Max(), samples: int64(h.N())}, true
+	return source{name: name, p50: h.Quantile(0.5), p90: h.Quantile(0.9), p99: h.Quantile(0.99), max: h.Max(), samples: int64(h.N())}, true
 }
 
 // combine joins sources: the largest at each quantile, the samples summed,
@@ -155,6 +155,7 @@ func combine(srcs []source) *timeline.Noise {
 	for _, s := range srcs {
 		names = append(names, s.name)
 		n.P50 = max(n.P50, s.p50)
+		n.P90 = max(n.P90, s.p90)
 		n.P99 = max(n.P99, s.p99)
 		n.Max = max(n.Max, s.max)
 		n.Samples += s.samples

@@ -149,11 +149,11 @@ func TestPressure(t *testing.T) {
 // in order.
 func TestCombine(t *testing.T) {
 	n := combine([]source{
-		{name: timeline.NoiseSched, p50: 10, p99: 5000, max: 9000, samples: 40},
-		{name: timeline.NoiseSleep, p50: 70, p99: 300, max: 20000, samples: 500},
-		{name: timeline.NoiseProbe, p50: 60, p99: 4000, max: 8000, samples: 499},
+		{name: timeline.NoiseSched, p50: 10, p90: 900, p99: 5000, max: 9000, samples: 40},
+		{name: timeline.NoiseSleep, p50: 70, p90: 100, p99: 300, max: 20000, samples: 500},
+		{name: timeline.NoiseProbe, p50: 60, p90: 1000, p99: 4000, max: 8000, samples: 499},
 	})
-	want := timeline.Noise{Source: "sched+sleep+probe", P50: 70, P99: 5000, Max: 20000, Samples: 1039}
+	want := timeline.Noise{Source: "sched+sleep+probe", P50: 70, P90: 1000, P99: 5000, Max: 20000, Samples: 1039}
 	if *n != want {
 		t.Errorf("combine = %+v; want %+v", *n, want)
 	}
@@ -167,7 +167,8 @@ func TestParseProbe(t *testing.T) {
 		in string
 		ok bool
 	}{
-		{"ready\n{\"samples\":5,\"p50\":1,\"p99\":2,\"max\":3}\n", true},
+		{"ready\n{\"samples\":5,\"p50\":1,\"p90\":2,\"p99\":2,\"max\":3}\n", true},
+		{"ready\n{\"samples\":5,\"p50\":1,\"p90\":3,\"p99\":2,\"max\":3}\n", false}, // p90 above p99
 		{"{\"samples\":5,\"p50\":1,\"p99\":2,\"max\":3}\n", false},        // no ready line
 		{"ready\n{\"samples\":0,\"p50\":0,\"p99\":0,\"max\":0}\n", false}, // no sample
 		{"ready\n{\"samples\":5,\"p50\":3,\"p99\":2,\"max\":3}\n", false}, // out of order
@@ -180,7 +181,7 @@ func TestParseProbe(t *testing.T) {
 		if ok != tc.ok {
 			t.Errorf("parseProbe(%q): ok %v; want %v", tc.in, ok, tc.ok)
 		}
-		if ok && (s.name != timeline.NoiseProbe || s.samples != 5 || s.p50 != 1 || s.p99 != 2 || s.max != 3) {
+		if ok && (s.name != timeline.NoiseProbe || s.samples != 5 || s.p50 != 1 || s.p90 != 2 || s.p99 != 2 || s.max != 3) {
 			t.Errorf("parseProbe(%q) = %+v", tc.in, s)
 		}
 	}
@@ -193,7 +194,7 @@ func FuzzProbeReport(f *testing.F) {
 	f.Add([]byte("ready\n{}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, ok := parseProbe(b)
-		if ok && (s.samples <= 0 || s.p50 < 0 || s.p50 > s.p99 || s.p99 > s.max) {
+		if ok && (s.samples <= 0 || s.p50 < 0 || s.p50 > s.p90 || s.p90 > s.p99 || s.p99 > s.max) {
 			t.Fatalf("parseProbe(%q) = %+v", b, s)
 		}
 	})

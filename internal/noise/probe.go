@@ -64,6 +64,7 @@ func init() {
 type probeReport struct {
 	Samples int64 `json:"samples"`
 	P50     int64 `json:"p50"`
+	P90     int64 `json:"p90"`
 	P99     int64 `json:"p99"`
 	Max     int64 `json:"max"`
 }
@@ -92,7 +93,7 @@ func runProbe(period time.Duration, stop <-chan struct{}, out io.Writer) error {
 	s.halt()
 	var rep probeReport
 	if src, ok := histSource(timeline.NoiseProbe, s.hist); ok {
-		rep = probeReport{Samples: src.samples, P50: src.p50, P99: src.p99, Max: src.max}
+		rep = probeReport{Samples: src.samples, P50: src.p50, P90: src.p90, P99: src.p99, Max: src.max}
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {
@@ -117,10 +118,10 @@ func parseProbe(b []byte) (source, bool) {
 	if err := json.Unmarshal(rest, &rep); err != nil {
 		return source{}, false
 	}
-	if rep.Samples <= 0 || rep.P50 < 0 || rep.P50 > rep.P99 || rep.P99 > rep.Max {
+	if rep.Samples <= 0 || rep.P50 < 0 || rep.P50 > rep.P90 || rep.P90 > rep.P99 || rep.P99 > rep.Max {
 		return source{}, false
 	}
-	return source{name: timeline.NoiseProbe, p50: rep.P50, p99: rep.P99, max: rep.Max, samples: rep.Samples}, true
+	return source{name: timeline.NoiseProbe, p50: rep.P50, p90: rep.P90, p99: rep.P99, max: rep.Max, samples: rep.Samples}, true
 }
 
 // probe is a running probe process, seen from its parent.

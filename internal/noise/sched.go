@@ -67,7 +67,7 @@ func schedDiff(before, after *metrics.Float64Histogram) (source, bool) {
 		}
 		return edge(len(d) - 1)
 	}
-	s := source{name: timeline.NoiseSched, p50: quantile(0.5), p99: quantile(0.99), samples: int64(min(n, math.MaxInt64))}
+	s := source{name: timeline.NoiseSched, p50: quantile(0.5), p90: quantile(0.9), p99: quantile(0.99), samples: int64(min(n, math.MaxInt64))}
 	for i := len(d) - 1; i >= 0; i-- {
 		if d[i] > 0 {
 			s.max = edge(i)
