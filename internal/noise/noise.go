@@ -133,9 +133,9 @@ func (m *Meter) stop() *timeline.Noise {
 
 // source is one source's lateness, ns.
 type source struct {
-	name          string
+	name               string
 	p50, p90, p99, max int64
-	samples       int64
+	samples            int64
 }
 
 // histSource reads a source's quantiles from a lateness histogram; false

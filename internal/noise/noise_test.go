@@ -169,9 +169,9 @@ func TestParseProbe(t *testing.T) {
 	}{
 		{"ready\n{\"samples\":5,\"p50\":1,\"p90\":2,\"p99\":2,\"max\":3}\n", true},
 		{"ready\n{\"samples\":5,\"p50\":1,\"p90\":3,\"p99\":2,\"max\":3}\n", false}, // p90 above p99
-		{"{\"samples\":5,\"p50\":1,\"p99\":2,\"max\":3}\n", false},        // no ready line
-		{"ready\n{\"samples\":0,\"p50\":0,\"p99\":0,\"max\":0}\n", false}, // no sample
-		{"ready\n{\"samples\":5,\"p50\":3,\"p99\":2,\"max\":3}\n", false}, // out of order
+		{"{\"samples\":5,\"p50\":1,\"p99\":2,\"max\":3}\n", false},                  // no ready line
+		{"ready\n{\"samples\":0,\"p50\":0,\"p99\":0,\"max\":0}\n", false},           // no sample
+		{"ready\n{\"samples\":5,\"p50\":3,\"p99\":2,\"max\":3}\n", false},           // out of order
 		{"ready\n{\"samples\":5,\"p50\":-1,\"p99\":2,\"max\":3}\n", false},
 		{"ready\n{\"samples\":5,\"p50\":1,\"p99\":4,\"max\":3}\n", false},
 		{"ready\n", false},
