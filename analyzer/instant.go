@@ -84,7 +84,17 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	if total == 0 {
 		return skip("no retry followed a 429/5xx or other rate limit without a Retry-After that paced it")
 	}
+	policy := a.policy != nil && a.policy.Base > 0
+	// The stub stamps a response before it leaves and an arrival when it
+	// is read, so host noise only lengthens a gap: a retry within the
+	// window was within it. With a stated policy the window widens by the
+	// noise, and the expected shares with it; without one there is no
+	// share to widen, so the window stays and the check notes that an
+	// instant retry made late could have passed it.
 	late := a.noiseLate()
+	if !policy {
+		late = 0
+	}
 	w := a.instWindow + late
 	within := func(k int) int64 {
 		ck := &a.instK[k]
@@ -93,7 +103,6 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		}
 		return int64(ck.gaps.Below(w))
 	}
-	policy := a.policy != nil && a.policy.Base > 0
 	var readings []instReading
 	var unresolved []string
 	var poolExp float64
@@ -171,8 +180,12 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	why += ")"
 	r := verdict(c, worst.share, worst.threshold, total, why)
 	r.Examples = a.inst.ex
-	if len(unresolved) > 0 && r.Status != StatusFail {
+	switch {
+	case r.Status == StatusFail:
+	case len(unresolved) > 0:
 		r.Noise = fmt.Sprintf("%s: %v not judged (the policy's jitter within the widened window cannot be told from an instant retry)", a.noiseText(), unresolved)
+	case !policy && a.noiseLate() >= a.instWindow:
+		r.Noise = fmt.Sprintf("%s reaches the %s window, and without a stated policy the window cannot widen: an instant retry the host made late could have passed it", a.noiseText(), fmtDur(a.instWindow))
 	}
 	return r
 }
