@@ -84,7 +84,9 @@ func (w *welford) add(x float64) {
 }
 
 // Add feeds one record to the analyzer. A meta record after the first is
-// ignored; records of unknown types are ignored.
+// ignored; records of unknown types are ignored. Add keeps nothing of rec
+// past the call, not even its strings (it clones what it keeps): the
+// caller may reuse their memory (Analyze does).
 func (a *Analyzer) Add(rec *timeline.Record) {
 	switch rec.Type {
 	case timeline.TypeAttempt:
@@ -144,7 +146,7 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.exercised++
 	}
 	if r.Fault != "" {
-		a.faults[r.Fault]++
+		a.faults[a.own(r.Fault)]++
 	} else if r.Status > 0 && r.Status < len(a.statuses) {
 		a.statuses[r.Status]++
 		if a.nonRetry[r.Status] {
@@ -492,13 +494,13 @@ const maxLimitNames = 64
 // limitCounts counts rate limits by the name of the limit that rejected
 // ("" when none was named), for at most maxLimitNames names.
 type limitCounts struct {
-	n     map[string]int64
-	other int64 // beyond maxLimitNames names
+	n     map[string]*int64 // by pointer: an assignment would store the record's key
+	other int64             // beyond maxLimitNames names
 }
 
 func (l *limitCounts) add(name string) {
 	if n, ok := l.n[name]; ok {
-		l.n[name] = n + 1
+		*n++
 		return
 	}
 	if len(l.n) >= maxLimitNames {
@@ -506,9 +508,10 @@ func (l *limitCounts) add(name string) {
 		return
 	}
 	if l.n == nil {
-		l.n = make(map[string]int64)
+		l.n = make(map[string]*int64)
 	}
-	l.n[strings.Clone(name)] = 1
+	one := int64(1)
+	l.n[strings.Clone(name)] = &one
 }
 
 // String lists the counts, most first: "minute: 40, second: 3".
@@ -519,7 +522,7 @@ func (l *limitCounts) String() string {
 	}
 	var kvs []kv
 	for k, v := range l.n {
-		kvs = append(kvs, kv{k, v})
+		kvs = append(kvs, kv{k, *v})
 	}
 	sort.Slice(kvs, func(i, j int) bool {
 		if kvs[i].v != kvs[j].v {
@@ -543,7 +546,8 @@ func (l *limitCounts) String() string {
 
 func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
-	a.results[o.Result]++
+	result := ownResult(o.Result, a)
+	a.results[result]++
 	a.fidelityOutcome(o)
 	st := a.keys[o.Key]
 	if st == nil && a.crossCheck() {
@@ -563,7 +567,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		seen = int(st.count)
 		st.outcome, st.excluded = true, !judged
 		st.reportedOK = o.Result == timeline.ResultOK
-		st.outStart, st.outEnd, st.outResult = o.Start, o.End, o.Result
+		st.outStart, st.outEnd, st.outResult = o.Start, o.End, result
 	}
 	if judged {
 		a.giveUpOutcome(o, limited, a.overloaded(o), seen)
@@ -601,6 +605,44 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 			a.budOver.add(over-a.budgetTol, attempts+1, &ex, a.maxEx)
 		}
 	}
+}
+
+// own returns the analyzer's copy of s, made once per distinct value. A
+// record's strings may point into memory the decoder reuses once Add
+// returns (Analyze borrows them), and assigning to a map entry stores the
+// key given: a map the analyzer keeps is indexed by owned strings only.
+func (a *Analyzer) own(s string) string {
+	if c, ok := a.names[s]; ok {
+		return c
+	}
+	if a.names == nil {
+		a.names = make(map[string]string)
+	}
+	c := strings.Clone(s)
+	a.names[c] = c
+	return c
+}
+
+// ownResult is an outcome's result as a string the record does not share
+// (Analyzer.own): the constant when it is a known one.
+func ownResult(r string, a *Analyzer) string {
+	switch r {
+	case timeline.ResultOK:
+		return timeline.ResultOK
+	case timeline.ResultGaveUp:
+		return timeline.ResultGaveUp
+	case timeline.ResultBudget:
+		return timeline.ResultBudget
+	case timeline.ResultNonRetryable:
+		return timeline.ResultNonRetryable
+	case timeline.ResultError:
+		return timeline.ResultError
+	case timeline.ResultHung:
+		return timeline.ResultHung
+	case timeline.ResultCanceled:
+		return timeline.ResultCanceled
+	}
+	return a.own(r)
 }
 
 // attemptsText is "3 attempts", "1 attempt", or "attempts unknown".

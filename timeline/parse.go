@@ -34,6 +34,8 @@ type parser struct {
 	// arena holds copies of lines whose strings were handed out; it is
 	// never written over, only replaced when full (see copyLine)
 	arena []byte
+	// block, when set (Decoder.DecodeIn), takes the copies instead of arena
+	block *Block
 
 	// the interned value each field had last (strCached)
 	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend string }
@@ -382,6 +384,9 @@ const arenaSize = 32 << 10
 // instead of one per line.
 func (p *parser) copyLine() string {
 	n := len(p.b)
+	if p.block != nil {
+		return p.block.copy(p.b)
+	}
 	if n > arenaSize/4 {
 		return string(p.b)
 	}
