@@ -37,8 +37,8 @@ type parser struct {
 	// block, when set (Decoder.DecodeIn), takes the copies instead of arena
 	block *Block
 
-	// the interned value each field had last (strCached)
-	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend string }
+	// the interned values each field had last (strCached)
+	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend recent }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -237,6 +237,13 @@ func (p *parser) errf(format string, args ...any) error {
 }
 
 func (p *parser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' { // the usual case, inlined
+		return
+	}
+	p.wsSlow()
+}
+
+func (p *parser) wsSlow() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\r', '\n':
@@ -333,13 +340,17 @@ func (p *parser) str(intern bool) (string, error) {
 	return p.strIn(intern, nil)
 }
 
-// strCached is str(true) that first compares the value with the one this
-// field had last time (*last), which it usually repeats.
-func (p *parser) strCached(last *string) (string, error) {
+// strCached is str(true) that first compares the value with the two this
+// field had last (*last), which it usually repeats (one phase after
+// another, attempts and outcomes alternating).
+func (p *parser) strCached(last *recent) (string, error) {
 	return p.strIn(true, last)
 }
 
-func (p *parser) strIn(intern bool, last *string) (string, error) {
+// recent is the two values a field had last, the latest first.
+type recent [2]string
+
+func (p *parser) strIn(intern bool, last *recent) (string, error) {
 	b, err := p.rawString()
 	if err != nil {
 		return "", err
@@ -353,12 +364,18 @@ func (p *parser) strIn(intern bool, last *string) (string, error) {
 		}
 		return p.line[p.sStart:p.sEnd], nil
 	}
-	if last != nil && *last == string(b) { // no allocation for the comparison
-		return *last, nil
+	if last != nil { // no allocation for the comparisons
+		if last[0] == string(b) {
+			return last[0], nil
+		}
+		if last[1] == string(b) {
+			last[0], last[1] = last[1], last[0]
+			return last[0], nil
+		}
 	}
 	if s, ok := p.strs[string(b)]; ok { // no allocation for the lookup
 		if last != nil {
-			*last = s
+			last[0], last[1] = s, last[0]
 		}
 		return s, nil
 	}
@@ -368,7 +385,7 @@ func (p *parser) strIn(intern bool, last *string) (string, error) {
 	s := string(b)
 	p.strs[s] = s
 	if last != nil {
-		*last = s
+		last[0], last[1] = s, last[0]
 	}
 	return s, nil
 }
@@ -406,14 +423,14 @@ func (p *parser) int64() (int64, error) {
 	var n uint64
 	digits := 0
 	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c < '0' || c > '9' {
+		d := p.b[p.i] - '0'
+		if d > 9 {
 			break
 		}
 		if n > (1<<63-1)/10 {
 			return 0, p.errf("number out of range")
 		}
-		n = n*10 + uint64(c-'0')
+		n = n*10 + uint64(d)
 		digits++
 		p.i++
 	}
