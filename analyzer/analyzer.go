@@ -297,7 +297,8 @@ type Analyzer struct {
 	giveUpFrom string // where giveUpFor came from
 
 	// stream state
-	keys       map[string]*keyState
+	keys       keyTable
+	swept      []*keyState // sweep's, reused
 	free       []*keyState
 	now        int64
 	first      int64
@@ -379,7 +380,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 		meta:    meta,
 		opts:    opts,
 		maxEx:   opts.Examples,
-		keys:    make(map[string]*keyState),
+		keys:    newKeyTable(),
 		faults:  make(map[string]int64),
 		results: make(map[string]int64),
 	}

@@ -45,7 +45,8 @@ type closing struct {
 // keyState is one open logical request: the attempts not yet paired with
 // both neighbours, sorted by number (one entry when records come in order).
 type keyState struct {
-	key    string // the map's key
+	key    string // the table's key
+	hash   uint64 // its hash (keyTable)
 	client string
 	att    []attemptLite
 	buf    [2]attemptLite // att's storage while it is short
@@ -117,7 +118,7 @@ func (a *Analyzer) Add(rec *timeline.Record) {
 	}
 	// Now and then, drop the idle ones (no outcome: serve recordings).
 	a.sinceSweep++
-	if a.sinceSweep >= 4096 && a.sinceSweep >= len(a.keys) && a.now-a.lastSweep >= max(a.idle/4, int64(time.Second)) {
+	if a.sinceSweep >= 4096 && a.sinceSweep >= a.keys.len() && a.now-a.lastSweep >= max(a.idle/4, int64(time.Second)) {
 		a.sweep(false)
 	}
 }
@@ -179,9 +180,10 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		// before: abandoned records the status it would have had).
 		x.status = 0
 	}
-	st := a.keys[r.Key]
+	h := a.keys.hash(r.Key)
+	st := a.keys.get(r.Key, h)
 	if st == nil {
-		st = a.newKey(r.Key, r.Client)
+		st = a.newKey(r.Key, r.Client, h)
 	}
 	st.last = a.now
 	a.insert(st, r.Key, x)
@@ -549,11 +551,12 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	result := ownResult(o.Result, a)
 	a.results[result]++
 	a.fidelityOutcome(o)
-	st := a.keys[o.Key]
+	h := a.keys.hash(o.Key)
+	st := a.keys.get(o.Key, h)
 	if st == nil && a.crossCheck() {
 		// No attempt recorded (yet): the outcome's claim waits, through
 		// the grace, for the stub's records of its key.
-		st = a.newKey(o.Key, o.Client)
+		st = a.newKey(o.Key, o.Client, h)
 	}
 	judged := a.judgedOutcome(o)
 	// Did the client stop on a rate limit? Its last attempt says.
@@ -664,8 +667,8 @@ func (a *Analyzer) crossCheck() bool {
 	return a.meta != nil && a.meta.Recorder != "serve" && a.fig.Attempts > 0
 }
 
-// newKey makes the state of a logical request.
-func (a *Analyzer) newKey(key, client string) *keyState {
+// newKey makes the state of a logical request; h is its key's hash.
+func (a *Analyzer) newKey(key, client string, h uint64) *keyState {
 	var st *keyState
 	if n := len(a.free); n > 0 {
 		st = a.free[n-1]
@@ -674,9 +677,15 @@ func (a *Analyzer) newKey(key, client string) *keyState {
 		st = new(keyState)
 		st.att = st.buf[:0]
 	}
-	st.key, st.client = strings.Clone(key), strings.Clone(client)
+	// One copy holds both strings.
+	var b strings.Builder
+	b.Grow(len(key) + len(client))
+	b.WriteString(key)
+	b.WriteString(client)
+	both := b.String()
+	st.key, st.client, st.hash = both[:len(key)], both[len(key):], h
 	st.last = a.now
-	a.keys[st.key] = st
+	a.keys.put(st)
 	return st
 }
 
@@ -730,11 +739,17 @@ func (a *Analyzer) tally(t *keyTally, st *keyState) {
 func (a *Analyzer) sweep(final bool) {
 	a.sinceSweep = 0
 	a.lastSweep = a.now
-	for _, st := range a.keys {
+	drop := a.swept[:0] // not while the table is read: a deletion moves entries
+	for st := range a.keys.all() {
 		if final || (st.closed != 0 && a.now-st.closed > a.grace) || a.now-st.last > a.idle {
-			a.drop(st)
+			drop = append(drop, st)
 		}
 	}
+	for _, st := range drop {
+		a.drop(st)
+	}
+	clear(drop)
+	a.swept = drop[:0]
 }
 
 // drop forgets a logical request, counting its unpaired retries.
@@ -745,7 +760,7 @@ func (a *Analyzer) drop(st *keyState) {
 		}
 	}
 	a.tally(&a.done, st)
-	delete(a.keys, st.key)
+	a.keys.del(st)
 	*st = keyState{att: st.buf[:0]}
 	if len(a.free) < 4096 {
 		a.free = append(a.free, st)
@@ -753,7 +768,7 @@ func (a *Analyzer) drop(st *keyState) {
 }
 
 // OpenRequests is how many logical requests the analyzer holds state for.
-func (a *Analyzer) OpenRequests() int { return len(a.keys) }
+func (a *Analyzer) OpenRequests() int { return a.keys.len() }
 
 func fmtNS(ns int64) string { return fmtDur(ns) }
 
