@@ -271,35 +271,40 @@ func (p *parser) rawString() ([]byte, error) {
 	start := p.i
 	high := false
 	p.esc = true // until proven a plain slice of b
-	for p.i < len(p.b) {
+	// The loops work on locals (the compiler keeps them in registers),
+	// written back to p.i before anything that reads it.
+	b, i := p.b, p.i
+	for i < len(b) {
 		// Skip the plain bytes in a tight loop, then look at the one that
 		// stopped it.
-		for p.i < len(p.b) && plainByte[p.b[p.i]] {
-			p.i++
+		for i < len(b) && plainByte[b[i]] {
+			i++
 		}
-		if p.i >= len(p.b) {
+		if i >= len(b) {
 			break
 		}
-		c := p.b[p.i]
+		c := b[i]
 		switch {
 		case c == '"':
-			s := p.b[start:p.i]
+			s := b[start:i]
 			if high && !utf8.Valid(s) {
 				// encoding/json turns invalid UTF-8 into U+FFFD; so do we.
 				return p.escapedString(start - 1)
 			}
-			p.sStart, p.sEnd, p.esc = start, p.i, false
-			p.i++
+			p.sStart, p.sEnd, p.esc = start, i, false
+			p.i = i + 1
 			return s, nil
 		case c >= utf8.RuneSelf:
 			high = true
 		case c == '\\':
 			return p.escapedString(start - 1)
 		case c < 0x20:
+			p.i = i
 			return nil, p.errf("control character in string")
 		}
-		p.i++
+		i++
 	}
+	p.i = i
 	return nil, errTruncated
 }
 
@@ -421,19 +426,21 @@ func (p *parser) int64() (int64, error) {
 		p.i++
 	}
 	var n uint64
-	digits := 0
-	for p.i < len(p.b) {
-		d := p.b[p.i] - '0'
+	b, i := p.b, p.i // locals in the loop, as in rawString
+	for i < len(b) {
+		d := b[i] - '0'
 		if d > 9 {
 			break
 		}
 		if n > (1<<63-1)/10 {
+			p.i = i
 			return 0, p.errf("number out of range")
 		}
 		n = n*10 + uint64(d)
-		digits++
-		p.i++
+		i++
 	}
+	digits := i - p.i
+	p.i = i
 	if digits == 0 {
 		if p.i >= len(p.b) {
 			return 0, errTruncated
