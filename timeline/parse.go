@@ -19,6 +19,8 @@ import (
 // around it (copyLine), so decoding allocates about once per block rather
 // than once per line. Holding one of these strings keeps its block alive;
 // callers that keep strings of many records (map keys) strings.Clone them.
+// With a caller's Block (Decoder.DecodeIn) the copy goes there instead, and
+// nothing is allocated per line.
 type parser struct {
 	b    []byte
 	i    int
