@@ -92,7 +92,7 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 		return nil, err
 	}
 	var an *Analyzer
-	err := ReadTimeline(r, opts.Serial, func(meta *timeline.Meta) func(*timeline.Record) {
+	err := readTimeline(r, opts.Serial, true, func(meta *timeline.Meta) func(*timeline.Record) {
 		an = New(meta, opts)
 		return an.Add
 	})
@@ -119,6 +119,15 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 // own, handing batches of records over; it has ended when ReadTimeline
 // returns.
 func ReadTimeline(r io.Reader, serial bool, start func(meta *timeline.Meta) (add func(*timeline.Record))) error {
+	return readTimeline(r, serial, false, start)
+}
+
+// readTimeline is ReadTimeline; with borrow, the strings of a record (but
+// the meta's and the end's) are valid only during its add call too: they
+// point into blocks of text the decoder reuses (timeline.Decoder.DecodeIn),
+// so decoding allocates nothing per line. An Analyzer clones whatever it
+// keeps, so Analyze borrows.
+func readTimeline(r io.Reader, serial, borrow bool, start func(meta *timeline.Meta) (add func(*timeline.Record))) error {
 	dec := timeline.NewDecoder(r)
 	rec := new(timeline.Record)
 	if err := dec.Decode(rec); err != nil {
@@ -137,7 +146,16 @@ func ReadTimeline(r io.Reader, serial bool, start func(meta *timeline.Meta) (add
 	}
 	var err error
 	if !serial && runtime.GOMAXPROCS(0) > 1 {
-		err = decodePipelined(dec, add)
+		err = decodePipelined(dec, borrow, add)
+	} else if borrow {
+		var blk timeline.Block
+		for {
+			blk.Reset()
+			if err = dec.DecodeIn(rec, &blk); err != nil {
+				break
+			}
+			add(rec)
+		}
 	} else {
 		for {
 			if err = dec.Decode(rec); err != nil {
@@ -157,10 +175,13 @@ const batchSize = 1024
 
 // decodePipelined decodes on a second goroutine and hands the records to add
 // on this one. It returns the decoder's final error (io.EOF at a clean end).
-func decodePipelined(dec *timeline.Decoder, add func(*timeline.Record)) error {
+// With borrow, each batch's strings point into a block of text of its own,
+// reused once add has seen the batch.
+func decodePipelined(dec *timeline.Decoder, borrow bool, add func(*timeline.Record)) error {
 	type batch struct {
 		recs []timeline.Record
 		err  error
+		blk  *timeline.Block // with borrow
 	}
 	full := make(chan *batch, 4)
 	free := make(chan *batch, 6)
@@ -181,11 +202,24 @@ func decodePipelined(dec *timeline.Decoder, add func(*timeline.Record)) error {
 			}
 			b.recs = b.recs[:cap(b.recs)]
 			n := 0
-			for n < len(b.recs) {
-				if b.err = dec.Decode(&b.recs[n]); b.err != nil {
-					break
+			if borrow {
+				if b.blk == nil {
+					b.blk = new(timeline.Block)
 				}
-				n++
+				b.blk.Reset()
+				for n < len(b.recs) {
+					if b.err = dec.DecodeIn(&b.recs[n], b.blk); b.err != nil {
+						break
+					}
+					n++
+				}
+			} else {
+				for n < len(b.recs) {
+					if b.err = dec.Decode(&b.recs[n]); b.err != nil {
+						break
+					}
+					n++
+				}
 			}
 			b.recs = b.recs[:n]
 			full <- b
@@ -263,7 +297,8 @@ type Analyzer struct {
 	giveUpFrom string // where giveUpFor came from
 
 	// stream state
-	keys       map[string]*keyState
+	keys       keyTable
+	swept      []*keyState // sweep's, reused
 	free       []*keyState
 	now        int64
 	first      int64
@@ -280,6 +315,7 @@ type Analyzer struct {
 	statuses [600]int64
 	faults   map[string]int64
 	results  map[string]int64
+	names    map[string]string // owned copies of the fault and result names (own)
 
 	ra    counter
 	inst  counter
@@ -344,7 +380,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 		meta:    meta,
 		opts:    opts,
 		maxEx:   opts.Examples,
-		keys:    make(map[string]*keyState),
+		keys:    newKeyTable(),
 		faults:  make(map[string]int64),
 		results: make(map[string]int64),
 	}

@@ -96,7 +96,7 @@ func (a *Analyzer) Result() *Verdict {
 		v.Status, v.Pass = VerdictPass, true
 	}
 	unpaired := a.unpaired
-	for _, st := range a.keys {
+	for st := range a.keys.all() {
 		for _, x := range st.att {
 			if !x.prevDone {
 				unpaired++
@@ -460,7 +460,7 @@ func (a *Analyzer) tallyAll() *keyTally {
 	t := a.done
 	t.attEx = append([]Example(nil), a.done.attEx...)
 	t.lostEx = append([]Example(nil), a.done.lostEx...)
-	for _, st := range a.keys {
+	for st := range a.keys.all() {
 		a.tally(&t, st)
 	}
 	return &t

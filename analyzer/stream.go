@@ -45,7 +45,8 @@ type closing struct {
 // keyState is one open logical request: the attempts not yet paired with
 // both neighbours, sorted by number (one entry when records come in order).
 type keyState struct {
-	key    string // the map's key
+	key    string // the table's key
+	hash   uint64 // its hash (keyTable)
 	client string
 	att    []attemptLite
 	buf    [2]attemptLite // att's storage while it is short
@@ -84,7 +85,9 @@ func (w *welford) add(x float64) {
 }
 
 // Add feeds one record to the analyzer. A meta record after the first is
-// ignored; records of unknown types are ignored.
+// ignored; records of unknown types are ignored. Add keeps nothing of rec
+// past the call, not even its strings (it clones what it keeps): the
+// caller may reuse their memory (Analyze does).
 func (a *Analyzer) Add(rec *timeline.Record) {
 	switch rec.Type {
 	case timeline.TypeAttempt:
@@ -115,7 +118,7 @@ func (a *Analyzer) Add(rec *timeline.Record) {
 	}
 	// Now and then, drop the idle ones (no outcome: serve recordings).
 	a.sinceSweep++
-	if a.sinceSweep >= 4096 && a.sinceSweep >= len(a.keys) && a.now-a.lastSweep >= max(a.idle/4, int64(time.Second)) {
+	if a.sinceSweep >= 4096 && a.sinceSweep >= a.keys.len() && a.now-a.lastSweep >= max(a.idle/4, int64(time.Second)) {
 		a.sweep(false)
 	}
 }
@@ -144,7 +147,7 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.exercised++
 	}
 	if r.Fault != "" {
-		a.faults[r.Fault]++
+		a.faults[a.own(r.Fault)]++
 	} else if r.Status > 0 && r.Status < len(a.statuses) {
 		a.statuses[r.Status]++
 		if a.nonRetry[r.Status] {
@@ -179,9 +182,10 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		// before: abandoned records the status it would have had).
 		x.status = 0
 	}
-	st := a.keys[r.Key]
+	h := a.keys.hash(r.Key)
+	st := a.keys.get(r.Key, h)
 	if st == nil {
-		st = a.newKey(r.Key, r.Client)
+		st = a.newKey(r.Key, r.Client, h)
 	}
 	st.last = a.now
 	a.insert(st, r.Key, x)
@@ -494,13 +498,13 @@ const maxLimitNames = 64
 // limitCounts counts rate limits by the name of the limit that rejected
 // ("" when none was named), for at most maxLimitNames names.
 type limitCounts struct {
-	n     map[string]int64
-	other int64 // beyond maxLimitNames names
+	n     map[string]*int64 // by pointer: an assignment would store the record's key
+	other int64             // beyond maxLimitNames names
 }
 
 func (l *limitCounts) add(name string) {
 	if n, ok := l.n[name]; ok {
-		l.n[name] = n + 1
+		*n++
 		return
 	}
 	if len(l.n) >= maxLimitNames {
@@ -508,9 +512,10 @@ func (l *limitCounts) add(name string) {
 		return
 	}
 	if l.n == nil {
-		l.n = make(map[string]int64)
+		l.n = make(map[string]*int64)
 	}
-	l.n[strings.Clone(name)] = 1
+	one := int64(1)
+	l.n[strings.Clone(name)] = &one
 }
 
 // String lists the counts, most first: "minute: 40, second: 3".
@@ -521,7 +526,7 @@ func (l *limitCounts) String() string {
 	}
 	var kvs []kv
 	for k, v := range l.n {
-		kvs = append(kvs, kv{k, v})
+		kvs = append(kvs, kv{k, *v})
 	}
 	sort.Slice(kvs, func(i, j int) bool {
 		if kvs[i].v != kvs[j].v {
@@ -545,13 +550,15 @@ func (l *limitCounts) String() string {
 
 func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
-	a.results[o.Result]++
+	result := ownResult(o.Result, a)
+	a.results[result]++
 	a.fidelityOutcome(o)
-	st := a.keys[o.Key]
+	h := a.keys.hash(o.Key)
+	st := a.keys.get(o.Key, h)
 	if st == nil && a.crossCheck() {
 		// No attempt recorded (yet): the outcome's claim waits, through
 		// the grace, for the stub's records of its key.
-		st = a.newKey(o.Key, o.Client)
+		st = a.newKey(o.Key, o.Client, h)
 	}
 	judged := a.judgedOutcome(o)
 	// Did the client stop on a rate limit? Its last attempt says.
@@ -565,7 +572,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		seen = int(st.count)
 		st.outcome, st.excluded = true, !judged
 		st.reportedOK = o.Result == timeline.ResultOK
-		st.outStart, st.outEnd, st.outResult = o.Start, o.End, o.Result
+		st.outStart, st.outEnd, st.outResult = o.Start, o.End, result
 	}
 	if judged {
 		a.giveUpOutcome(o, limited, a.overloaded(o), seen)
@@ -605,6 +612,44 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	}
 }
 
+// own returns the analyzer's copy of s, made once per distinct value. A
+// record's strings may point into memory the decoder reuses once Add
+// returns (Analyze borrows them), and assigning to a map entry stores the
+// key given: a map the analyzer keeps is indexed by owned strings only.
+func (a *Analyzer) own(s string) string {
+	if c, ok := a.names[s]; ok {
+		return c
+	}
+	if a.names == nil {
+		a.names = make(map[string]string)
+	}
+	c := strings.Clone(s)
+	a.names[c] = c
+	return c
+}
+
+// ownResult is an outcome's result as a string the record does not share
+// (Analyzer.own): the constant when it is a known one.
+func ownResult(r string, a *Analyzer) string {
+	switch r {
+	case timeline.ResultOK:
+		return timeline.ResultOK
+	case timeline.ResultGaveUp:
+		return timeline.ResultGaveUp
+	case timeline.ResultBudget:
+		return timeline.ResultBudget
+	case timeline.ResultNonRetryable:
+		return timeline.ResultNonRetryable
+	case timeline.ResultError:
+		return timeline.ResultError
+	case timeline.ResultHung:
+		return timeline.ResultHung
+	case timeline.ResultCanceled:
+		return timeline.ResultCanceled
+	}
+	return a.own(r)
+}
+
 // attemptsText is "3 attempts", "1 attempt", or "attempts unknown".
 func attemptsText(n int) string {
 	switch n {
@@ -624,8 +669,8 @@ func (a *Analyzer) crossCheck() bool {
 	return a.meta != nil && a.meta.Recorder != "serve" && a.fig.Attempts > 0
 }
 
-// newKey makes the state of a logical request.
-func (a *Analyzer) newKey(key, client string) *keyState {
+// newKey makes the state of a logical request; h is its key's hash.
+func (a *Analyzer) newKey(key, client string, h uint64) *keyState {
 	var st *keyState
 	if n := len(a.free); n > 0 {
 		st = a.free[n-1]
@@ -634,9 +679,15 @@ func (a *Analyzer) newKey(key, client string) *keyState {
 		st = new(keyState)
 		st.att = st.buf[:0]
 	}
-	st.key, st.client = strings.Clone(key), strings.Clone(client)
+	// One copy holds both strings.
+	var b strings.Builder
+	b.Grow(len(key) + len(client))
+	b.WriteString(key)
+	b.WriteString(client)
+	both := b.String()
+	st.key, st.client, st.hash = both[:len(key)], both[len(key):], h
 	st.last = a.now
-	a.keys[st.key] = st
+	a.keys.put(st)
 	return st
 }
 
@@ -690,11 +741,17 @@ func (a *Analyzer) tally(t *keyTally, st *keyState) {
 func (a *Analyzer) sweep(final bool) {
 	a.sinceSweep = 0
 	a.lastSweep = a.now
-	for _, st := range a.keys {
+	drop := a.swept[:0] // not while the table is read: a deletion moves entries
+	for st := range a.keys.all() {
 		if final || (st.closed != 0 && a.now-st.closed > a.grace) || a.now-st.last > a.idle {
-			a.drop(st)
+			drop = append(drop, st)
 		}
 	}
+	for _, st := range drop {
+		a.drop(st)
+	}
+	clear(drop)
+	a.swept = drop[:0]
 }
 
 // drop forgets a logical request, counting its unpaired retries.
@@ -705,7 +762,7 @@ func (a *Analyzer) drop(st *keyState) {
 		}
 	}
 	a.tally(&a.done, st)
-	delete(a.keys, st.key)
+	a.keys.del(st)
 	*st = keyState{att: st.buf[:0]}
 	if len(a.free) < 4096 {
 		a.free = append(a.free, st)
@@ -713,7 +770,7 @@ func (a *Analyzer) drop(st *keyState) {
 }
 
 // OpenRequests is how many logical requests the analyzer holds state for.
-func (a *Analyzer) OpenRequests() int { return len(a.keys) }
+func (a *Analyzer) OpenRequests() int { return a.keys.len() }
 
 func fmtNS(ns int64) string { return fmtDur(ns) }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // An Encoder writes records as NDJSON, one record a line. It buffers: call
@@ -322,6 +323,46 @@ func (d *Decoder) Decode(rec *Record) error {
 		d.raw = line
 		return nil
 	}
+}
+
+// DecodeIn is Decode with the strings of rec (but those of a meta or end
+// record, which are fresh values) carved from blk rather than from memory
+// the Decoder allocates: they stay valid only until blk.Reset. A caller
+// that decodes into a few records and blocks in turn, and resets a block
+// once the records decoded into it are done with, decodes without
+// allocating.
+func (d *Decoder) DecodeIn(rec *Record, blk *Block) error {
+	d.p.block = blk
+	err := d.Decode(rec)
+	d.p.block = nil
+	return err
+}
+
+// A Block holds the text of the lines a Decoder decoded into it
+// (DecodeIn), which the records' strings point into. The zero value is
+// ready to use.
+type Block struct {
+	buf []byte
+}
+
+// Reset makes the block's memory reusable: the strings of every record
+// decoded into it since the last Reset become invalid (they may change).
+func (b *Block) Reset() { b.buf = b.buf[:0] }
+
+// copy appends line to the block and returns it as a string. When the block
+// is full it starts a larger one: the strings handed out keep the old one
+// alive, and after a Reset the larger one serves alone.
+func (b *Block) copy(line []byte) string {
+	n := len(line)
+	if n == 0 {
+		return ""
+	}
+	if cap(b.buf)-len(b.buf) < n {
+		b.buf = make([]byte, 0, max(2*cap(b.buf), arenaSize, n))
+	}
+	start := len(b.buf)
+	b.buf = append(b.buf, line...)
+	return unsafe.String(&b.buf[start], n)
 }
 
 // order enforces the stream's shape: at most one meta record, and only as

@@ -19,6 +19,8 @@ import (
 // around it (copyLine), so decoding allocates about once per block rather
 // than once per line. Holding one of these strings keeps its block alive;
 // callers that keep strings of many records (map keys) strings.Clone them.
+// With a caller's Block (Decoder.DecodeIn) the copy goes there instead, and
+// nothing is allocated per line.
 type parser struct {
 	b    []byte
 	i    int
@@ -34,9 +36,11 @@ type parser struct {
 	// arena holds copies of lines whose strings were handed out; it is
 	// never written over, only replaced when full (see copyLine)
 	arena []byte
+	// block, when set (Decoder.DecodeIn), takes the copies instead of arena
+	block *Block
 
-	// the interned value each field had last (strCached)
-	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend string }
+	// the interned values each field had last (strCached)
+	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend recent }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -235,6 +239,13 @@ func (p *parser) errf(format string, args ...any) error {
 }
 
 func (p *parser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' { // the usual case, inlined
+		return
+	}
+	p.wsSlow()
+}
+
+func (p *parser) wsSlow() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\r', '\n':
@@ -262,35 +273,40 @@ func (p *parser) rawString() ([]byte, error) {
 	start := p.i
 	high := false
 	p.esc = true // until proven a plain slice of b
-	for p.i < len(p.b) {
+	// The loops work on locals (the compiler keeps them in registers),
+	// written back to p.i before anything that reads it.
+	b, i := p.b, p.i
+	for i < len(b) {
 		// Skip the plain bytes in a tight loop, then look at the one that
 		// stopped it.
-		for p.i < len(p.b) && plainByte[p.b[p.i]] {
-			p.i++
+		for i < len(b) && plainByte[b[i]] {
+			i++
 		}
-		if p.i >= len(p.b) {
+		if i >= len(b) {
 			break
 		}
-		c := p.b[p.i]
+		c := b[i]
 		switch {
 		case c == '"':
-			s := p.b[start:p.i]
+			s := b[start:i]
 			if high && !utf8.Valid(s) {
 				// encoding/json turns invalid UTF-8 into U+FFFD; so do we.
 				return p.escapedString(start - 1)
 			}
-			p.sStart, p.sEnd, p.esc = start, p.i, false
-			p.i++
+			p.sStart, p.sEnd, p.esc = start, i, false
+			p.i = i + 1
 			return s, nil
 		case c >= utf8.RuneSelf:
 			high = true
 		case c == '\\':
 			return p.escapedString(start - 1)
 		case c < 0x20:
+			p.i = i
 			return nil, p.errf("control character in string")
 		}
-		p.i++
+		i++
 	}
+	p.i = i
 	return nil, errTruncated
 }
 
@@ -331,13 +347,17 @@ func (p *parser) str(intern bool) (string, error) {
 	return p.strIn(intern, nil)
 }
 
-// strCached is str(true) that first compares the value with the one this
-// field had last time (*last), which it usually repeats.
-func (p *parser) strCached(last *string) (string, error) {
+// strCached is str(true) that first compares the value with the two this
+// field had last (*last), which it usually repeats (one phase after
+// another, attempts and outcomes alternating).
+func (p *parser) strCached(last *recent) (string, error) {
 	return p.strIn(true, last)
 }
 
-func (p *parser) strIn(intern bool, last *string) (string, error) {
+// recent is the two values a field had last, the latest first.
+type recent [2]string
+
+func (p *parser) strIn(intern bool, last *recent) (string, error) {
 	b, err := p.rawString()
 	if err != nil {
 		return "", err
@@ -351,12 +371,18 @@ func (p *parser) strIn(intern bool, last *string) (string, error) {
 		}
 		return p.line[p.sStart:p.sEnd], nil
 	}
-	if last != nil && *last == string(b) { // no allocation for the comparison
-		return *last, nil
+	if last != nil { // no allocation for the comparisons
+		if last[0] == string(b) {
+			return last[0], nil
+		}
+		if last[1] == string(b) {
+			last[0], last[1] = last[1], last[0]
+			return last[0], nil
+		}
 	}
 	if s, ok := p.strs[string(b)]; ok { // no allocation for the lookup
 		if last != nil {
-			*last = s
+			last[0], last[1] = s, last[0]
 		}
 		return s, nil
 	}
@@ -366,7 +392,7 @@ func (p *parser) strIn(intern bool, last *string) (string, error) {
 	s := string(b)
 	p.strs[s] = s
 	if last != nil {
-		*last = s
+		last[0], last[1] = s, last[0]
 	}
 	return s, nil
 }
@@ -382,6 +408,9 @@ const arenaSize = 32 << 10
 // instead of one per line.
 func (p *parser) copyLine() string {
 	n := len(p.b)
+	if p.block != nil {
+		return p.block.copy(p.b)
+	}
 	if n > arenaSize/4 {
 		return string(p.b)
 	}
@@ -399,19 +428,21 @@ func (p *parser) int64() (int64, error) {
 		p.i++
 	}
 	var n uint64
-	digits := 0
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c < '0' || c > '9' {
+	b, i := p.b, p.i // locals in the loop, as in rawString
+	for i < len(b) {
+		d := b[i] - '0'
+		if d > 9 {
 			break
 		}
 		if n > (1<<63-1)/10 {
+			p.i = i
 			return 0, p.errf("number out of range")
 		}
-		n = n*10 + uint64(c-'0')
-		digits++
-		p.i++
+		n = n*10 + uint64(d)
+		i++
 	}
+	digits := i - p.i
+	p.i = i
 	if digits == 0 {
 		if p.i >= len(p.b) {
 			return 0, errTruncated
