@@ -67,7 +67,6 @@ type keyState struct {
 	reportedOK bool
 	outEnd     int64
 	outStart   int64
-	outResult  string
 }
 
 // welford accumulates a mean and variance in one pass.
@@ -572,7 +571,7 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		seen = int(st.count)
 		st.outcome, st.excluded = true, !judged
 		st.reportedOK = o.Result == timeline.ResultOK
-		st.outStart, st.outEnd, st.outResult = o.Start, o.End, result
+		st.outStart, st.outEnd = o.Start, o.End
 	}
 	if judged {
 		a.giveUpOutcome(o, limited, a.overloaded(o), seen)
