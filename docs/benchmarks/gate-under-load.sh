@@ -4,7 +4,7 @@
 # quiet (no hog), 2x and 8x the cores of spinning processes beside them.
 # Each hog is `timeout`-bounded and killed when its level ends.
 # Prints one line per run: level scenario subject seed verdict noise-p99
-# failed-checks; then a tally per level, scenario and subject.
+# failed-checks and the first INCONCLUSIVE reasons; then a tally per level, scenario and subject.
 # Usage: sh docs/benchmarks/gate-under-load.sh [RUNS] [LEVELS] [SCENARIOS] [SUBJECTS]
 set -e
 cd "$(dirname "$0")/../.."
@@ -32,8 +32,9 @@ for level in $levels; do
         case $rc in 0) v=PASS ;; 1) v=FAIL ;; 3) v=INCONCLUSIVE ;; *) v="ERROR($rc)" ;; esac
         tl=$(ls "$out"/run/*/timeline.ndjson 2>/dev/null | head -1)
         p99=$(tail -1 "$tl" 2>/dev/null | sed -n 's/.*"noise":{[^}]*"p99":\([0-9]*\).*/\1/p')
-        failed=$(sed -n 's/.*/&/p' "$out/v.json" 2>/dev/null | tr '{' '\n' | grep '"status":"fail"' | sed -n 's/.*"id":"\([^"]*\)".*/\1/p' | tr '\n' ',')
-        echo "L$level $sc $subj $seed $v noise_p99_ms=$(( ${p99:-0} / 1000000 )) failed=$failed"
+        failed=$(tr -d ' \n' < "$out/v.json" 2>/dev/null | tr '{' '\n' | grep '"status":"fail"' | sed -n 's/.*"id":"\([^"]*\)".*/\1/p' | tr '\n' ',')
+        why=$(tr -d '\n' < "$out/v.json" 2>/dev/null | grep -o '"inconclusive": *\[[^]]*\]' | cut -c1-300)
+        echo "L$level $sc $subj $seed $v noise_p99_ms=$(( ${p99:-0} / 1000000 )) failed=$failed $why"
       done
     done
   done
