@@ -170,17 +170,21 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	t := a.tl
 	late := a.noiseLate()
 	lostWaiting, guEx := a.guOver.count(late)
-	bad := lostWaiting + t.lost
+	lost, lostEx := t.lost, t.lostEx
+	if a.unbacked() {
+		lost, lostEx = 0, nil // a recording is missing: INCONCLUSIVE, not lost
+	}
+	bad := lostWaiting + lost
 	within := fmtDur(a.giveUpFor)
 	if late > 0 {
 		within += fmt.Sprintf(" less %s per attempt (%s)", fmtDur(late), a.noiseText())
 	}
 	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, a.gu.judged, within, a.giveUpFrom)
-	if t.lost > 0 {
-		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", t.lost)
+	if lost > 0 {
+		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", lost)
 	}
 	r := verdict(c, pct(bad, a.gu.judged), defaultGiveUp, a.gu.judged, why)
-	r.Examples = append(append([]Example(nil), t.lostEx...), guEx...)
+	r.Examples = append(append([]Example(nil), lostEx...), guEx...)
 	if len(r.Examples) > a.maxEx {
 		r.Examples = r.Examples[:a.maxEx]
 	}

@@ -668,6 +668,12 @@ func (a *Analyzer) crossCheck() bool {
 	return a.meta != nil && a.meta.Recorder != "serve" && a.fig.Attempts > 0
 }
 
+// unbacked reports whether the end record says the recordings behind a
+// merged timeline do not back all its outcomes (a stub's recording left
+// out): the evidence is incomplete, the run is INCONCLUSIVE for it, and
+// no outcome is judged lost for lack of it.
+func (a *Analyzer) unbacked() bool { return a.fid.end != nil && a.fid.end.Unbacked > 0 }
+
 // newKey makes the state of a logical request; h is its key's hash.
 func (a *Analyzer) newKey(key, client string, h uint64) *keyState {
 	var st *keyState
@@ -726,11 +732,10 @@ func (a *Analyzer) tally(t *keyTally, st *keyState) {
 		t.lost++
 		t.lostEx = keepEarliest(t.lostEx, a.maxEx, Example{Client: st.client, Key: st.key, Attempt: int(st.count), At: st.outEnd, Prev: st.outStart},
 			func() string {
-				what := "the server never answered 2xx"
 				if st.count == 0 {
-					what = "the server recorded no attempt for it"
+					return "reported ok, the server recorded no attempt for it"
 				}
-				return fmt.Sprintf("reported ok, %s (%s recorded)", what, attemptsText(int(st.count)))
+				return fmt.Sprintf("reported ok, the server never answered 2xx (%s recorded)", attemptsText(int(st.count)))
 			})
 	}
 }

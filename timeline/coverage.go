@@ -50,6 +50,7 @@ type coverage struct {
 	num  keyTable
 	str  map[string]*keyTally
 	peak int // the most requests held at once
+	unbacked int64 // outcomes the recordings do not back (problems)
 }
 
 func newCoverage() *coverage {
@@ -57,6 +58,10 @@ func newCoverage() *coverage {
 }
 
 func (c *coverage) len() int { return c.num.n + len(c.str) }
+
+// Unbacked is End.Unbacked once problems has run: the outcomes the
+// recordings do not back.
+func (c *coverage) Unbacked() int64 { return c.unbacked }
 
 // packKey packs a "client/seq" key of two canonical decimal numbers below
 // 2^32 into one uint64, never math.MaxUint64 (keyTable's empty mark); ok
@@ -283,6 +288,7 @@ func (c *coverage) problems(srcs []*mergeSrc) []string {
 	var out []string
 	for i, s := range srcs {
 		f := fall[i]
+		c.unbacked += int64(f.none + f.fewer)
 		if f.none == 0 && f.fewer == 0 {
 			continue
 		}

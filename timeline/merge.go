@@ -273,6 +273,7 @@ func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, 
 		sum.CoverageKeys = cov.peak
 		if end != nil {
 			end.Errors = append(end.Errors, sum.Problems...)
+			end.Unbacked = cov.Unbacked()
 		}
 	}
 	if end != nil {

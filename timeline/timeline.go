@@ -334,6 +334,11 @@ type End struct {
 	// Errors are harness problems in words, each a reason the run was not
 	// carried out faithfully.
 	Errors []string `json:"errors,omitempty"`
+	// Unbacked counts, in a merged timeline, the outcomes whose logical
+	// requests the merged recordings hold no attempt of, or fewer than
+	// the outcome reports: a recording is missing or cut short, so the
+	// evidence an outcome is checked against is incomplete (0 otherwise).
+	Unbacked int64 `json:"unbacked,omitempty"`
 	// Noise is how late the host ran things while the run ran, measured,
 	// nil when unmeasured (a virtual run has none: its clock waits for
 	// it).
