@@ -47,9 +47,9 @@ func (t *keyTally) backed() bool {
 // uint64 and kept in a table of their own (a lookup per record is most of
 // the check's cost); any other key is kept as a string.
 type coverage struct {
-	num  keyTable
-	str  map[string]*keyTally
-	peak int // the most requests held at once
+	num      keyTable
+	str      map[string]*keyTally
+	peak     int   // the most requests held at once
 	unbacked int64 // outcomes the recordings do not back (problems)
 }
 
