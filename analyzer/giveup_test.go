@@ -157,3 +157,20 @@ func TestServing(t *testing.T) {
 		}
 	}
 }
+
+// TestEvidenceCountsTheStubsAttempts: a subject that does not report how
+// many attempts it made (a custom Go subject, an exec program) gets the
+// count the stub recorded in its evidence, not "0 attempts".
+func TestEvidenceCountsTheStubsAttempts(t *testing.T) {
+	a := New(&timeline.Meta{Recorder: "run", Policy: policy(100*ms, s1, 5, 20*s1, "full"), Phases: outagePhases(3 * s1)}, Options{})
+	for n := 1; n <= 3; n++ {
+		at := int64(n) * int64(100*ms)
+		a.Add(&timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "1", Key: "1/0", Attempt: n, Method: "GET", Path: "/c/1/r/0", At: at, Done: at + 10, Status: 503}})
+	}
+	a.Add(&timeline.Record{Type: timeline.TypeOutcome, Outcome: timeline.Outcome{Client: "1", Key: "1/0", Start: 0, End: int64(2500 * ms), Result: timeline.ResultGaveUp, Status: 503}})
+	v := a.Result()
+	c := v.Check(CheckGiveUp)
+	if c.Status != StatusFail || len(c.Examples) == 0 || !strings.Contains(c.Examples[0].Detail, "(3 attempts)") || c.Examples[0].Attempt != 3 {
+		t.Errorf("give-up %s %+v; want a failure whose evidence counts the 3 attempts the stub recorded", c.Status, c.Examples)
+	}
+}
