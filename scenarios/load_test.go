@@ -14,7 +14,8 @@ import (
 	"github.com/retrylab/retrylab/subjects"
 )
 
-// designExample is DESIGN.md's scenario file, verbatim.
+// designExample is the scenario file of the project's design, verbatim:
+// the user-facing shape every loader change must keep accepting.
 const designExample = `name: outage-date
 description: Everyone gets 503 with an HTTP-date Retry-After until the outage ends.
 duration: 30s                 # hard cap on the whole run

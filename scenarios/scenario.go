@@ -41,8 +41,8 @@ const (
 	ArrivalPoisson = "poisson" // exponential gaps at Arrival.Rate clients per second
 )
 
-// Check ids the loader accepts in expect.checks and expect.skip; DESIGN.md
-// gives their meaning and the analyzer implements them.
+// Check ids the loader accepts in expect.checks and expect.skip;
+// docs/checks.md gives their meaning and the analyzer implements them.
 var CheckIDs = []string{
 	"retry-after", "instant-retry", "waves", "non-retryable", "idempotency",
 	"attempts", "budget", "give-up", "amplification", "pacing", "jitter-bounds",

@@ -207,7 +207,7 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'retrylab help COMMAND' for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 pass, 1 verdict failed, 2 bad input, 3 run error.")
+	fmt.Fprintln(w, "Exit status: 0 PASS, 1 FAIL, 2 bad input or usage, 3 INCONCLUSIVE or a run that could not be carried out.")
 }
 
 // newFlags returns a flag set whose errors name the flag and come back as
