@@ -174,25 +174,7 @@ func handlerRatioPost(b *testing.B, cfg Config) {
 		}
 	}
 	bareNext, stubNext := loop(bareHandler), loop(s)
-	const batch = 1000
-	var tBare, tStub time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		for i := range batch {
-			bareNext(i)
-		}
-		t1 := time.Now()
-		for i := range batch {
-			stubNext(i)
-		}
-		tBare += t1.Sub(t0)
-		tStub += time.Since(t1)
-	}
-	i, j := 0, 0
-	aBare := testing.AllocsPerRun(batch, func() { bareNext(i); i++ })
-	aStub := testing.AllocsPerRun(batch, func() { stubNext(j); j++ })
-	b.ReportMetric(float64(tStub)/float64(tBare), "ns-ratio")
-	b.ReportMetric(aStub-aBare, "extra-allocs/op")
+	compareLoops(b, bareNext, stubNext)
 }
 
 // handlerRatio measures the stub under cfg and the bare handler in the same
@@ -203,25 +185,7 @@ func handlerRatio(b *testing.B, cfg Config) {
 	defer stop()
 	_, bareNext := requestLoop(bareHandler)
 	_, stubNext := requestLoop(s)
-	const batch = 1000
-	var tBare, tStub time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		for i := range batch {
-			bareNext(i)
-		}
-		t1 := time.Now()
-		for i := range batch {
-			stubNext(i)
-		}
-		tBare += t1.Sub(t0)
-		tStub += time.Since(t1)
-	}
-	i, j := 0, 0
-	aBare := testing.AllocsPerRun(batch, func() { bareNext(i); i++ })
-	aStub := testing.AllocsPerRun(batch, func() { stubNext(j); j++ })
-	b.ReportMetric(float64(tStub)/float64(tBare), "ns-ratio")
-	b.ReportMetric(aStub-aBare, "extra-allocs/op")
+	compareLoops(b, bareNext, stubNext)
 }
 
 // A loader drives one server with conns keep-alive HTTP/1.1 connections,
@@ -492,4 +456,28 @@ func capacityRatio(b *testing.B, base, model Config, batch int) {
 	b.ReportMetric(float64(cModel)/float64(n), "model-cpu-ns/req")
 	b.ReportMetric(float64(cModel)/float64(cBase), "cpu-ratio")
 	b.ReportMetric(float64(tModel)/float64(tBase), "ns-ratio")
+}
+
+// compareLoops runs the bare and the stub's request loops in alternating
+// batches and reports stub/bare time and the allocations the stub adds.
+func compareLoops(b *testing.B, bareNext, stubNext func(int)) {
+	const batch = 1000
+	var tBare, tStub time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		for i := range batch {
+			bareNext(i)
+		}
+		t1 := time.Now()
+		for i := range batch {
+			stubNext(i)
+		}
+		tBare += t1.Sub(t0)
+		tStub += time.Since(t1)
+	}
+	i, j := 0, 0
+	aBare := testing.AllocsPerRun(batch, func() { bareNext(i); i++ })
+	aStub := testing.AllocsPerRun(batch, func() { stubNext(j); j++ })
+	b.ReportMetric(float64(tStub)/float64(tBare), "ns-ratio")
+	b.ReportMetric(aStub-aBare, "extra-allocs/op")
 }
