@@ -33,11 +33,12 @@ race: client-deps
 ## race detector, every cell (under -race the metastable runs are
 ## skipped: too costly); compares docs/validation.md and docs/libraries.md.
 ## Then the class tests: every built-in × our client and its control on
-## seeds 1-20 (1 under -race), and the busy-runner suite: the built-ins
+## seeds 1-20, the waves measurements, and the busy-runner suite: the built-ins
 ## that judge time windows, in real time, beside one CPU hog per core.
 matrix:
 	$(GO) test -count=1 -run TestValidationMatrix ./analyzer/validation
 	$(GO) test -count=1 -run 'TestEveryBuiltin' ./retrylabtest
+	$(GO) test -count=1 -run TestWavesMeasurements ./analyzer
 	$(GO) test -count=1 -run TestBusyHost ./scenarios -args -busy
 	$(GO) test -count=1 -run TestLibraries ./internal/findings
 

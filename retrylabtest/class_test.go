@@ -17,15 +17,17 @@ import (
 )
 
 // seeds is how many seeds the class tests run each built-in on: 20 by
-// default (`make matrix`), 1 under the race detector (each run is ten
-// times slower there, and the race detector looks for races, not seeds).
-var seeds = flag.Int("seeds", 20, "seeds 1..N of the class tests (1 under -race)")
+// default (`make matrix`, without the race detector: each run is ten times
+// slower under it, and it looks for races, not seeds; TestBuiltinsJudge
+// runs every built-in under it).
+var seeds = flag.Int("seeds", 20, "seeds 1..N of the class tests")
 
-func seedCount() int64 {
+func seedCount() int64 { return int64(*seeds) }
+
+func skipUnderRace(t *testing.T) {
 	if raceEnabled {
-		return min(int64(*seeds), 1)
+		t.Skip("every built-in × 20 seeds: make matrix runs it without the race detector")
 	}
-	return int64(*seeds)
 }
 
 // TestEveryBuiltinPassesTheReference is the class of the false alarms a
@@ -35,12 +37,10 @@ func seedCount() int64 {
 // poisson schedule's last launch was taken for the first arrival) would
 // teach a team to ignore the gate.
 func TestEveryBuiltinPassesTheReference(t *testing.T) {
+	skipUnderRace(t)
 	for _, name := range scenarios.BuiltinNames() {
 		t.Run(name, func(t *testing.T) {
 			for seed := int64(1); seed <= seedCount(); seed++ {
-				if name == "metastable" && raceEnabled {
-					break // 13,500 requests through a capacity model: TestBuiltinsJudge runs it, and the matrix without -race
-				}
 				r := retrylabtest.Run(t, name, "retrylab", retrylabtest.WithSeed(seed))
 				if r.Verdict.Status != analyzer.VerdictPass {
 					t.Errorf("seed %d: verdict %s; want pass (failed %v; inconclusive %q)", seed, r.Verdict.Status, r.Failed(), r.Verdict.Inconclusive)
@@ -75,13 +75,14 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 		{"slow-server", "retryablehttp", "budget", 20, 0, nil},
 		{"metastable", "exp-no-jitter", "recovery", 0, 0, nil},
 	}
+	skipUnderRace(t)
 	covered := map[string]bool{}
 	for _, tt := range tests {
 		covered[tt.scenario] = true
 		t.Run(tt.scenario+"/"+tt.bad, func(t *testing.T) {
 			for seed := int64(1); seed <= seedCount(); seed++ {
-				if tt.scenario == "metastable" && (raceEnabled || seed > 5) {
-					break // its control costs 30 CPU-s a run: five seeds, none under -race
+				if tt.scenario == "metastable" && seed > 5 {
+					break // its control costs 30 CPU-s a run: five seeds
 				}
 				opts := []retrylabtest.Option{retrylabtest.WithSeed(seed)}
 				if tt.clients > 0 {

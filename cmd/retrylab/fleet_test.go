@@ -186,6 +186,22 @@ func TestFleetRehearsal(t *testing.T) {
 			}
 			code, out, errOut = runCmd(t, "analyze", merged, "--json", filepath.Join(dir, "merged.json"))
 			wg.Wait()
+			// The host's noise may keep a real-time run from a verdict
+			// (INCONCLUSIVE, as under the race detector on two cores),
+			// never turn it: neither run may then contradict the verdict
+			// wanted, and there is no verdict to compare.
+			if noiseOnly(refCode, refOut) || noiseOnly(code, out) {
+				for _, r := range []struct {
+					code int
+					out  string
+				}{{refCode, refOut}, {code, out}} {
+					if (r.code == exitOK && c.want != "pass") || (r.code == exitFailed && c.want != "fail") {
+						t.Errorf("a run under host noise gave exit %d; want %s or INCONCLUSIVE\n%s", r.code, c.want, r.out)
+					}
+				}
+				t.Logf("the host's noise kept a run from a verdict; merged exit %d, one-process exit %d", code, refCode)
+				return
+			}
 			if refCode != exitOK && refCode != exitFailed {
 				t.Fatalf("one-process run: exit %d\nstdout:\n%s\nstderr:\n%s", refCode, refOut, refErr)
 			}
@@ -293,4 +309,22 @@ func TestFleetRehearsalSharedQuota(t *testing.T) {
 		t.Errorf("the two stubs accepted %d (and rejected %d) over %v; want the one bucket's %.0f tokens within 2 %%, under a load that it rejects",
 			ok, limited, time.Duration(last-first), tokens)
 	}
+}
+
+// noiseOnly reports whether a verdict's output is INCONCLUSIVE for host
+// noise alone: every reason says a check could not judge under it.
+func noiseOnly(code int, out string) bool {
+	if code != exitError {
+		return false
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if r, ok := strings.CutPrefix(strings.TrimSpace(l), "? "); ok {
+			if !strings.Contains(r, "could not judge under this host's noise") {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
