@@ -291,7 +291,11 @@ func TestFleetRehearsalSharedQuota(t *testing.T) {
 	}
 	var ok, limited int
 	var first, last int64 = -1, 0
+	other := map[string]int{}
 	for _, a := range as {
+		if a.Status != 200 && a.Status != 429 {
+			other[fmt.Sprintf("%d %s %s", a.Status, a.Fault, a.Backend)]++
+		}
 		if first < 0 || a.At < first {
 			first = a.At
 		}
@@ -304,8 +308,26 @@ func TestFleetRehearsalSharedQuota(t *testing.T) {
 		}
 	}
 	tokens := 10 + 100*time.Duration(last-first).Seconds()
-	t.Logf("%d accepted, %d rejected over %v; the bucket held %.0f tokens", ok, limited, time.Duration(last-first), tokens)
-	if limited == 0 || float64(ok) > tokens*1.02 || float64(ok) < tokens*0.98 {
+	t.Logf("%d accepted, %d rejected over %v; the bucket held %.0f tokens; other answers %v", ok, limited, time.Duration(last-first), tokens, other)
+	// A request whose Redis call failed (its 50 ms timeout, on a host too
+	// slow for it: the race detector on two busy cores) was answered 503
+	// by the stub and took no token, which the bucket then lost to its
+	// burst cap: above 1 % of the attempts, the stubs' own failures, not
+	// the shared bucket, set the lower bound, and only the upper one (the
+	// quota never exceeded) is judged, as the analyzer judges such a run
+	// INCONCLUSIVE.
+	closed := 0
+	for _, a := range as {
+		if a.Backend == timeline.BackendClosed {
+			closed++
+		}
+	}
+	low := float64(ok) < tokens*0.98
+	if closed*100 > len(as) {
+		t.Logf("%d of %d attempts met a failed Redis call (answered 503 by the stub): the lower bound is not judged", closed, len(as))
+		low = false
+	}
+	if limited == 0 || float64(ok) > tokens*1.02 || low {
 		t.Errorf("the two stubs accepted %d (and rejected %d) over %v; want the one bucket's %.0f tokens within 2 %%, under a load that it rejects",
 			ok, limited, time.Duration(last-first), tokens)
 	}
