@@ -36,11 +36,9 @@ race: client-deps
 ## seeds 1-20, the waves measurements, and the busy-runner suite: the built-ins
 ## that judge time windows, in real time, beside one CPU hog per core.
 matrix:
-	$(GO) test -count=1 -run TestValidationMatrix ./analyzer/validation
-	$(GO) test -count=1 -run 'TestEveryBuiltin' ./retrylabtest
-	$(GO) test -count=1 -run TestWavesMeasurements ./analyzer
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
+	  ./analyzer/validation ./internal/findings ./retrylabtest ./analyzer
 	$(GO) test -count=1 -run TestBusyHost ./scenarios -args -busy
-	$(GO) test -count=1 -run TestLibraries ./internal/findings
 
 ## manifests: deploy/kubernetes decoded strictly against the official API
 ## types, in a module of its own (internal/k8sapi, outside go.work) so that

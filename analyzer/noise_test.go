@@ -133,4 +133,9 @@ func TestNoiseCapacity(t *testing.T) {
 	if r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail}); r.Status != StatusFail {
 		t.Errorf("under 1 ms of noise: %+v; want the failure kept", r)
 	}
+	// Runnable but short of CPU: little lateness, much pressure.
+	a.fid.end.Noise.CPUPressure = 49
+	if r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail}); r.Status != StatusSkip || !strings.Contains(r.Noise, "contended for 49%") {
+		t.Errorf("at 49%% CPU pressure: %+v; want a skip naming the pressure", r)
+	}
 }

@@ -40,6 +40,7 @@ func TestEveryBuiltinPassesTheReference(t *testing.T) {
 	skipUnderRace(t)
 	for _, name := range scenarios.BuiltinNames() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each run is its own bubble: the cores share them
 			for seed := int64(1); seed <= seedCount(); seed++ {
 				r := retrylabtest.Run(t, name, "retrylab", retrylabtest.WithSeed(seed))
 				if r.Verdict.Status != analyzer.VerdictPass {
@@ -80,6 +81,7 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 	for _, tt := range tests {
 		covered[tt.scenario] = true
 		t.Run(tt.scenario+"/"+tt.bad, func(t *testing.T) {
+			t.Parallel()
 			for seed := int64(1); seed <= seedCount(); seed++ {
 				if tt.scenario == "metastable" && seed > 5 {
 					break // its control costs 30 CPU-s a run: five seeds
