@@ -117,7 +117,7 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		// opinion) per retry number, so a cohort mostly at zero fails.
 		p := 0.5
 		if policy {
-			p = a.instantProbAt(k+1, w)
+			p = a.instantProb(k+1, w)
 		}
 		poolExp += p * float64(ck.n)
 		if ck.n < instMinCohort {
@@ -128,7 +128,7 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 			name = fmt.Sprintf("retries %d+", k+1)
 		}
 		if policy && 100*p+10 >= 90 {
-			if late > 0 && 100*a.instantProbAt(k+1, a.instWindow)+10 < 90 {
+			if late > 0 && 100*a.instantProb(k+1, a.instWindow)+10 < 90 {
 				unresolved = append(unresolved, name)
 			}
 			continue
@@ -188,14 +188,4 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		r.Noise = fmt.Sprintf("%s reaches the %s window, and without a stated policy the window cannot widen: an instant retry the host made late could have passed it", a.noiseText(), fmtDur(a.instWindow))
 	}
 	return r
-}
-
-// instantProbAt is the probability that the stated policy's delay before
-// retry k is shorter than w.
-func (a *Analyzer) instantProbAt(k int, w int64) float64 {
-	saved := a.instWindow
-	a.instWindow = w
-	p := a.instantProb(k)
-	a.instWindow = saved
-	return p
 }

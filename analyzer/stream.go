@@ -419,13 +419,13 @@ func (a *Analyzer) bound(k int) int64 {
 }
 
 // instantProb is the probability that the stated policy's delay before retry
-// k is shorter than the instant window (0.5 without a policy: no opinion).
-func (a *Analyzer) instantProb(k int) float64 {
+// k is shorter than the window win (0 without a policy).
+func (a *Analyzer) instantProb(k int, win int64) float64 {
 	p := a.policy
 	if p == nil || p.Base <= 0 {
 		return 0
 	}
-	w := float64(a.instWindow)
+	w := float64(win)
 	b := float64(a.bound(k))
 	clamp := func(x float64) float64 { return min(1, max(0, x)) }
 	switch p.Jitter {
@@ -630,24 +630,17 @@ func (a *Analyzer) own(s string) string {
 // ownResult is an outcome's result as a string the record does not share
 // (Analyzer.own): the constant when it is a known one.
 func ownResult(r string, a *Analyzer) string {
-	switch r {
-	case timeline.ResultOK:
-		return timeline.ResultOK
-	case timeline.ResultGaveUp:
-		return timeline.ResultGaveUp
-	case timeline.ResultBudget:
-		return timeline.ResultBudget
-	case timeline.ResultNonRetryable:
-		return timeline.ResultNonRetryable
-	case timeline.ResultError:
-		return timeline.ResultError
-	case timeline.ResultHung:
-		return timeline.ResultHung
-	case timeline.ResultCanceled:
-		return timeline.ResultCanceled
+	for _, k := range knownResults {
+		if r == k {
+			return k
+		}
 	}
 	return a.own(r)
 }
+
+// knownResults are the outcome results a timeline is written with.
+var knownResults = [...]string{timeline.ResultOK, timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultNonRetryable,
+	timeline.ResultError, timeline.ResultHung, timeline.ResultCanceled}
 
 // attemptsText is "3 attempts", "1 attempt", or "attempts unknown".
 func attemptsText(n int) string {

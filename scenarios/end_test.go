@@ -227,7 +227,10 @@ func (l *errListener) Accept() (net.Conn, error) {
 
 // The same in real time over loopback, with a handful of clients: the
 // stub's listener is closed once by the runner and once by its shutdown,
-// which must not show up as a harness error.
+// which must not show up as a harness error. A real-time run also
+// measures the host's noise while its fleet runs (the scheduler's
+// latencies and the sleep loop: no probe for a goroutine fleet) and
+// writes it in the end record and the Summary.
 func TestRunEndDurationReal(t *testing.T) {
 	sc := mustParse(t, `
 duration: 300ms
@@ -245,6 +248,10 @@ fleet: {clients: 3, requests: 2, timeout: 1m}
 	}
 	if sum.Flushed < 300*time.Millisecond || sum.Flushed > 300*time.Millisecond+StopGrace {
 		t.Errorf("over at %v; want within StopGrace of the 300ms cap", sum.Flushed)
+	}
+	checkNoise(t, end.Noise, timeline.NoiseSched+"+"+timeline.NoiseSleep)
+	if sum.End.Noise == nil || *sum.End.Noise != *end.Noise {
+		t.Errorf("Summary.End.Noise = %v; want the end record's %+v", sum.End.Noise, end.Noise)
 	}
 }
 

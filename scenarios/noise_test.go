@@ -29,27 +29,6 @@ func checkNoise(t *testing.T, n *timeline.Noise, want string) {
 	}
 }
 
-// A real-time run measures the host's noise while its fleet runs (the
-// scheduler's latencies and the sleep loop: no probe for a goroutine
-// fleet) and writes it in the end record and the Summary.
-func TestRunNoiseReal(t *testing.T) {
-	sc := mustParse(t, `
-duration: 300ms
-server: {phases: [{respond: {fault: hang}}]}
-fleet: {clients: 3, requests: 2, timeout: 1m}
-`)
-	var buf bytes.Buffer
-	sum, err := Run(t.Context(), sc, RunOptions{Subject: mustSubject(t, "no-retry"), Timeline: &buf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, end := decodeEnd(t, buf.Bytes())
-	checkNoise(t, end.Noise, timeline.NoiseSched+"+"+timeline.NoiseSleep)
-	if sum.End.Noise == nil || *sum.End.Noise != *end.Noise {
-		t.Errorf("Summary.End.Noise = %v; want the end record's %+v", sum.End.Noise, end.Noise)
-	}
-}
-
 // A virtual run has no host noise: nothing is measured, and the end
 // record says so by having none.
 func TestRunNoiseVirtual(t *testing.T) {
