@@ -44,6 +44,15 @@ func (a *Analyzer) noiseBulk() int64 {
 	return a.fid.end.Noise.Bulk()
 }
 
+// noiseBatch is the most late arrivals the stub stamped at once
+// (timeline.Noise.Batch; 0 when unmeasured).
+func (a *Analyzer) noiseBatch() int {
+	if a.fid.end == nil || a.fid.end.Noise == nil {
+		return 0
+	}
+	return a.fid.end.Noise.Batch
+}
+
 // noiseText describes the measured noise for a reason: "host noise p99
 // 12ms (sched+sleep)".
 func (a *Analyzer) noiseText() string {

@@ -139,3 +139,47 @@ func TestNoiseCapacity(t *testing.T) {
 		t.Errorf("at 49%% CPU pressure: %+v; want a skip naming the pressure", r)
 	}
 }
+
+// TestNoiseBatch: a stub that stamped a backlog of late arrivals at once
+// (Noise.Batch) does not let waves FAIL a fleet on the bunching: a
+// full-jitter fleet bunched by the stub is INCONCLUSIVE, not FAIL, even
+// when the measured lateness is small; a lockstep fleet on a host that
+// stamped nothing late still FAILs.
+func TestNoiseBatch(t *testing.T) {
+	bunched := func(batch int) *Verdict {
+		s := sim{clients: 200, server: outage(3*s1, ""), delay: fullJitter(500*ms, 4*s1), maxAttempts: 8, seed: 7,
+			policy: policy(500*ms, 4*s1, 8, 20*s1, "full"), noise: noiseOf(1 * ms), expect: &timeline.Expect{Checks: []string{CheckWaves}}}
+		s.noise.Batch = batch
+		recs := s.records()
+		// The stub read its sockets every 200 ms: the retries waiting
+		// meanwhile are stamped at once (waves alone is judged: the
+		// delay moves the waits past jitter-bounds too).
+		for i := range recs {
+			if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Attempt > 1 {
+				a.At = (a.At/int64(200*ms) + 1) * int64(200*ms)
+			}
+		}
+		an := New(recs[0].Meta, Options{})
+		for i := 1; i < len(recs); i++ {
+			an.Add(&recs[i])
+		}
+		return an.Result()
+	}
+	if c := bunched(0).Check(CheckWaves); c.Status != StatusFail {
+		t.Fatalf("bunched every 200 ms, no batch measured: waves = %s (%s); want fail (else this test shows nothing)", c.Status, c.Reason)
+	}
+	v := bunched(40)
+	if c := v.Check(CheckWaves); c.Status != StatusSkip || !strings.Contains(c.Noise, "stamped up to 40 arrivals at once") {
+		t.Errorf("bunched by a stub that stamped 40 late arrivals at once: waves = %s (%s; noise %q); want a skip naming the batch", c.Status, c.Reason, c.Noise)
+	}
+	if v.Status != VerdictInconclusive {
+		t.Errorf("verdict %s (failed %v); want INCONCLUSIVE", v.Status, v.Failed())
+	}
+
+	lockstep := sim{clients: 100, server: outage(3*s1, ""), delay: constantDelay(500 * ms), maxAttempts: 6, seed: 3,
+		policy: policy(500*ms, 500*ms, 6, 20*s1, "none"), noise: noiseOf(1 * ms)}
+	lockstep.noise.Batch = waveBatchMin - 1
+	if c := lockstep.verdict(Options{}).Check(CheckWaves); c.Status != StatusFail {
+		t.Errorf("lockstep, %d late arrivals at once at most: waves = %s (%s); want fail", waveBatchMin-1, c.Status, c.Reason)
+	}
+}

@@ -45,6 +45,11 @@ const (
 	// lockstep arrivals, 90 % of them within it, still read about
 	// waveNoiseRatio on the arrivals, at the default threshold.
 	waveNoiseRatio = 10
+	// waveBatchMin: from this many late arrivals stamped at once
+	// (timeline.Noise.Batch), waves does not vouch for a FAIL: the stub
+	// read a backlog and bunched them itself. On time, a lockstep fleet's
+	// arrivals count nothing, so a quiet host's FAIL stands.
+	waveBatchMin = 3
 	// waveSyncRatio: server-synchronized retries raise the warning when
 	// their arrivals are at least this concentrated relative to the
 	// responses that triggered them.
@@ -491,6 +496,11 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 				ex.Client, ex.Key, ex.Attempt, ex.At, ex.Prev = e[0].Client, e[0].Key, e[0].Attempt, e[0].At, e[0].Prev
 			}
 			r.Examples = append(r.Examples, ex)
+		}
+		// A stub that read a backlog of late arrivals at once bunched
+		// what the clients sent apart: the bunching may be the host's.
+		if b := a.noiseBatch(); b >= waveBatchMin {
+			return a.noiseSkip(r, fmt.Sprintf("the stub stamped up to %d arrivals at once after they had waited in their sockets (%s): bunching that large may be the host's, not the clients'", b, a.noiseText()))
 		}
 	}
 	return r

@@ -249,7 +249,7 @@ fleet: {clients: 3, requests: 2, timeout: 1m}
 	if sum.Flushed < 300*time.Millisecond || sum.Flushed > 300*time.Millisecond+StopGrace {
 		t.Errorf("over at %v; want within StopGrace of the 300ms cap", sum.Flushed)
 	}
-	checkNoise(t, end.Noise, timeline.NoiseSched+"+"+timeline.NoiseSleep)
+	checkNoise(t, end.Noise, timeline.NoiseSched+"+"+timeline.NoiseSleep+"+"+timeline.NoiseStamp)
 	if sum.End.Noise == nil || *sum.End.Noise != *end.Noise {
 		t.Errorf("Summary.End.Noise = %v; want the end record's %+v", sum.End.Noise, end.Noise)
 	}

@@ -64,7 +64,8 @@ type runner struct {
 	// meter measures the host's noise from before the fleet starts to its
 	// stop, for End.Noise; nil in a virtual run (no host noise, and
 	// nothing of it may run in the bubble).
-	meter *noise.Meter
+	meter  *noise.Meter
+	stamps *noise.Stamps // the stub's stamps, measured with the meter
 }
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
@@ -110,7 +111,8 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	if !opts.Virtual {
 		// An exec fleet's clients are processes: a probe process sees
 		// what they see.
-		r.meter = noise.Start(noise.Options{Probe: pf != nil})
+		r.stamps = noise.NewStamps()
+		r.meter = noise.Start(noise.Options{Probe: pf != nil, Stamps: r.stamps})
 		defer r.meter.Stop() // a run that ends early; a no-op after the stop below
 	}
 	r.start = opts.Start
@@ -134,7 +136,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	var phases []timeline.Phase // nil with a target: Meta lays them out
 	if opts.Target == "" {
-		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual})
+		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual, Stamps: r.stamps})
 		if err != nil {
 			r.abortPrograms(pf)
 			closeListener()

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -81,6 +82,10 @@ type Options struct {
 	// concurrent use, and must not keep a (a live status display copies
 	// what it needs).
 	OnAttempt func(a *timeline.Attempt)
+	// Stamps, when set, measures how late the stub stamps each arrival
+	// behind the kernel's receipt of it (noise.Stamps): a real-time
+	// recording's evidence of a backlog read at once.
+	Stamps *noise.Stamps
 }
 
 // Stats are the Server's running totals, for progress displays. Attempts
@@ -110,7 +115,8 @@ type Server struct {
 	virtual   bool        // Options.Virtual
 	settler   settler     // virtual: decide once the instant has settled
 	onAttempt func(*timeline.Attempt)
-	proxy     *proxy // nil: no upstream
+	stamps    *noise.Stamps // Options.Stamps
+	proxy     *proxy        // nil: no upstream
 
 	seed uint64 // Options.Seed: the draws' (see draw)
 
@@ -158,6 +164,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		openRecorder: opts.OpenRecorder,
 		log:          opts.Logger,
 		onAttempt:    opts.OnAttempt,
+		stamps:       opts.Stamps,
 		seed:         uint64(opts.Seed),
 		stopping:     make(chan struct{}),
 		idle:         make(chan struct{}, 1),
@@ -226,6 +233,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState:         s.connState,
+	}
+	if opts.Stamps != nil {
+		s.httpSrv.ConnContext = noise.ConnContext
 	}
 	return s, nil
 }
@@ -514,6 +524,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.handled()
+	s.stamps.Observe(r.Context(), arrive)
 	if !s.started.Load() {
 		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
 	}

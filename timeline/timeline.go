@@ -358,6 +358,9 @@ const (
 	// NoiseProbe: a separate probe process doing the same, which sees
 	// what the fleet's child processes see.
 	NoiseProbe = "probe"
+	// NoiseStamp: how late the stub stamped its arrivals behind the
+	// kernel's receipt of them (a lower bound, in whole kernel ticks).
+	NoiseStamp = "stamp"
 )
 
 // Noise is the host's lateness while a run ran: how far past the instant
@@ -378,9 +381,10 @@ type Noise struct {
 	// for a CPU over the run (/proc/pressure/cpu "some", total), percent;
 	// 0 when the kernel does not report it.
 	CPUPressure float64 `json:"cpu_pressure,omitempty"`
-	// Batch is the most arrivals the stub stamped within BatchWindow of
-	// each other while short of CPU: its evidence that a backlog of ready
-	// connections was read at once (0 when unmeasured).
+	// Batch is the most arrivals the stub stamped within a millisecond of
+	// each other that had each waited at least a kernel tick in their
+	// sockets: its evidence that it read a backlog at once, bunching what
+	// the clients sent apart (0 when unmeasured or none).
 	Batch int `json:"batch,omitempty"`
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/stubserver/stubprom"
@@ -211,7 +212,12 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 
 	status := newServeStatus(e, serveMeta(sc, o.scenario == "", o.seed, start, epoch))
+	var stamps *noise.Stamps // how late the stub stamps arrivals, for the end record
+	if o.record != "" {
+		stamps = noise.NewStamps()
+	}
 	srv, err := stubserver.New(cfg, stubserver.Options{
+		Stamps:              stamps,
 		OnAttempt:           status.onAttempt,
 		Start:               start,
 		StartOnFirstRequest: o.start == startFirstRequest,
@@ -254,7 +260,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 
 	status.srv.Store(srv)
-	meter := serveNoise(o.record) // the host's noise while serving, for the end record
+	meter := serveNoise(o.record, stamps) // the host's noise while serving, for the end record
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

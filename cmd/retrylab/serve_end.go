@@ -14,11 +14,11 @@ import (
 
 // serveNoise starts measuring the host's noise for a serve recording's end
 // record (see serveEnd); nil, measuring nothing, without a recording.
-func serveNoise(record string) *noise.Meter {
+func serveNoise(record string, stamps *noise.Stamps) *noise.Meter {
 	if record == "" {
 		return nil
 	}
-	return noise.Start(noise.Options{})
+	return noise.Start(noise.Options{Stamps: stamps})
 }
 
 // serveEnd writes a serve recording's end record once serving stopped at

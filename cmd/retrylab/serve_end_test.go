@@ -100,8 +100,8 @@ func TestServeEndCompleted(t *testing.T) {
 	if n == nil {
 		t.Fatal("end.Noise = nil")
 	}
-	if n.Source != timeline.NoiseSched+"+"+timeline.NoiseSleep || n.Samples <= 0 || n.P50 < 0 || n.P50 > n.P99 || n.P99 > n.Max {
-		t.Errorf("end.Noise = %+v; want sched+sleep with samples and 0 <= p50 <= p99 <= max", *n)
+	if n.Source != timeline.NoiseSched+"+"+timeline.NoiseSleep+"+"+timeline.NoiseStamp || n.Samples <= 0 || n.P50 < 0 || n.P50 > n.P99 || n.P99 > n.Max {
+		t.Errorf("end.Noise = %+v; want sched+sleep+stamp (the stub's stamps of the requests served) with samples and 0 <= p50 <= p99 <= max", *n)
 	}
 }
 

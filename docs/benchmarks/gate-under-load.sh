@@ -6,6 +6,8 @@
 # Prints one line per run: level scenario subject seed verdict noise-p99
 # failed-checks and the first INCONCLUSIVE reasons; then a tally per level, scenario and subject.
 # Usage: sh docs/benchmarks/gate-under-load.sh [RUNS] [LEVELS] [SCENARIOS] [SUBJECTS]
+# With KEEP=DIR each run's timeline is kept as DIR/L<level>-<scenario>-<subject>-<seed>.ndjson,
+# for docs/benchmarks/gate-reanalyze.sh to judge again with another analyzer.
 set -e
 cd "$(dirname "$0")/../.."
 runs=${1:-10}
@@ -34,7 +36,9 @@ for level in $levels; do
         p99=$(tail -1 "$tl" 2>/dev/null | sed -n 's/.*"noise":{[^}]*"p99":\([0-9]*\).*/\1/p')
         failed=$(tr -d ' \n' < "$out/v.json" 2>/dev/null | tr '{' '\n' | grep '"status":"fail"' | sed -n 's/.*"id":"\([^"]*\)".*/\1/p' | tr '\n' ',')
         why=$(tr -d '\n' < "$out/v.json" 2>/dev/null | grep -o '"inconclusive": *\[[^]]*\]' | cut -c1-300)
-        echo "L$level $sc $subj $seed $v noise_p99_ms=$(( ${p99:-0} / 1000000 )) failed=$failed $why"
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        if [ -n "$KEEP" ] && [ -n "$tl" ]; then mkdir -p "$KEEP"; cp "$tl" "$KEEP/L$level-$sc-$subj-$seed.ndjson"; fi
+        echo "L$level $sc $subj $seed $v noise_p99_ms=$(( ${p99:-0} / 1000000 )) load=$load failed=$failed $why"
       done
     done
   done

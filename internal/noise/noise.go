@@ -2,8 +2,8 @@
 // run runs, for the end record's timeline.Noise: Start a Meter when the
 // run starts, Stop it when the fleet stops.
 //
-// A Meter combines up to three sources (timeline.NoiseSched, NoiseSleep,
-// NoiseProbe) and Linux's CPU pressure:
+// A Meter combines up to four sources (timeline.NoiseSched, NoiseSleep,
+// NoiseProbe, NoiseStamp) and Linux's CPU pressure:
 //
 //   - sched: the Go runtime's /sched/latencies:seconds histogram, read at
 //     Start and at Stop; the difference is how long this process's
@@ -17,6 +17,9 @@
 //     with RETRYLAB_NOISE_PROBE set, caught by this package's init) doing
 //     the same loop, so the measurement is what a child process sees: for
 //     exec fleets, whose clients are child processes.
+//   - stamp (Options.Stamps): how late the stub stamped its arrivals
+//     behind the kernel's receipt of them, and how many late ones it
+//     stamped at once (Noise.Batch); see Stamps.
 //   - CPU pressure: /proc/pressure/cpu "some" total over the run as a share
 //     of wall time (0 where the kernel does not report it).
 //
@@ -52,6 +55,9 @@ type Options struct {
 	// fleets of child processes. If the probe cannot start or does not
 	// report, the Noise has no probe source; the run goes on.
 	Probe bool
+	// Stamps, when not nil, is the stub's measurement of its arrivals'
+	// stamps (NewStamps), joined as the stamp source and the Batch.
+	Stamps *Stamps
 }
 
 // lateLayout buckets lateness in µs, within 1/32 of exact above 32 µs.
@@ -68,6 +74,7 @@ type Meter struct {
 	psi0   int64                     // µs; -1 when unknown
 	sleep  *sleeper
 	probe  *probe // nil without Options.Probe or when it did not start
+	stamps *Stamps
 }
 
 // Start starts measuring. It returns at once: the sleep loop runs on its
@@ -86,7 +93,7 @@ func start(opts Options, h hooks) *Meter {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	m := &Meter{wall0: time.Now(), sched0: readSched(), psi0: readPSI()}
+	m := &Meter{wall0: time.Now(), sched0: readSched(), psi0: readPSI(), stamps: opts.Stamps}
 	m.sleep = startSleeper(period, h.sleepWant, h.sleepReached)
 	if opts.Probe {
 		m.probe, _ = startProbe(period, h.probeReady) // no probe: the in-process sources stand
@@ -126,7 +133,12 @@ func (m *Meter) stop() *timeline.Noise {
 	if pr != nil {
 		srcs = append(srcs, *pr)
 	}
+	st, batch, ok := m.stamps.source()
+	if ok {
+		srcs = append(srcs, st)
+	}
 	n := combine(srcs)
+	n.Batch = batch
 	n.CPUPressure = pressure(m.psi0, psi1, wall1.Sub(m.wall0))
 	return n
 }

@@ -1,0 +1,165 @@
+package noise
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/retrylab/retrylab/timeline"
+)
+
+// loopbackPair is a connected TCP pair on 127.0.0.1: the client's end and
+// the server's.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// waitReading polls the kernel's reading of c until it is at least ms
+// (the kernel's clock moves in ticks: there is nothing to wait on but
+// time). Bounded by a deadline.
+func waitReading(t *testing.T, c net.Conn, ms uint32) uint32 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, ok := sinceReceipt(c)
+		if !ok {
+			t.Fatal("the kernel gave no TCP_INFO reading for a loopback socket")
+		}
+		if got >= ms {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reading still %d ms, want %d", got, ms)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestStampsBatchOfLateArrivals(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("TCP_INFO's last_data_recv is Linux's")
+	}
+	s := NewStamps()
+	// The tick: the first non-zero reading of a socket whose data waits.
+	c0, s0 := loopbackPair(t)
+	c0.Write([]byte("x"))
+	first := waitReading(t, s0, 1)
+	s.Observe(ConnContext(context.Background(), s0), time.Now())
+	tick := s.tick.Load() // the reading Observe saw: later, so no smaller
+	if tick < first {
+		t.Fatalf("tick %d ms, below the first reading %d", tick, first)
+	}
+
+	// Five requests left in their sockets for three ticks, then stamped
+	// at once: one batch of five.
+	servers := make([]net.Conn, 5)
+	for i := range servers {
+		c, sv := loopbackPair(t)
+		c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		servers[i] = sv
+	}
+	for _, sv := range servers {
+		waitReading(t, sv, 3*tick)
+	}
+	at := time.Now()
+	for i, sv := range servers {
+		s.Observe(ConnContext(context.Background(), sv), at.Add(time.Duration(i)*BatchWindow/10))
+	}
+	src, batch, ok := s.source()
+	if !ok {
+		t.Fatal("no source")
+	}
+	if batch != 5 {
+		t.Errorf("batch %d, want 5", batch)
+	}
+	if src.name != timeline.NoiseStamp || src.samples != 6 {
+		t.Errorf("source %q with %d samples, want stamp with 6", src.name, src.samples)
+	}
+	if min := int64(2*tick) * int64(time.Millisecond); src.p50 < min {
+		t.Errorf("p50 %v, want at least two ticks (%v): the lower bound of three", time.Duration(src.p50), time.Duration(min))
+	}
+
+	// A late arrival past the window starts a new batch: the most stays 5.
+	s.Observe(ConnContext(context.Background(), servers[0]), at.Add(10*BatchWindow))
+	if _, batch, _ := s.source(); batch != 5 {
+		t.Errorf("batch %d after a lone late arrival, want 5", batch)
+	}
+}
+
+func TestStampsOnTimeCountNothing(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("TCP_INFO's last_data_recv is Linux's")
+	}
+	s := NewStamps()
+	s.tick.Store(4)
+	// Arrivals read a tick late at most (a tick fell between receipt and
+	// stamp) are on time, however many share an instant: a lockstep fleet.
+	at := time.Now()
+	for range 20 {
+		c, sv := loopbackPair(t)
+		c.Write([]byte("x"))
+		buf := make([]byte, 1)
+		sv.Read(buf)
+		if ms, _ := sinceReceipt(sv); ms >= 2*4 {
+			t.Skipf("host too busy: a fresh socket read %d ms", ms)
+		}
+		s.Observe(ConnContext(context.Background(), sv), at)
+	}
+	src, batch, ok := s.source()
+	if !ok || batch != 0 || src.p99 != 0 {
+		t.Errorf("ok %v, batch %d, p99 %v: want a measurement of on-time stamps (0, 0)", ok, batch, time.Duration(src.p99))
+	}
+}
+
+func TestStampsWithoutSocket(t *testing.T) {
+	s := NewStamps()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	s.Observe(ConnContext(context.Background(), b), time.Now())
+	s.Observe(context.Background(), time.Now()) // no connection kept
+	if _, _, ok := s.source(); ok {
+		t.Error("a source from connections the kernel says nothing of")
+	}
+	if s.unknown.Load() != 2 {
+		t.Errorf("unknown %d, want 2", s.unknown.Load())
+	}
+	var nilStamps *Stamps
+	nilStamps.Observe(context.Background(), time.Now()) // must not panic
+	if _, _, ok := nilStamps.source(); ok {
+		t.Error("a nil Stamps measured something")
+	}
+}
+
+func TestMeterJoinsStamps(t *testing.T) {
+	st := NewStamps()
+	st.raw[12] = 10
+	st.n = 10
+	st.tick.Store(4)
+	st.batch = 7
+	m := Start(Options{Stamps: st})
+	n := m.Stop()
+	if n.Batch != 7 {
+		t.Errorf("Batch %d, want 7", n.Batch)
+	}
+	if n.P50 < int64(8*time.Millisecond) {
+		t.Errorf("p50 %v, want the stamps' 8ms at least", time.Duration(n.P50))
+	}
+}
