@@ -66,6 +66,14 @@ type loadState struct {
 	width                           int64 // ns per bin
 	used                            int   // highest bin index written + 1
 	first, attempts, good, rejected []int64
+	// inTime counts, by arrival, the successful attempts recorded
+	// abandoned that the stub queued and served within the fleet's
+	// attempt timeout (timeout): their clients gave up on a response the
+	// stub had in time, so only the response's way back, the host's
+	// lateness, can have made it late. Recovery under measured noise
+	// counts them as goodput (see judgeLoad).
+	inTime  []int64
+	timeout int64
 	// qArea is the requests-waiting × ns in each bin, from the bins an
 	// attempt's wait only partly covers; qFull a difference array of the
 	// bins it covers whole (materialize adds them to qArea).
@@ -79,6 +87,7 @@ type loadState struct {
 	wastedN            int64 // of them, the ones that were given service
 	rejectedN          int64 // capacity rejections
 	servedN            int64 // attempts given service
+	inTimeN            int64 // sum of inTime
 }
 
 func newLoadState(meta *timeline.Meta) *loadState {
@@ -90,6 +99,10 @@ func newLoadState(meta *timeline.Meta) *loadState {
 	l.attempts = make([]int64, loadBinCount)
 	l.good = make([]int64, loadBinCount)
 	l.rejected = make([]int64, loadBinCount)
+	l.inTime = make([]int64, loadBinCount)
+	if meta.Fleet != nil {
+		l.timeout = meta.Fleet.AttemptTimeout
+	}
 	l.qArea = make([]float64, loadBinCount)
 	l.qFull = make([]int64, loadBinCount+1)
 	return l
@@ -127,7 +140,7 @@ func (l *loadState) bin(t int64) int {
 // fold doubles the bins' width.
 func (l *loadState) fold() {
 	l.materialize()
-	for _, s := range [][]int64{l.first, l.attempts, l.good, l.rejected} {
+	for _, s := range [][]int64{l.first, l.attempts, l.good, l.rejected, l.inTime} {
 		h := len(s) / 2
 		for i := 0; i < h; i++ {
 			s[i] = s[2*i] + s[2*i+1]
@@ -191,8 +204,14 @@ func (l *loadState) add(r *timeline.Attempt) {
 		l.rejected[i]++
 		l.rejectedN++
 	}
-	if r.Fault == "" && r.Status >= 200 && r.Status < 300 {
-		l.good[i]++
+	if r.Status >= 200 && r.Status < 300 {
+		switch {
+		case r.Fault == "":
+			l.good[i]++
+		case r.Fault == timeline.FaultAbandoned && l.timeout > 0 && r.Queue+r.Service <= l.timeout:
+			l.inTime[i]++
+			l.inTimeN++
+		}
 	}
 	if r.Queue > 0 {
 		l.wait(r.At, r.At+min(r.Queue, maxLoadTime))
@@ -327,7 +346,7 @@ func (a *Analyzer) Load() *LoadSeries {
 	for i := range n {
 		s.Queue[i] = l.qArea[i] / float64(l.width)
 	}
-	j := a.judgeLoad()
+	j := a.judgeLoad(false)
 	s.Window, s.Recovery = j.window, j.rec
 	return s
 }
@@ -336,6 +355,7 @@ func clone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // loadJudgement is what the capacity checks read at Result.
 type loadJudgement struct {
+	inTime bool // goodput counts loadState.inTime
 	window int64 // ns, a multiple of the bins' width
 	w      int   // the window in bins
 	rec    Recovery
@@ -362,10 +382,12 @@ func (s *ampSpan) mean() float64 {
 	return float64(s.attempts) / float64(s.first)
 }
 
-// judgeLoad reads the capacity checks' figures from the bins.
-func (a *Analyzer) judgeLoad() loadJudgement {
+// judgeLoad reads the capacity checks' figures from the bins. With
+// inTime, goodput counts the attempts served within the attempt timeout
+// that the host delivered too late (loadState.inTime).
+func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 	l := a.load
-	j := loadJudgement{}
+	j := loadJudgement{inTime: inTime}
 	rc := a.cfgOf(CheckRecovery)
 	j.rec.Share = rc.num("share", defaultRecoveryShare)
 	l.materialize()
@@ -396,6 +418,9 @@ func (a *Analyzer) judgeLoad() loadJudgement {
 	for i := range n {
 		pf[i+1] = pf[i] + l.first[i]
 		pg[i+1] = pg[i] + l.good[i]
+		if inTime {
+			pg[i+1] += l.inTime[i]
+		}
 		pa[i+1] = pa[i] + l.attempts[i]
 		pr[i+1] = pr[i] + l.rejected[i]
 	}

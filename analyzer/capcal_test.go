@@ -73,7 +73,7 @@ func TestCapacityCalibration(t *testing.T) {
 				s := calSim(seed, trig, c)
 				v, an := s.judge(Options{})
 				r, a, w := v.Check(CheckRecovery), v.Check(CheckLoadAmplification), v.Check(CheckWastedWork)
-				j := an.judgeLoad()
+				j := an.judgeLoad(false)
 				switch {
 				case j.rec.Metastable:
 					rec = append(rec, "never")

@@ -44,6 +44,12 @@ func (a *Analyzer) noiseBulk() int64 {
 	return a.fid.end.Noise.Bulk()
 }
 
+// noiseMeasured reports whether the run measured its host's noise (a
+// real-time run with an end record that carries it).
+func (a *Analyzer) noiseMeasured() bool {
+	return a.fid.end != nil && a.fid.end.Noise != nil
+}
+
 // noiseBatch is the most late arrivals the stub stamped at once
 // (timeline.Noise.Batch; 0 when unmeasured).
 func (a *Analyzer) noiseBatch() int {

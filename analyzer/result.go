@@ -31,7 +31,7 @@ func (a *Analyzer) Result() *Verdict {
 	a.tl = a.tallyAll()
 	a.wvJ = a.judgeCohorts()
 	if a.load != nil {
-		j := a.judgeLoad()
+		j := a.judgeLoad(false)
 		a.ldJ = &j
 	}
 	defer func() { a.wvJ, a.ldJ, a.tl = nil, nil, nil }()
@@ -314,6 +314,16 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		switch c.def.id {
 		case CheckRecovery:
 			r = a.judgeRecovery(a.ldJ)
+			if r.Status == StatusFail && a.noiseMeasured() && a.load.inTimeN > 0 {
+				// Widen: the host delivered late what the stub served in
+				// time; those clients' give-ups are the host's.
+				lj := a.judgeLoad(true)
+				if lr := a.judgeRecovery(&lj); lr.Status == StatusPass {
+					lr.Reason += fmt.Sprintf("; goodput counts the %d successful attempts the stub queued and served within the %s attempt timeout whose clients had gone (%s: the host delivered them late); without them: %s",
+						a.load.inTimeN, fmtDur(a.load.timeout), a.noiseText(), r.Reason)
+					r = lr
+				}
+			}
 		case CheckLoadAmplification:
 			r = a.judgeLoadAmp(c, a.ldJ)
 		default:
@@ -466,16 +476,24 @@ func (a *Analyzer) tallyAll() *keyTally {
 	return &t
 }
 
-// noiseSkipIfCapacity: a stub whose service time is of the order of the
-// host's lateness serves at a capacity the host, not the scenario, set:
-// its overload and its recovery are the host's too.
+// noiseSkipIfCapacity: on a noisy host the capacity checks do not vouch
+// for a FAIL. The stub's capacity itself is exact (a worker is free at
+// its service's end whenever the stub notices), but the host delivers
+// responses late: clients whose attempt timeout is of the order of the
+// queueing delay give up on responses the stub served in time, retry,
+// and keep the queue full — an overload, and a recovery, the host made.
+// Lateness of the order of the service time (2·p90) or a host short of
+// CPU without waking anything late (PSI, metastable's reference run
+// FAILed recovery at 49 % CPU pressure with a p99 of 8 ms; quiet, 8 %)
+// make a FAIL the host's as likely as the client's: INCONCLUSIVE.
 //
-// A host short of CPU for the work does the same without waking anything
-// late: a process that is runnable but shares the cores runs the stub and
-// the fleet at the host's pace (metastable's reference run FAILed recovery
-// at 49 % CPU pressure with a p99 lateness of 8 ms; quiet, 8 %).
+// A PASS stands: noise delays responses into time-outs and retries, which
+// can only make recovery slower, the load amplified more and more work
+// wasted. (It also delays the fleet's retries, lightening a storm; the
+// gate-under-load figures in BENCHMARKS.md are the check that no control
+// PASSed for it.)
 func (a *Analyzer) noiseSkipIfCapacity(r CheckResult) CheckResult {
-	if r.Status == StatusSkip || a.fid.end == nil || a.fid.end.Noise == nil {
+	if r.Status != StatusFail || !a.noiseMeasured() {
 		return r
 	}
 	if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
