@@ -355,7 +355,7 @@ func clone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // loadJudgement is what the capacity checks read at Result.
 type loadJudgement struct {
-	inTime bool // goodput counts loadState.inTime
+	inTime bool  // goodput counts loadState.inTime
 	window int64 // ns, a multiple of the bins' width
 	w      int   // the window in bins
 	rec    Recovery
