@@ -144,7 +144,7 @@ var checkTable = []Check{
 		ID: CheckAmplification, Unit: "attempts/request", Meaning: "attempts per logical request",
 		Threshold: Default{Num: 5, Doc: "policy `max_attempts`, else {}"},
 		Params: []Param{
-			{"retry_share", KindNumber, Default{None: true, Doc: "%, off"}},
+			{"retry_share", KindNumber, Default{None: true, Doc: "off; the most % of attempts that may be retries"}},
 		},
 		Skips: "no attempts",
 	},
