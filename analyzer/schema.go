@@ -239,8 +239,9 @@ var ErrUnknownParam = errors.New("unknown parameter")
 
 // ThresholdKey resolves a key of expect.thresholds: "ID" and
 // "ID.threshold" are the check's threshold, "ID.PARAM" one of its
-// parameters. An unknown check is an error wrapping ErrUnknownCheck, an
-// unknown parameter one wrapping ErrUnknownParam.
+// parameters. An unknown check is an error wrapping ErrUnknownCheck; an
+// unknown parameter is one wrapping ErrUnknownParam, returned with the
+// check.
 func ThresholdKey(key string) (Check, Param, error) {
 	id, name, hasParam := strings.Cut(key, ".")
 	c := lookupCheck(id)
@@ -252,7 +253,7 @@ func ThresholdKey(key string) (Check, Param, error) {
 	}
 	p, ok := c.Param(name)
 	if !ok {
-		return Check{}, Param{}, fmt.Errorf("analyzer: check %s: %w %q (known: %s)", id, ErrUnknownParam, name, strings.Join(c.ParamNames(), ", "))
+		return *c, Param{}, fmt.Errorf("analyzer: check %s: %w %q (known: %s)", id, ErrUnknownParam, name, strings.Join(c.ParamNames(), ", "))
 	}
 	return *c, p, nil
 }

@@ -230,8 +230,8 @@ func TestThresholdKey(t *testing.T) {
 			t.Errorf("ThresholdKey(%q) = %s, %s %s; want %s %s", tt.key, c.ID, p.Name, p.Kind, tt.param, tt.kind)
 		}
 	}
-	if _, _, err := ThresholdKey("waves.bogus"); err == nil || !strings.Contains(err.Error(), "(known: threshold, min_clients, min_samples, slack, window)") {
-		t.Errorf("ThresholdKey(waves.bogus) error = %v; want it to list the known parameters", err)
+	if c, _, err := ThresholdKey("waves.bogus"); err == nil || c.ID != CheckWaves || !strings.Contains(err.Error(), "(known: threshold, min_clients, min_samples, slack, window)") {
+		t.Errorf("ThresholdKey(waves.bogus) = %s, %v; want the check waves and an error listing its parameters", c.ID, err)
 	}
 	for _, tt := range []struct {
 		kind ParamKind
