@@ -18,7 +18,7 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata and (TestChecksDoc) the checks table of docs/checks.md")
 
 // TestAnalyzeStream: Analyze over NDJSON, decoding on its own goroutine or
 // serially, gives the verdict Add gives over the same records.

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
@@ -64,12 +62,12 @@ func (o Options) Validate() error {
 		}
 	}
 	for _, id := range o.Skip {
-		if _, ok := lookupDef(id); !ok {
+		if lookupCheck(id) == nil {
 			return unknownCheck(id)
 		}
 	}
 	for _, id := range o.Require {
-		if _, ok := lookupDef(id); !ok {
+		if lookupCheck(id) == nil {
 			return unknownCheck(id)
 		}
 	}
@@ -243,7 +241,7 @@ func decodePipelined(dec *timeline.Decoder, borrow bool, add func(*timeline.Reco
 
 // checkCfg is one check's resolved configuration.
 type checkCfg struct {
-	def       *checkDef
+	def       *Check // its row of checkTable
 	selected  bool   // runs (else reported as skipped)
 	explicit  bool   // named by expect.checks or Options.Checks
 	skipBy    string // who skipped it, "" when not skipped
@@ -253,11 +251,24 @@ type checkCfg struct {
 	params    map[string]paramValue
 }
 
-func (c *checkCfg) num(name string, def float64) float64 {
+// num is number or duration parameter name: the value set, else the
+// schema's default.
+func (c *checkCfg) num(name string) float64 {
 	if v, ok := c.params[name]; ok {
 		return v.num
 	}
-	return def
+	p, _ := c.def.Param(name)
+	return p.Default.Num
+}
+
+// statuses is status-set parameter name: the value set, else the schema's
+// default.
+func (c *checkCfg) statuses(name string) []int {
+	if v, ok := c.params[name]; ok {
+		return v.statuses
+	}
+	p, _ := c.def.Param(name)
+	return p.Default.Statuses
 }
 
 // An Analyzer judges one timeline fed to it record by record. It keeps
@@ -271,7 +282,7 @@ type Analyzer struct {
 	meta     *timeline.Meta
 	policy   *timeline.Policy
 	opts     Options
-	cfg      []*checkCfg // by checkDefs index
+	cfg      []*checkCfg // by checkTable index
 	warnings []Warning
 	maxEx    int
 
@@ -411,7 +422,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 // cfgOf is the resolved configuration of check id.
 func (a *Analyzer) cfgOf(id string) *checkCfg {
 	for _, c := range a.cfg {
-		if c.def.id == id {
+		if c.def.ID == id {
 			return c
 		}
 	}
@@ -424,13 +435,13 @@ func (a *Analyzer) resolve() {
 		expect = a.meta.Expect
 	}
 	a.required = map[string]bool{}
-	a.cfg = make([]*checkCfg, len(checkDefs))
-	for i := range checkDefs {
-		a.cfg[i] = &checkCfg{def: &checkDefs[i], selected: true, params: map[string]paramValue{}}
+	a.cfg = make([]*checkCfg, len(checkTable))
+	for i := range checkTable {
+		a.cfg[i] = &checkCfg{def: &checkTable[i], selected: true, params: map[string]paramValue{}}
 	}
 	cfgOf := func(id string) *checkCfg {
 		for _, c := range a.cfg {
-			if c.def.id == id {
+			if c.def.ID == id {
 				return c
 			}
 		}
@@ -460,31 +471,25 @@ func (a *Analyzer) resolve() {
 				a.required[id] = true
 			}
 		}
+		// The scenario loader rejects what is wrong here; a timeline
+		// written otherwise only gets a warning.
 		for k, v := range expect.Thresholds {
-			id, param, hasParam := strings.Cut(k, ".")
-			c := cfgOf(id)
-			var kind paramKind
-			known := c != nil
-			if known && hasParam {
-				kind, known = c.def.params[param]
-			}
-			if !known {
+			def, p, err := ThresholdKey(k)
+			if err != nil {
 				a.warnings = append(a.warnings, Warning{ID: "unknown-threshold", Message: fmt.Sprintf("the scenario's expect.thresholds names an unknown check or parameter %q; ignored", k)})
 				continue
 			}
-			if !hasParam || param == "threshold" {
-				c.threshold, c.thrSet, c.thrFrom = v, true, "expect"
-				continue
-			}
-			pv := paramValue{num: v}
-			if kind == kindStatuses {
-				pv = paramValue{statuses: []int{int(v)}}
-			}
-			if bad := (kind == kindStatuses && (v < 100 || v > 599 || v != float64(int(v)))) || v < 0 || math.IsNaN(v); bad {
+			c := cfgOf(def.ID)
+			pv, err := thresholdValue(p.Kind, v)
+			if err != nil {
 				a.warnings = append(a.warnings, Warning{ID: "unknown-threshold", Message: fmt.Sprintf("the scenario's expect.thresholds gives %q an impossible value %v; ignored", k, v)})
 				continue
 			}
-			c.params[param] = pv
+			if p.Name == ThresholdParam {
+				c.threshold, c.thrSet, c.thrFrom = v, true, "expect"
+				continue
+			}
+			c.params[p.Name] = pv
 		}
 	}
 	for _, s := range a.opts.Checks {
@@ -494,15 +499,15 @@ func (a *Analyzer) resolve() {
 		}
 		c.selected, c.explicit = true, true
 		for k, v := range s.Params {
-			kind := c.def.params[k]
-			if k == "threshold" {
-				kind = kindNumber
+			p, ok := c.def.Param(k)
+			if !ok {
+				continue // Validate reports it
 			}
-			pv, err := parseParam(kind, v)
+			pv, err := parseParam(p.Kind, v)
 			if err != nil {
 				continue
 			}
-			if k == "threshold" {
+			if k == ThresholdParam {
 				c.threshold, c.thrSet, c.thrFrom = pv.num, true, "flag"
 			} else {
 				c.params[k] = pv
@@ -523,7 +528,7 @@ func (a *Analyzer) resolve() {
 	}
 
 	sec := func(s float64) int64 { return int64(s * float64(time.Second)) }
-	a.raTol = sec(cfgOf(CheckRetryAfter).num("tolerance", 0.005))
+	a.raTol = sec(cfgOf(CheckRetryAfter).num("tolerance"))
 	// A merged timeline's not_before and the retry's arrival may come
 	// from two hosts' clocks (a retry answered by another replica): they
 	// compare only within the clock uncertainty the merge states.
@@ -531,17 +536,13 @@ func (a *Analyzer) resolve() {
 		a.raClock = a.meta.ClockUncertainty
 		a.raTol += a.raClock
 	}
-	a.instWindow = sec(cfgOf(CheckInstantRetry).num("window", 0.050))
+	a.instWindow = sec(cfgOf(CheckInstantRetry).num("window"))
 	wc := cfgOf(CheckWaves)
-	a.waveSlack = sec(wc.num("slack", 0.050))
-	a.waveWindow = sec(wc.num("window", 0.100))
-	a.waveMin = int64(wc.num("min_samples", 20))
-	a.wv.minClients = max(1, int(wc.num("min_clients", 5)))
-	statuses := []int{400, 401, 403, 404, 422}
-	if v, ok := cfgOf(CheckNonRetryable).params["statuses"]; ok {
-		statuses = v.statuses
-	}
-	for _, s := range statuses {
+	a.waveSlack = sec(wc.num("slack"))
+	a.waveWindow = sec(wc.num("window"))
+	a.waveMin = int64(wc.num("min_samples"))
+	a.wv.minClients = max(1, int(wc.num("min_clients")))
+	for _, s := range cfgOf(CheckNonRetryable).statuses("statuses") {
 		a.nonRetry[s] = true
 	}
 	bc := cfgOf(CheckBudget)
@@ -551,14 +552,18 @@ func (a *Analyzer) resolve() {
 	if v, ok := bc.params["budget"]; ok {
 		a.budget = sec(v.num)
 	}
-	tol := max(time.Second, time.Duration(a.budget)/10)
-	a.budgetTol = sec(bc.num("tolerance", tol.Seconds()))
+	// The tolerance has no fixed default: a tenth of the budget, at
+	// least a second (the schema says so for the docs).
+	a.budgetTol = int64(max(time.Second, time.Duration(a.budget)/10))
+	if v, ok := bc.params["tolerance"]; ok {
+		a.budgetTol = sec(v.num)
+	}
 	pc := cfgOf(CheckPacing)
-	a.warmup = sec(pc.num("warmup", 2))
+	a.warmup = sec(pc.num("warmup"))
 	a.pacingOn = pc.explicit && a.meta != nil && a.meta.Quota != nil
 	jc := cfgOf(CheckJitterBounds)
-	a.jbTol = sec(jc.num("tolerance", 0.025))
-	a.firstExp = int(jc.num("first_exponent", 0))
+	a.jbTol = sec(jc.num("tolerance"))
+	a.firstExp = int(jc.num("first_exponent"))
 	a.jbBounded = a.policy != nil && a.policy.Base > 0 && !(a.policy.Jitter == "decorrelated" && a.policy.Cap <= 0)
 	if ac := cfgOf(CheckAttempts); ac.thrSet {
 		a.attCap = int(ac.threshold)

@@ -389,7 +389,7 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 	l := a.load
 	j := loadJudgement{inTime: inTime}
 	rc := a.cfgOf(CheckRecovery)
-	j.rec.Share = rc.num("share", defaultRecoveryShare)
+	j.rec.Share = rc.num("share")
 	l.materialize()
 	n := l.used
 	width := l.width
@@ -539,13 +539,9 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 }
 
 // recoveryThreshold is how long recovery may take: the threshold given,
-// else defaultRecovery.
+// else defaultRecovery (the schema's).
 func (a *Analyzer) recoveryThreshold(c *checkCfg) time.Duration {
-	thr := defaultRecovery
-	if c.thrSet {
-		thr = c.threshold
-	}
-	return time.Duration(thr * float64(time.Second))
+	return time.Duration(a.threshold(c) * float64(time.Second))
 }
 
 func (a *Analyzer) judgeRecovery(j *loadJudgement) CheckResult {
@@ -606,7 +602,7 @@ func (a *Analyzer) judgeLoadAmp(c *checkCfg, j *loadJudgement) CheckResult {
 		fmt.Fprintf(&b, "; after it, until the offered load ended at %s (no recovery): mean %s, peak %s", fmtNS(j.ampUntil), fmtAmp(j.after.mean()), fmtAmp(j.after.peak))
 	}
 	fmt.Fprintf(&b, "; peaks over %s windows", fmtDur(j.window))
-	r := verdict(c, fig, defaultLoadAmp, j.ampFirst, b.String())
+	r := verdict(c, fig, c.def.Threshold.Num, j.ampFirst, b.String())
 	if r.Status == StatusFail {
 		r.Examples = []Example{{At: TriggerSpans(a.meta)[0].Start, Detail: fmt.Sprintf("the server saw %.2f attempts per first attempt from the trigger until %s; the limit is %.2f",
 			fig, recoveryWord(j), r.Threshold)}}
@@ -640,7 +636,7 @@ func (a *Analyzer) judgeWasted(c *checkCfg) CheckResult {
 	if a.meta.Capacity.CancelOnDisconnect {
 		cancel = "cancel_on_disconnect drops queued ones unserved"
 	}
-	r := verdict(c, pct(l.wasted, l.service), defaultWasted, l.servedN,
+	r := verdict(c, pct(l.wasted, l.service), c.def.Threshold.Num, l.servedN,
 		fmt.Sprintf("%s of %s service went to %d attempts whose client had gone (%d abandoned in all; %s)",
 			fmtDur(l.wasted), fmtDur(l.service), l.wastedN, l.abandoned, cancel))
 	if r.Status == StatusFail {

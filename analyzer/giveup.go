@@ -55,7 +55,9 @@ func (a *Analyzer) giveUpWithin(c *checkCfg) (int64, string) {
 	if a.meta != nil && a.meta.Fleet != nil && a.meta.Fleet.Timeout > 0 {
 		return a.meta.Fleet.Timeout, "the watchdog"
 	}
-	return int64(30 * time.Second), "the default 30s"
+	p, _ := c.def.Param("within")
+	d := int64(p.Default.Num * float64(time.Second))
+	return d, "the default " + time.Duration(d).String()
 }
 
 // servedBy returns the first serving phase in effect at some instant of
@@ -183,7 +185,7 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	if lost > 0 {
 		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", lost)
 	}
-	r := verdict(c, pct(bad, a.gu.judged), defaultGiveUp, a.gu.judged, why)
+	r := verdict(c, pct(bad, a.gu.judged), c.def.Threshold.Num, a.gu.judged, why)
 	r.Examples = append(append([]Example(nil), lostEx...), guEx...)
 	if len(r.Examples) > a.maxEx {
 		r.Examples = r.Examples[:a.maxEx]

@@ -69,10 +69,10 @@ type instReading struct {
 // instantThreshold is the threshold of a pool of n retries of which the
 // policy expects the share p (0..1) within the window: 10 points above
 // it plus four standard errors of a share of n, at least the default
-// (50 %), at most 90 %.
-func instantThreshold(p float64, n int64) float64 {
+// def (50 %), at most 90 %.
+func instantThreshold(def, p float64, n int64) float64 {
 	margin := 400 * math.Sqrt(p*(1-p)/float64(max(n, 1)))
-	return max(defaultInstant, min(90, 100*p+10+margin))
+	return max(def, min(90, 100*p+10+margin))
 }
 
 // judgeInstant is the instant-retry check.
@@ -133,7 +133,7 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 			}
 			continue
 		}
-		rd := instReading{name: name, n: ck.n, bad: b, share: pct(b, ck.n), expect: -1, threshold: instantThreshold(p, ck.n)}
+		rd := instReading{name: name, n: ck.n, bad: b, share: pct(b, ck.n), expect: -1, threshold: instantThreshold(c.def.Threshold.Num, p, ck.n)}
 		if policy {
 			rd.expect = 100 * p
 		}
@@ -141,10 +141,10 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	}
 	// The pool of every retry, against the policy's pooled share (or the
 	// default without a policy).
-	pool := instReading{name: "all retries", n: total, bad: bad, share: pct(bad, total), expect: -1, threshold: defaultInstant}
+	pool := instReading{name: "all retries", n: total, bad: bad, share: pct(bad, total), expect: -1, threshold: c.def.Threshold.Num}
 	if policy {
 		p := poolExp / float64(total)
-		pool.expect, pool.threshold = 100*p, instantThreshold(p, total)
+		pool.expect, pool.threshold = 100*p, instantThreshold(c.def.Threshold.Num, p, total)
 		if 100*p+10 >= 90 {
 			pool.threshold = -1 // the policy itself retries within the window
 		}

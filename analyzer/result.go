@@ -17,14 +17,10 @@ var fullJitterCV = 1 / math.Sqrt(3)
 // maxWaveIndex caps the waves figure (waits with no spread at all).
 const maxWaveIndex = 1000
 
-// Default thresholds.
-const (
-	defaultWaves   = 10.0 // × full jitter's concentration: ±p uniform jitter reads 1/p, so narrower than ±10% fails
-	defaultInstant = 50.0
-	defaultPacing  = 1.0
-	defaultJitter  = 1.0
-	defaultAmp     = 5.0
-)
+// defaultWaves is the waves check's default threshold, in × full
+// jitter's concentration: ±p uniform jitter reads 1/p, so narrower than
+// ±10% fails.
+const defaultWaves = 10.0
 
 // Result judges what was added so far.
 func (a *Analyzer) Result() *Verdict {
@@ -64,7 +60,7 @@ func (a *Analyzer) Result() *Verdict {
 	}
 	for _, c := range a.cfg {
 		r := a.judge(c)
-		r.ID, r.Unit = c.def.id, c.def.unit
+		r.ID, r.Unit = c.def.ID, c.def.Unit
 		if r.Status == StatusSkip {
 			r.Threshold = a.threshold(c)
 		}
@@ -110,7 +106,8 @@ func (a *Analyzer) Result() *Verdict {
 	return v
 }
 
-// verdict fills status from figure and threshold.
+// verdict fills status from figure and threshold: the one set, else def,
+// the default in force (c.def.Threshold.Num unless derived from the run).
 func verdict(c *checkCfg, figure, def float64, samples int64, reason string) CheckResult {
 	thr := def
 	if c.thrSet {
@@ -144,12 +141,12 @@ func pct(n, d int64) float64 {
 
 func (a *Analyzer) judge(c *checkCfg) CheckResult {
 	var r CheckResult
-	switch c.def.id {
+	switch c.def.ID {
 	case CheckRetryAfter:
 		if a.ra.judged == 0 {
 			return skip("no retry followed a Retry-After that named a later instant")
 		}
-		r = verdict(c, float64(a.ra.bad), 0, a.ra.judged, fmt.Sprintf("%d of %d retries after a usable Retry-After arrived more than %s before not_before%s",
+		r = verdict(c, float64(a.ra.bad), c.def.Threshold.Num, a.ra.judged, fmt.Sprintf("%d of %d retries after a usable Retry-After arrived more than %s before not_before%s",
 			a.ra.bad, a.ra.judged, fmtDur(a.raTol), a.clockNote()))
 		if a.ra.bad > 0 {
 			r.Reason += fmt.Sprintf(" (worst: %s early)", fmtDur(a.ra.worst))
@@ -182,13 +179,13 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.nonrLimited > 0 {
 			why += fmt.Sprintf("; %d rate limits with those statuses were not judged (retrying a rate limit is correct)", a.nonrLimited)
 		}
-		r = verdict(c, float64(a.nonr.bad), 0, a.nonrSent, why)
+		r = verdict(c, float64(a.nonr.bad), c.def.Threshold.Num, a.nonrSent, why)
 		r.Examples = a.nonr.ex
 	case CheckIdempotency:
 		if a.idem.judged == 0 {
 			return skip("no POST or PATCH request was retried")
 		}
-		r = verdict(c, float64(a.idem.bad), 0, a.idem.judged, fmt.Sprintf("%d of %d POST/PATCH retries carried no Idempotency-Key", a.idem.bad, a.idem.judged))
+		r = verdict(c, float64(a.idem.bad), c.def.Threshold.Num, a.idem.judged, fmt.Sprintf("%d of %d POST/PATCH retries carried no Idempotency-Key", a.idem.bad, a.idem.judged))
 		r.Examples = a.idem.ex
 	case CheckAttempts:
 		if a.attCap <= 0 {
@@ -198,7 +195,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			return skip("no attempts in the timeline")
 		}
 		t := a.tl
-		r = verdict(c, float64(t.maxAtt), float64(a.attCap), a.fig.Requests-t.exclRequests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d%s", t.attBad, a.attCap, t.exclText()))
+		r = verdict(c, float64(t.maxAtt), a.threshold(c), a.fig.Requests-t.exclRequests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d%s", t.attBad, a.attCap, t.exclText()))
 		r.Examples = t.attEx
 	case CheckBudget:
 		if a.meta != nil && a.meta.Recorder == "serve" {
@@ -222,7 +219,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.budget <= 0 {
 			why = fmt.Sprintf("failed logical requests that hung (of %d failed); no stated budget, so durations were not judged", a.bud.judged)
 		}
-		r = verdict(c, float64(a.bud.bad+over), 0, a.bud.judged, why)
+		r = verdict(c, float64(a.bud.bad+over), c.def.Threshold.Num, a.bud.judged, why)
 		r.Examples = append(append([]Example(nil), a.bud.ex...), overEx...)
 		if len(r.Examples) > a.maxEx {
 			r.Examples = r.Examples[:a.maxEx]
@@ -233,7 +230,6 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.fig.Requests == 0 {
 			return skip("no attempts in the timeline")
 		}
-		def := a.defaultAmp()
 		// Retries of a 502 the stub answered for a dead upstream or a
 		// failed quota backend are the test environment's, not the
 		// client's; requests the checks do not see (harness, canceled,
@@ -253,7 +249,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			reason += fmt.Sprintf(" (%d retries after upstream or quota-backend failures not counted)", env)
 		}
 		reason += t.exclText()
-		r = verdict(c, amp, def, req, reason)
+		r = verdict(c, amp, a.threshold(c), req, reason)
 		if lim, ok := c.params["retry_share"]; ok {
 			r.Reason += fmt.Sprintf(" (limit %.1f%%)", lim.num)
 			if share > lim.num {
@@ -279,7 +275,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			why += " (" + a.paceBy.String() + ")"
 		}
 		why += fmt.Sprintf("; the first %s of each phase is warm-up; the most restrictive published limit is %s", fmtDur(a.warmup), QuotaText(a.meta.Quota))
-		r = verdict(c, pct(a.pace.bad, a.pace.judged), defaultPacing, a.pace.judged, why)
+		r = verdict(c, pct(a.pace.bad, a.pace.judged), c.def.Threshold.Num, a.pace.judged, why)
 		r.Examples = a.pace.ex
 	case CheckJitterBounds:
 		switch {
@@ -302,7 +298,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if late > 0 {
 			tol += fmt.Sprintf(" + %s (%s)", fmtDur(late), a.noiseText())
 		}
-		r = verdict(c, pct(bad, a.jb.judged), defaultJitter, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", bad, a.jb.judged, tol))
+		r = verdict(c, pct(bad, a.jb.judged), c.def.Threshold.Num, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", bad, a.jb.judged, tol))
 		if bad > 0 {
 			r.Reason += fmt.Sprintf(" (worst: %s over)", fmtDur(a.jb.worst))
 		}
@@ -311,7 +307,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		if a.load == nil {
 			return skip("the stub models no finite capacity (no meta.capacity)")
 		}
-		switch c.def.id {
+		switch c.def.ID {
 		case CheckRecovery:
 			r = a.judgeRecovery(a.ldJ)
 			if r.Status == StatusFail && a.noiseMeasured() && a.load.inTimeN > 0 {
@@ -331,7 +327,7 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		}
 		return a.noiseSkipIfCapacity(r)
 	}
-	if c.def.id == CheckPacing && r.Status != StatusSkip {
+	if c.def.ID == CheckPacing && r.Status != StatusSkip {
 		// A paced client's requests bunched by the host's lateness draw
 		// 429s from a bucket that cannot absorb the bunch: burst/rate is
 		// how much lateness the quota absorbs.
@@ -357,42 +353,23 @@ func (a *Analyzer) noiseSkip(r CheckResult, why string) CheckResult {
 }
 
 // threshold is a check's threshold before any data: the flag's or the
-// scenario's, else the default (which for instant-retry may rise with the
-// stated policy once retries are seen).
+// scenario's, else the schema's default, or the stated policy's
+// max_attempts for the two checks whose default derives from it (the
+// instant-retry default may also rise with the stated policy once retries
+// are seen).
 func (a *Analyzer) threshold(c *checkCfg) float64 {
 	if c.thrSet {
 		return c.threshold
 	}
-	switch c.def.id {
-	case CheckInstantRetry:
-		return defaultInstant
-	case CheckWaves:
-		return defaultWaves
+	switch c.def.ID {
 	case CheckAttempts:
 		return float64(a.attCap)
 	case CheckAmplification:
-		return a.defaultAmp()
-	case CheckPacing:
-		return defaultPacing
-	case CheckGiveUp:
-		return defaultGiveUp
-	case CheckJitterBounds:
-		return defaultJitter
-	case CheckRecovery:
-		return a.recoveryThreshold(c).Seconds()
-	case CheckLoadAmplification:
-		return defaultLoadAmp
-	case CheckWastedWork:
-		return defaultWasted
+		if a.policy != nil && a.policy.MaxAttempts > 0 {
+			return float64(a.policy.MaxAttempts)
+		}
 	}
-	return 0
-}
-
-func (a *Analyzer) defaultAmp() float64 {
-	if a.policy != nil && a.policy.MaxAttempts > 0 {
-		return float64(a.policy.MaxAttempts)
-	}
-	return defaultAmp
+	return c.def.Threshold.Num
 }
 
 func (a *Analyzer) nonRetryList() string {

@@ -46,47 +46,6 @@ func (s CheckSpec) String() string {
 	return b.String()
 }
 
-type paramKind int
-
-const (
-	kindNumber   paramKind = iota // a finite number >= 0
-	kindDuration                  // a Go duration ("10ms") or seconds ("0.01")
-	kindStatuses                  // HTTP statuses joined by '|' or '+' ("400|404")
-)
-
-type checkDef struct {
-	id     string
-	unit   string
-	params map[string]paramKind // besides "threshold"
-}
-
-// checkDefs is every check, in report order.
-var checkDefs = []checkDef{
-	{CheckRetryAfter, "early retries", map[string]paramKind{"tolerance": kindDuration}},
-	{CheckInstantRetry, "%", map[string]paramKind{"window": kindDuration}},
-	{CheckWaves, "× full jitter", map[string]paramKind{"min_samples": kindNumber, "min_clients": kindNumber, "slack": kindDuration, "window": kindDuration}},
-	{CheckNonRetryable, "retries", map[string]paramKind{"statuses": kindStatuses}},
-	{CheckIdempotency, "retries", nil},
-	{CheckAttempts, "attempts", nil},
-	{CheckBudget, "requests", map[string]paramKind{"tolerance": kindDuration, "budget": kindDuration}},
-	{CheckGiveUp, "% lost", map[string]paramKind{"within": kindDuration}},
-	{CheckAmplification, "attempts/request", map[string]paramKind{"retry_share": kindNumber}},
-	{CheckPacing, "% rate-limited", map[string]paramKind{"warmup": kindDuration}},
-	{CheckJitterBounds, "%", map[string]paramKind{"tolerance": kindDuration, "first_exponent": kindNumber}},
-	{CheckRecovery, "s", map[string]paramKind{"window": kindDuration, "hold": kindDuration, "share": kindNumber}},
-	{CheckLoadAmplification, "× offered load", nil},
-	{CheckWastedWork, "% wasted", nil},
-}
-
-func lookupDef(id string) (*checkDef, bool) {
-	for i := range checkDefs {
-		if checkDefs[i].id == id {
-			return &checkDefs[i], true
-		}
-	}
-	return nil, false
-}
-
 func unknownCheck(id string) error {
 	return fmt.Errorf("analyzer: %w %q (known: %s)", ErrUnknownCheck, id, strings.Join(CheckIDs(), ", "))
 }
@@ -99,8 +58,8 @@ func unknownCheck(id string) error {
 func ParseCheckSpec(s string) (CheckSpec, error) {
 	id, rest, hasParams := strings.Cut(strings.TrimSpace(s), ":")
 	id = strings.TrimSpace(id)
-	def, ok := lookupDef(id)
-	if !ok {
+	def := lookupCheck(id)
+	if def == nil {
 		return CheckSpec{}, unknownCheck(id)
 	}
 	spec := CheckSpec{ID: id}
@@ -120,28 +79,16 @@ func ParseCheckSpec(s string) (CheckSpec, error) {
 		if _, dup := spec.Params[k]; dup {
 			return CheckSpec{}, fmt.Errorf("analyzer: check %s: parameter %q given twice", id, k)
 		}
-		kind, ok := def.params[k]
-		if k == "threshold" {
-			kind, ok = kindNumber, true
-		}
+		p, ok := def.Param(k)
 		if !ok {
-			return CheckSpec{}, fmt.Errorf("analyzer: check %s: unknown parameter %q (known: %s)", id, k, strings.Join(def.paramNames(), ", "))
+			return CheckSpec{}, fmt.Errorf("analyzer: check %s: %w %q (known: %s)", id, ErrUnknownParam, k, strings.Join(def.ParamNames(), ", "))
 		}
-		if _, err := parseParam(kind, v); err != nil {
+		if _, err := parseParam(p.Kind, v); err != nil {
 			return CheckSpec{}, fmt.Errorf("analyzer: check %s: %s=%q: %w", id, k, v, err)
 		}
 		spec.Params[k] = v
 	}
 	return spec, nil
-}
-
-func (d *checkDef) paramNames() []string {
-	names := []string{"threshold"}
-	for k := range d.params {
-		names = append(names, k)
-	}
-	sort.Strings(names[1:])
-	return names
 }
 
 // ParseCheckIDs parses a comma-separated list of check ids (a --skip value).
@@ -152,7 +99,7 @@ func ParseCheckIDs(s string) ([]string, error) {
 		if id == "" {
 			continue
 		}
-		if _, ok := lookupDef(id); !ok {
+		if lookupCheck(id) == nil {
 			return nil, unknownCheck(id)
 		}
 		ids = append(ids, id)
@@ -167,9 +114,9 @@ type paramValue struct {
 	statuses []int
 }
 
-func parseParam(kind paramKind, v string) (paramValue, error) {
+func parseParam(kind ParamKind, v string) (paramValue, error) {
 	switch kind {
-	case kindDuration:
+	case KindDuration:
 		if d, err := time.ParseDuration(v); err == nil {
 			if d < 0 {
 				return paramValue{}, errors.New("negative duration")
@@ -181,7 +128,7 @@ func parseParam(kind paramKind, v string) (paramValue, error) {
 			return paramValue{}, errors.New("want a duration such as 10ms, or seconds")
 		}
 		return paramValue{num: f}, nil
-	case kindStatuses:
+	case KindStatuses:
 		var st []int
 		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == '|' || r == '+' || r == ' ' }) {
 			n, err := strconv.Atoi(f)

@@ -23,9 +23,9 @@ const (
 
 // CheckIDs returns every check id in report order.
 func CheckIDs() []string {
-	ids := make([]string, len(checkDefs))
-	for i, d := range checkDefs {
-		ids[i] = d.id
+	ids := make([]string, len(checkTable))
+	for i, d := range checkTable {
+		ids[i] = d.ID
 	}
 	return ids
 }

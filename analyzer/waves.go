@@ -308,12 +308,7 @@ func (a *Analyzer) pacedByServer(w *welford, late90 int64, lateVar float64) bool
 
 // waveThreshold is the waves check's threshold in force.
 func (a *Analyzer) waveThreshold() float64 {
-	for _, c := range a.cfg {
-		if c.def.id == CheckWaves && c.thrSet {
-			return c.threshold
-		}
-	}
-	return defaultWaves
+	return a.threshold(a.cfgOf(CheckWaves))
 }
 
 // pairReadings computes the shape and arrivals readings of a sample whose
@@ -473,7 +468,7 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	if j.serverPaced > 0 {
 		reason += fmt.Sprintf("; %d server-paced retries excluded", j.serverPaced)
 	}
-	r := verdict(c, w.worst(), defaultWaves, n, reason)
+	r := verdict(c, w.worst(), c.def.Threshold.Num, n, reason)
 	if r.Status != StatusFail {
 		r.Noise = noiseNote
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 )
@@ -732,19 +733,20 @@ func (d *decoder) subject(n ast.Node, path string) SubjectSpec {
 	return s
 }
 
-var thresholdRE = regexp.MustCompile(`^([a-z-]+)(\.[a-z0-9_-]+)?$`)
-
+// expect reads the expect block, validated against the analyzer's check
+// schema.
 func (d *decoder) expect(n ast.Node, path string) Expect {
 	var e Expect
+	ids := analyzer.CheckIDs()
 	m := d.mapping(n, path)
-	e.Checks = m.stringList("checks", CheckIDs)
-	e.Skip = m.stringList("skip", CheckIDs)
+	e.Checks = m.stringList("checks", ids)
+	e.Skip = m.stringList("skip", ids)
 	for _, id := range e.Skip {
 		if slices.Contains(e.Checks, id) {
 			d.failAt(d.places[join(path, "skip")], join(path, "skip"), "check %q is both in checks and in skip", id)
 		}
 	}
-	e.Require = m.stringList("require", CheckIDs)
+	e.Require = m.stringList("require", ids)
 	for _, id := range e.Require {
 		if slices.Contains(e.Skip, id) {
 			d.failAt(d.places[join(path, "require")], join(path, "require"), "check %q is both required and skipped", id)
@@ -755,9 +757,14 @@ func (d *decoder) expect(n ast.Node, path string) Expect {
 	tm := d.mapping(tn, tpath)
 	for _, f := range tm.pairs() {
 		p := join(tpath, f.key)
-		sub := thresholdRE.FindStringSubmatch(f.key)
-		if sub == nil || !slices.Contains(CheckIDs, sub[1]) {
-			d.fail(f.keyNode, p, "unknown check %q (want one of %s, optionally .PARAM)", f.key, strings.Join(CheckIDs, ", "))
+		c, param, err := analyzer.ThresholdKey(f.key)
+		if errors.Is(err, analyzer.ErrUnknownCheck) {
+			d.fail(f.keyNode, p, "unknown check %q (want one of %s, optionally .PARAM)", f.key, strings.Join(ids, ", "))
+			continue
+		}
+		if err != nil {
+			_, name, _ := strings.Cut(f.key, ".")
+			d.fail(f.keyNode, p, "unknown parameter %q of check %s (want one of %s)", name, c.ID, strings.Join(c.ParamNames(), ", "))
 			continue
 		}
 		v := d.resolve(f.value, p)
@@ -765,7 +772,7 @@ func (d *decoder) expect(n ast.Node, path string) Expect {
 			d.fail(f.keyNode, p, "missing threshold")
 			continue
 		}
-		if x, ok := d.numberValue(v, p, 0, 1e12); ok {
+		if x, ok := d.thresholdValue(v, p, param.Kind); ok {
 			if e.Thresholds == nil {
 				e.Thresholds = map[string]float64{}
 			}
@@ -774,6 +781,28 @@ func (d *decoder) expect(n ast.Node, path string) Expect {
 	}
 	m.done()
 	return e
+}
+
+// thresholdValue reads a value of expect.thresholds of a parameter of
+// kind k: a number; for a duration, seconds or a Go duration ("250ms");
+// for a status set, one HTTP status.
+func (d *decoder) thresholdValue(n ast.Node, path string, k analyzer.ParamKind) (float64, bool) {
+	switch k {
+	case analyzer.KindDuration:
+		switch n.(type) {
+		case *ast.IntegerNode, *ast.FloatNode:
+			return d.numberValue(n, path, 0, MaxDuration.Seconds())
+		}
+		v, ok := d.durationValue(n, path, 0, MaxDuration)
+		return v.Seconds(), ok
+	case analyzer.KindStatuses:
+		if _, ok := n.(*ast.IntegerNode); !ok {
+			d.fail(n, path, "want one HTTP status like 404, got %s", quoteNode(n))
+			return 0, false
+		}
+		return d.numberValue(n, path, 100, 599)
+	}
+	return d.numberValue(n, path, 0, 1e12)
 }
 
 // validateServer runs the stub's own validation and places each of its

@@ -195,6 +195,9 @@ func TestParseValues(t *testing.T) {
 		{"expect: {skip: [waves], thresholds: {waves.threshold: 2.5}}", func(sc *Scenario) (any, any) {
 			return []any{sc.Expect.Skip, sc.Expect.Thresholds}, []any{[]string{"waves"}, map[string]float64{"waves.threshold": 2.5}}
 		}},
+		{"expect: {thresholds: {waves.window: 10ms, retry-after.tolerance: 0.02, non-retryable.statuses: 404, amplification: 3, jitter-bounds.first_exponent: 1}}", func(sc *Scenario) (any, any) {
+			return sc.Expect.Thresholds, map[string]float64{"waves.window": 0.01, "retry-after.tolerance": 0.02, "non-retryable.statuses": 404, "amplification": 3, "jitter-bounds.first_exponent": 1}
+		}},
 		{"server:\n  phases:\n    - &down {for: 2s, respond: {status: 503}}\n    - *down\n    - {}\n", func(sc *Scenario) (any, any) {
 			return []any{sc.Server.Phases[1].For, sc.Server.Phases[1].Respond.Status}, []any{2 * time.Second, 503}
 		}},
@@ -357,6 +360,17 @@ func TestParseErrors(t *testing.T) {
 		{"expect:\n  require: [wavez]\n", `t.yaml:2:13: expect.require[0]: want one of retry-after, instant-retry, waves, non-retryable, idempotency, attempts, budget, give-up, amplification, pacing, jitter-bounds, recovery, load-amplification, wasted-work, got "wavez"`},
 		{"expect:\n  thresholds: {amplification: -1}\n", `t.yaml:2:31: expect.thresholds.amplification: -1 is out of range [0, 1e+12]`},
 		{"expect:\n  thresholds: {speed: 1}\n", `t.yaml:2:16: expect.thresholds.speed: unknown check "speed" (want one of retry-after, instant-retry, waves, non-retryable, idempotency, attempts, budget, give-up, amplification, pacing, jitter-bounds, recovery, load-amplification, wasted-work, optionally .PARAM)`},
+		{"expect:\n  thresholds: {waves.bogus: 3}\n", `t.yaml:2:16: expect.thresholds.waves.bogus: unknown parameter "bogus" of check waves (want one of threshold, min_clients, min_samples, slack, window)`},
+		{"expect:\n  thresholds: {waves.threshold.x: 3}\n", `t.yaml:2:16: expect.thresholds.waves.threshold.x: unknown parameter "threshold.x" of check waves (want one of threshold, min_clients, min_samples, slack, window)`},
+		{"expect:\n  thresholds: {idempotency.window: 1}\n", `t.yaml:2:16: expect.thresholds.idempotency.window: unknown parameter "window" of check idempotency (want one of threshold)`},
+		{"expect:\n  thresholds: {wavez.threshold: 1}\n", `t.yaml:2:16: expect.thresholds.wavez.threshold: unknown check "wavez.threshold" (want one of retry-after, instant-retry, waves, non-retryable, idempotency, attempts, budget, give-up, amplification, pacing, jitter-bounds, recovery, load-amplification, wasted-work, optionally .PARAM)`},
+		{"expect:\n  thresholds: {waves: 10ms}\n", `t.yaml:2:23: expect.thresholds.waves: want a number, got "10ms"`},
+		{"expect:\n  thresholds: {waves.min_samples: many}\n", `t.yaml:2:35: expect.thresholds.waves.min_samples: want a number, got "many"`},
+		{"expect:\n  thresholds: {waves.window: soon}\n", `t.yaml:2:30: expect.thresholds.waves.window: bad duration "soon" (want e.g. 250ms, 5s, 1m30s)`},
+		{"expect:\n  thresholds: {waves.window: -1}\n", `t.yaml:2:30: expect.thresholds.waves.window: -1 is out of range [0, 86400]`},
+		{"expect:\n  thresholds: {waves.window: [1]}\n", `t.yaml:2:30: expect.thresholds.waves.window: want a duration like 250ms or 5s, got a sequence`},
+		{"expect:\n  thresholds: {non-retryable.statuses: 400|404}\n", `t.yaml:2:40: expect.thresholds.non-retryable.statuses: want one HTTP status like 404, got "400|404"`},
+		{"expect:\n  thresholds: {non-retryable.statuses: 4040}\n", `t.yaml:2:40: expect.thresholds.non-retryable.statuses: 4040 is out of range [100, 599]`},
 		{"name: a b\n", `t.yaml:1:7: name: "a b" is not a usable name (letters, digits, '.', '_', '-')`},
 		{"name: x\nname: y\n", `t.yaml:2:1: mapping key "name" already defined at [1:1]`},
 		{"- a\n", `t.yaml:1:1: want a mapping, got a sequence`},

@@ -41,14 +41,6 @@ const (
 	ArrivalPoisson = "poisson" // exponential gaps at Arrival.Rate clients per second
 )
 
-// Check ids the loader accepts in expect.checks and expect.skip;
-// docs/checks.md gives their meaning and the analyzer implements them.
-var CheckIDs = []string{
-	"retry-after", "instant-retry", "waves", "non-retryable", "idempotency",
-	"attempts", "budget", "give-up", "amplification", "pacing", "jitter-bounds",
-	"recovery", "load-amplification", "wasted-work",
-}
-
 // Jitter kinds the loader accepts in subject.policy.jitter.
 var JitterKinds = []string{"full", "equal", "decorrelated"}
 
@@ -166,12 +158,15 @@ type SubjectSpec struct {
 }
 
 // Expect is which checks the analyzer runs and their thresholds. Empty
-// Checks means the analyzer's default set.
+// Checks means the analyzer's default set. The loader validates it
+// against the analyzer's check schema (analyzer.Checks): known check ids,
+// and threshold keys "ID" or "ID.PARAM" naming a parameter of the check
+// with a value of its kind.
 type Expect struct {
 	Checks     []string
 	Skip       []string
-	Require    []string // checks whose skip makes the verdict INCONCLUSIVE
-	Thresholds map[string]float64
+	Require    []string           // checks whose skip makes the verdict INCONCLUSIVE
+	Thresholds map[string]float64 // by "ID" or "ID.PARAM"; durations in seconds, a status set as one status
 	// AllowUnexercised states that a run in which the stub refused or
 	// failed no request is what the scenario means (a baseline): without
 	// it such a run is INCONCLUSIVE, since no retry logic was exercised.

@@ -1,0 +1,280 @@
+package analyzer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+//go:generate go test -run TestChecksDoc -update
+
+// The check schema: every check, its parameters, their kinds and defaults,
+// in one table. The analyzer resolves its configuration from it, the
+// scenario loader validates expect against it, and the table of
+// docs/checks.md is generated from it (TestChecksDoc; `go generate
+// ./analyzer` rewrites it).
+
+// ParamKind is the kind of a check parameter's value.
+type ParamKind int
+
+const (
+	KindNumber   ParamKind = iota // a finite number >= 0
+	KindDuration                  // a Go duration ("10ms") or seconds ("0.01")
+	KindStatuses                  // HTTP statuses joined by '|' or '+' ("400|404")
+)
+
+// String names the kind as docs/checks.md does.
+func (k ParamKind) String() string {
+	switch k {
+	case KindDuration:
+		return "duration"
+	case KindStatuses:
+		return "status set"
+	}
+	return "number"
+}
+
+// A Default is the value a parameter or threshold takes when neither the
+// scenario nor a flag sets it.
+type Default struct {
+	// Num is the value: a number, seconds for a duration.
+	Num float64
+	// Statuses is the value of a status set.
+	Statuses []int
+	// None: no fixed value; the analyzer derives it from the run (the
+	// stated policy, the offered load) as Doc says, or leaves it off.
+	None bool
+	// Doc is how docs/checks.md states the default when the value alone
+	// does not say it all; "{}" stands for the value.
+	Doc string
+}
+
+// A Param is one parameter of a check.
+type Param struct {
+	Name    string
+	Kind    ParamKind
+	Default Default
+}
+
+// ThresholdParam is the name of the parameter every check has: its
+// threshold, a number.
+const ThresholdParam = "threshold"
+
+// A Check is one check's row of the schema.
+type Check struct {
+	ID string
+	// Unit is the figure's unit as results carry it (CheckResult.Unit).
+	Unit string
+	// Meaning is the check's one-line meaning: what its figure counts.
+	Meaning string
+	// Threshold is the default threshold: the check fails when its figure
+	// is above it.
+	Threshold Default
+	// Params are the check's parameters besides its threshold.
+	Params []Param
+	// Skips says when the check skips (for docs/checks.md).
+	Skips string
+}
+
+// checkTable is every check, in report order. Its values are the
+// analyzer's defaults: the analyzer reads them from here and nowhere else.
+var checkTable = []Check{
+	{
+		ID: CheckRetryAfter, Unit: "early retries", Meaning: "early retries (count)",
+		Params: []Param{
+			{"tolerance", KindDuration, Default{Num: 0.005, Doc: "{}; + `meta.clock_uncertainty` in a merged timeline"}},
+		},
+		Skips: "no retry followed a pacing Retry-After",
+	},
+	{
+		ID: CheckInstantRetry, Unit: "%", Meaning: "% of retries after an unpaced 429/5xx or other rate limit within `window`",
+		Threshold: Default{Num: 50, Doc: "{} %, or the stated policy's expected share + 10 points (at most 90 %) if higher"},
+		Params: []Param{
+			{"window", KindDuration, Default{Num: 0.050}},
+		},
+		Skips: "no retry followed an unpaced 429/5xx or rate limit",
+	},
+	{
+		ID: CheckWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
+		Threshold: Default{Num: defaultWaves},
+		Params: []Param{
+			{"min_samples", KindNumber, Default{Num: 20}},
+			{"min_clients", KindNumber, Default{Num: 5}},
+			{"slack", KindDuration, Default{Num: 0.050}},
+			{"window", KindDuration, Default{Num: 0.100, Doc: "{}, for the warning"}},
+		},
+		Skips: "no client-paced cohort with `min_samples` retries from `min_clients` clients",
+	},
+	{
+		ID: CheckNonRetryable, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",
+		Params: []Param{
+			{"statuses", KindStatuses, Default{Statuses: []int{400, 401, 403, 404, 422}}},
+		},
+		Skips: "the server sent no status in the set but rate limits",
+	},
+	{
+		ID: CheckIdempotency, Unit: "retries", Meaning: "POST/PATCH retries without `Idempotency-Key` (count)",
+		Skips: "no POST or PATCH was retried",
+	},
+	{
+		ID: CheckAttempts, Unit: "attempts", Meaning: "most attempts used by one logical request",
+		Threshold: Default{None: true, Doc: "policy `max_attempts`"},
+		Skips:     "no `max_attempts` and no threshold; no attempts",
+	},
+	{
+		ID: CheckBudget, Unit: "requests", Meaning: "failed requests that hung or overran the budget (count)",
+		Params: []Param{
+			{"tolerance", KindDuration, Default{None: true, Doc: "max(1s, budget/10)"}},
+			{"budget", KindDuration, Default{None: true, Doc: "policy"}},
+		},
+		Skips: "no outcomes (`serve` recording); no request failed",
+	},
+	{
+		ID: CheckGiveUp, Unit: "% lost", Meaning: "% of logical requests lost although the server began serving within their budget",
+		Threshold: Default{Num: defaultGiveUp, Doc: "{} %"},
+		Params: []Param{
+			{"within", KindDuration, Default{Num: 30, Doc: "policy budget, else the watchdog, else {}"}},
+		},
+		Skips: "no outcomes; no phases; nothing the library decided",
+	},
+	{
+		ID: CheckAmplification, Unit: "attempts/request", Meaning: "attempts per logical request",
+		Threshold: Default{Num: 5, Doc: "policy `max_attempts`, else {}"},
+		Params: []Param{
+			{"retry_share", KindNumber, Default{None: true, Doc: "off; the most % of attempts that may be retries"}},
+		},
+		Skips: "no attempts",
+	},
+	{
+		ID: CheckPacing, Unit: "% rate-limited", Meaning: "% of steady-state attempts in quota phases that a limit rejected (429 or another rate limit)",
+		Threshold: Default{Num: 1, Doc: "{} %"},
+		Params: []Param{
+			{"warmup", KindDuration, Default{Num: 2}},
+		},
+		Skips: "no quota, or self-throttling not expected",
+	},
+	{
+		ID: CheckJitterBounds, Unit: "%", Meaning: "% of client-paced retries waiting longer than the bound + tolerance",
+		Threshold: Default{Num: 1, Doc: "{} %"},
+		Params: []Param{
+			{"tolerance", KindDuration, Default{Num: 0.025}},
+			{"first_exponent", KindNumber, Default{Num: 0}},
+		},
+		Skips: "no stated policy/base; decorrelated without cap; pacing expected",
+	},
+	{
+		ID: CheckRecovery, Unit: "s", Meaning: "seconds from the last trigger's end until goodput is back at `share` of the offered first-attempt load for `hold` (metastable: the time observed, and it fails)",
+		Threshold: Default{Num: defaultRecovery, Doc: "{} s"},
+		Params: []Param{
+			{"window", KindDuration, Default{None: true, Doc: "200 first attempts, 1–10 s"}},
+			{"hold", KindDuration, Default{None: true, Doc: "5 windows, ≥ 5s"}},
+			{"share", KindNumber, Default{Num: defaultRecoveryShare, Doc: "{} %"}},
+		},
+		Skips: "no capacity model; no trigger; trigger until the end; no offered load after it; overloaded before it; the run ended too soon (required with a trigger: INCONCLUSIVE)",
+	},
+	{
+		ID: CheckLoadAmplification, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
+		Threshold: Default{Num: defaultLoadAmp},
+		Skips:     "no capacity model; no trigger; no first attempt then",
+	},
+	{
+		ID: CheckWastedWork, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",
+		Threshold: Default{Num: defaultWasted, Doc: "{} %"},
+		Skips:     "no capacity model; no service time recorded",
+	},
+}
+
+// Checks returns the schema, every check in report order. The rows share
+// their slices with the analyzer's table: treat them as read-only.
+func Checks() []Check { return slices.Clone(checkTable) }
+
+// LookupCheck returns check id's row of the schema.
+func LookupCheck(id string) (Check, bool) {
+	if d := lookupCheck(id); d != nil {
+		return *d, true
+	}
+	return Check{}, false
+}
+
+func lookupCheck(id string) *Check {
+	for i := range checkTable {
+		if checkTable[i].ID == id {
+			return &checkTable[i]
+		}
+	}
+	return nil
+}
+
+// Param returns the check's parameter name; ThresholdParam is its
+// threshold, a number defaulting to c.Threshold.
+func (c *Check) Param(name string) (Param, bool) {
+	if name == ThresholdParam {
+		return Param{Name: ThresholdParam, Kind: KindNumber, Default: c.Threshold}, true
+	}
+	for _, p := range c.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// ParamNames returns the names Param knows: ThresholdParam first, then the
+// others sorted.
+func (c *Check) ParamNames() []string {
+	names := []string{ThresholdParam}
+	for _, p := range c.Params {
+		names = append(names, p.Name)
+	}
+	sort.Strings(names[1:])
+	return names
+}
+
+// ErrUnknownParam is wrapped by errors about a parameter a check does not
+// have.
+var ErrUnknownParam = errors.New("unknown parameter")
+
+// ThresholdKey resolves a key of expect.thresholds: "ID" and
+// "ID.threshold" are the check's threshold, "ID.PARAM" one of its
+// parameters. An unknown check is an error wrapping ErrUnknownCheck; an
+// unknown parameter is one wrapping ErrUnknownParam, returned with the
+// check.
+func ThresholdKey(key string) (Check, Param, error) {
+	id, name, hasParam := strings.Cut(key, ".")
+	c := lookupCheck(id)
+	if c == nil {
+		return Check{}, Param{}, unknownCheck(id)
+	}
+	if !hasParam {
+		name = ThresholdParam
+	}
+	p, ok := c.Param(name)
+	if !ok {
+		return *c, Param{}, fmt.Errorf("analyzer: check %s: %w %q (known: %s)", id, ErrUnknownParam, name, strings.Join(c.ParamNames(), ", "))
+	}
+	return *c, p, nil
+}
+
+// ValidThreshold reports why v cannot be the value of a parameter of kind
+// k in expect.thresholds, where every value is a number: durations are
+// seconds, and a status set is one HTTP status.
+func (k ParamKind) ValidThreshold(v float64) error {
+	_, err := thresholdValue(k, v)
+	return err
+}
+
+func thresholdValue(k ParamKind, v float64) (paramValue, error) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return paramValue{}, fmt.Errorf("want a number >= 0, got %v", v)
+	}
+	if k == KindStatuses {
+		if v < 100 || v > 599 || v != math.Trunc(v) {
+			return paramValue{}, fmt.Errorf("want one HTTP status (100-599), got %v", v)
+		}
+		return paramValue{statuses: []int{int(v)}}, nil
+	}
+	return paramValue{num: v}, nil
+}
