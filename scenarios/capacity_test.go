@@ -9,24 +9,25 @@ import (
 	"github.com/retrylab/retrylab/stubserver"
 )
 
-// TestReadmeCapacityExample: the README's capacity example parses into
+// TestReadmeCapacityExample: the capacity example of docs/scenarios.md
+// (the scenario reference, moved out of the README) parses into
 // the capacity and the trigger it describes.
 func TestReadmeCapacityExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/scenarios.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "### Capacity: workers, a queue, service time")
+	_, section, ok := strings.Cut(string(readme), "\n## Capacity: workers, a queue, service time")
 	if !ok {
-		t.Fatal("README.md has no capacity section")
+		t.Fatal("docs/scenarios.md has no capacity section")
 	}
-	section, _, _ = strings.Cut(section, "\n### ")
+	section, _, _ = strings.Cut(section, "\n## ")
 	_, block, ok := strings.Cut(section, "```yaml\n")
 	if !ok {
 		t.Fatal("capacity section has no yaml block")
 	}
 	block, _, _ = strings.Cut(block, "```")
-	sc, err := Parse("README.md", []byte(block))
+	sc, err := Parse("docs/scenarios.md", []byte(block))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,8 +319,8 @@ func budgetMarkdown(cells map[string]budgetCell, key func(int, string) string) [
 		"allows, whatever the failure rate (with ours, in steady state, at most %.3f×,\n"+
 		"and %.3f× at total failure). This is the qualitative result of Marc Brooker's\n"+
 		"retry simulations; the table below reproduces it with our client (`retrylab`,\n"+
-		"whose retry budget is on by default: the AWS SDKs' rule, see README, \"Retry\n"+
-		"storms: the client's retry budget\"), the same client with its budget off\n"+
+		"whose retry budget is on by default: the AWS SDKs' rule, see client/README.md,\n"+
+		"\"Retry storms: the client's retry budget\"), the same client with its budget off\n"+
 		"(`no-retry-budget`) and, as the floor, `no-retry`. The figures are from runs\n"+
 		"in virtual time, and `TestRetryBudgetLiterature`\n"+
 		"(analyzer/validation/budget_test.go) checks each against its model and this\n"+

@@ -4,11 +4,9 @@ import (
 	"context"
 )
 
-const analyzeUsage = "analyze TIMELINE [--check ID[:k=v]] [--skip IDS] [--json F] [--junit F] [--markdown F]"
-
 func cmdAnalyze(ctx context.Context, e *env, args []string) error {
 	var vf verdictFlags
-	fs := newFlags("analyze", analyzeUsage, e)
+	fs := newFlags("analyze", e)
 	vf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -22,8 +22,8 @@ func recipe(t *testing.T, doc, name string) string {
 	return block
 }
 
-// githubCommands returns the scripts of the job's `run: |` steps (a
-// one-line `run: go install ...` is the set-up, not run here).
+// githubCommands returns the scripts of the job's `run: |` steps (the
+// one-line `run:` that builds retrylab is the set-up, not run here).
 func githubCommands(block string) []string {
 	var out []string
 	lines := strings.Split(block, "\n")
@@ -47,8 +47,8 @@ func githubCommands(block string) []string {
 	return out
 }
 
-// gitlabCommands returns the items of the job's script: list but the
-// go install.
+// gitlabCommands returns the items of the job's script: list (its
+// before_script: installs retrylab).
 func gitlabCommands(block string) []string {
 	var out []string
 	in := false
@@ -137,6 +137,19 @@ func TestCIRecipes(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+
+	// No release is tagged, so no recipe may install with go install
+	// …@version: each checks out retrylab at $RETRYLAB_REF and builds
+	// ./cmd/retrylab there, as this test built it above.
+	if strings.Contains(doc, "@latest") {
+		t.Errorf("docs/ci.md installs with @latest, which cannot work before the first release")
+	}
+	for _, job := range []string{"github", "gitlab"} {
+		block := recipe(t, doc, job)
+		if strings.Contains(block, "go install") || !strings.Contains(block, "go build -o") || !strings.Contains(block, "./cmd/retrylab") || !strings.Contains(block, "RETRYLAB_REF") {
+			t.Errorf("the %s recipe does not build ./cmd/retrylab from a checkout at $RETRYLAB_REF:\n%s", job, block)
 		}
 	}
 

@@ -15,16 +15,14 @@ import (
 	"github.com/retrylab/retrylab/subjects"
 )
 
-const compareUsage = "compare SCENARIO|FILE --subjects a,b,c [--seeds N] [--clients N] [--out DIR] [--check ...] [--json F] [--junit F] [--markdown F]"
-
 func cmdCompare(ctx context.Context, e *env, args []string) error {
 	var (
 		o     runOptions
 		names []string
 		seeds int
 	)
-	fs := newFlags("compare", compareUsage, e)
-	fs.StringSliceVar(&names, "subjects", nil, "`subjects` to compare, comma-separated; the exit status is the first one's verdict")
+	fs := newFlags("compare", e)
+	fs.StringSliceVar(&names, "subjects", nil, "the subjects to compare, `A,B,C`; the exit status is the first one's verdict")
 	fs.IntVar(&seeds, "seeds", 1, "runs per subject, with seeds --seed, --seed+1, ...")
 	o.register(fs)
 	fs.MarkHidden("subject") // --subjects names them all

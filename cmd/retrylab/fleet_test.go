@@ -181,7 +181,7 @@ func TestFleetRehearsal(t *testing.T) {
 
 			if code, out, errOut := runCmd(t, "report", merged, "--out", filepath.Join(dir, "report")); code != exitOK {
 				t.Errorf("report of the merged timeline: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-			} else if _, err := os.Stat(filepath.Join(dir, "report", "report.html")); err != nil {
+			} else if _, err := os.Stat(filepath.Join(dir, "report", "merged", "report.html")); err != nil { // --out is a parent
 				t.Errorf("report of the merged timeline: %v", err)
 			}
 			code, out, errOut = runCmd(t, "analyze", merged, "--json", filepath.Join(dir, "merged.json"))

@@ -10,7 +10,7 @@ import (
 )
 
 func cmdScenarios(ctx context.Context, e *env, args []string) error {
-	fs := newFlags("scenarios", "scenarios", e)
+	fs := newFlags("scenarios", e)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -26,7 +26,7 @@ func cmdScenarios(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdSubjects(ctx context.Context, e *env, args []string) error {
-	fs := newFlags("subjects", "subjects", e)
+	fs := newFlags("subjects", e)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -1,8 +1,10 @@
 // Command retrylab load-tests the retry logic of HTTP clients: it throttles
 // them with a stub server, records every attempt, and judges the timeline.
 //
-// Exit status: 0 when every check passes, 1 when the verdict fails, 2 for bad
-// input or usage, 3 when the run itself could not be carried out.
+// Exit status: 0 PASS, 1 FAIL (a check failed), 2 bad input or usage, 3
+// INCONCLUSIVE (the run could not be vouched for) or a run that could not
+// be carried out. Commands that judge nothing (serve, report, merge) exit
+// 0, 2 or 3; each command's --help says which.
 package main
 
 import (
@@ -81,7 +83,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // the verdict failed
 	exitUsage  = 2 // bad input: flags, scenario, timeline
-	exitError  = 3 // the run could not be carried out
+	exitError  = 3 // INCONCLUSIVE, or the run could not be carried out
 )
 
 // errVerdictFailed is returned when a verdict was printed and failed; the
@@ -140,6 +142,9 @@ type env struct {
 	// returns: `run` then leaves its fleet to wind down in the background
 	// (scenarios.RunOptions.Detach). Tests run commands in-process.
 	exits bool
+	// flags, when set, receives each flag set newFlags makes (tests
+	// read the flags a command defines).
+	flags **pflag.FlagSet
 }
 
 type command struct {
@@ -210,19 +215,6 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "Exit status: 0 PASS, 1 FAIL, 2 bad input or usage, 3 INCONCLUSIVE or a run that could not be carried out.")
 }
 
-// newFlags returns a flag set whose errors name the flag and come back as
-// usage errors (exit 2).
-func newFlags(name, usage string, e *env) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: retrylab %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
 // parseFlags parses args, mapping errors to usage errors.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
@@ -235,6 +227,13 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 }
 
 func cmdVersion(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("version", e)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("version takes no arguments")
+	}
 	fmt.Fprintf(e.stdout, "retrylab %s\n", version)
 	return nil
 }

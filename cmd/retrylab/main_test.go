@@ -98,7 +98,7 @@ func TestHelp(t *testing.T) {
 		t.Errorf("--help: exit %d, stdout %q; want 0 and the command list", code, stdout)
 	}
 	code, stdout, _ = runCmd(t, "help", "serve")
-	if code != 0 || !strings.Contains(stdout, "--record") {
+	if code != 0 || !strings.Contains(stdout, "--output") {
 		t.Errorf("help serve: exit %d, stdout %q; want 0 and the serve flags", code, stdout)
 	}
 	code, stdout, _ = runCmd(t, "version")

@@ -13,15 +13,13 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-const mergeUsage = "merge -o OUT [--force] [--clock-uncertainty D] FILE|DIR..."
-
 func cmdMerge(ctx context.Context, e *env, args []string) error {
 	var (
 		out         string
 		force       bool
 		uncertainty time.Duration
 	)
-	fs := newFlags("merge", mergeUsage, e)
+	fs := newFlags("merge", e)
 	fs.StringVarP(&out, "output", "o", "", "write the merged timeline to `FILE`; an existing file is refused unless --force")
 	fs.BoolVar(&force, "force", false, "overwrite an existing --output file")
 	fs.DurationVar(&uncertainty, "clock-uncertainty", timeline.DefaultClockUncertainty, "how far apart the clocks of the files' hosts may be, `D`: the merged meta's clock_uncertainty, which widens the retry-after tolerance; when not given, 0 for files of one host and this default for files of several")
@@ -32,7 +30,7 @@ func cmdMerge(ctx context.Context, e *env, args []string) error {
 		return usagef("merge needs -o FILE, the merged timeline")
 	}
 	if fs.NArg() == 0 {
-		return usagef("merge takes the timeline files to merge (the stubs' --record files and every run shard's timeline.ndjson), or directories holding them, got none")
+		return usagef("merge takes the timeline files to merge (the stubs' recordings (serve -o) and every run shard's timeline.ndjson), or directories holding them, got none")
 	}
 	if uncertainty < 0 {
 		return usagef("--clock-uncertainty must be >= 0, got %v", uncertainty)

@@ -4,17 +4,18 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-)
+	"strings"
 
-const reportUsage = "report TIMELINE [--out DIR] [--check ID[:k=v]] [--skip IDS]"
+	"github.com/retrylab/retrylab/scenarios"
+)
 
 func cmdReport(ctx context.Context, e *env, args []string) error {
 	var (
 		vf  verdictFlags
 		out string
 	)
-	fs := newFlags("report", reportUsage, e)
-	fs.StringVar(&out, "out", "", "write report.html and the plots to `DIR` (default: the timeline's directory)")
+	fs := newFlags("report", e)
+	fs.StringVar(&out, "out", "", "create the report's own directory, named after the timeline's run, under `DIR` (default: write into the timeline's directory)")
 	vf.registerSelection(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -23,14 +24,15 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 		return usagef("report takes one timeline file, got %d arguments", fs.NArg())
 	}
 	path := fs.Arg(0)
-	if out == "" {
-		out = filepath.Dir(path)
-	}
 	opts, err := vf.options()
 	if err != nil {
 		return err
 	}
-	if err := checkWritable(out, nil); err != nil {
+	dir := filepath.Dir(path)
+	if out != "" {
+		dir = out
+	}
+	if err := checkWritable(dir, nil); err != nil {
 		return err
 	}
 	// One pass: the verdict and the report's figures come from one
@@ -39,10 +41,37 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := c.Write(out, c.Verdict())
+	if out != "" {
+		// --out is a parent, as for run and compare: the report gets a
+		// directory of its own, never another one's.
+		if dir, err = scenarios.NewRunDir(out, reportName(path)); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	rep, err := c.Write(dir, c.Verdict())
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "report: %s\n", rep.HTML)
 	return nil
+}
+
+// reportName names the directory report --out creates for the timeline
+// at path: its run's directory name for a run's timeline.ndjson, else the
+// file's name without its extension (merged.ndjson: merged).
+func reportName(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	base := filepath.Base(abs)
+	if base == "timeline.ndjson" {
+		if dir := filepath.Base(filepath.Dir(abs)); dir != "/" && dir != "." {
+			return dir
+		}
+	}
+	if name := strings.TrimSuffix(base, filepath.Ext(base)); name != "" {
+		return name
+	}
+	return "report"
 }

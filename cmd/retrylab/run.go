@@ -20,8 +20,6 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-const runUsage = "run SCENARIO|FILE [--subject NAME] [--clients N] [--requests N] [--seed N] [--duration D] [--out DIR] [--quiet] [--no-report] [--check ...] [--json F] [--junit F] [--markdown F] [--target URL [--allow-remote]] [--shard i/n] [--epoch INSTANT]"
-
 type runOptions struct {
 	subject  string
 	clients  int
@@ -49,12 +47,12 @@ func (o *runOptions) register(fs interface {
 	DurationVar(*time.Duration, string, time.Duration, string)
 	BoolVar(*bool, string, bool, string)
 }) {
-	fs.StringVar(&o.subject, "subject", "", "library under test: a name from 'retrylab subjects', or exec:COMMAND (default: the scenario's, else retrylab)")
+	fs.StringVar(&o.subject, "subject", "", "library under test: a `NAME` from 'retrylab subjects', or exec:COMMAND (default: the scenario's, else retrylab)")
 	fs.IntVar(&o.clients, "clients", 0, "simulated clients, at least 1 (default: the scenario's)")
 	fs.IntVar(&o.requests, "requests", 0, "logical requests per client, at least 1 (default: the scenario's)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for arrivals, jitter sources and the stub's draws")
 	fs.DurationVar(&o.duration, "duration", 0, "hard cap on the run, above 0 (default: the scenario's); requests in flight then become canceled")
-	fs.StringVar(&o.out, "out", "out", "write the run's directory under `DIR`")
+	fs.StringVar(&o.out, "out", "out", "create the run's own directory (SCENARIO-SUBJECT-TIME; compare: compare-SCENARIO-TIME) under `DIR`")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bars")
 	fs.BoolVar(&o.noReport, "no-report", false, "skip the HTML report and plots")
 }
@@ -149,7 +147,7 @@ func resolveRun(arg, subjectFlag string) (*scenarios.Scenario, subjects.Subject,
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
 	var o runOptions
-	fs := newFlags("run", runUsage, e)
+	fs := newFlags("run", e)
 	o.register(fs)
 	o.verdict.register(fs)
 	o.spread.register(fs)

@@ -26,8 +26,6 @@ import (
 //go:embed default-serve.yaml
 var defaultServe []byte
 
-const serveUsage = "serve [--scenario FILE|NAME] [--addr 127.0.0.1:8080] [--record FILE [--force]] [--start now|first-request] [--epoch INSTANT] [--duration D] [--redis URL] [--upstream URL] [--allow-remote]"
-
 type serveOptions struct {
 	scenario    string
 	addr        string
@@ -64,13 +62,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 // parseServe reads and checks serve's flags.
 func parseServe(e *env, args []string) (serveOptions, error) {
 	var o serveOptions
-	fs := newFlags("serve", serveUsage, e)
-	fs.StringVar(&o.scenario, "scenario", "", "scenario `FILE` or built-in name whose server: section to serve (default: every Retry-After form in turn)")
-	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
-	fs.StringVar(&o.record, "record", "", "write the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force")
-	fs.BoolVar(&o.force, "force", false, "overwrite an existing --record file")
-	fs.StringVar(&o.start, "start", startNow, "when the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics and /healthz do not count)")
-	fs.Var(&o.epoch, "epoch", "start the phases (and time zero) at this wall-clock `instant` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with the other replicas and 'run --epoch'; a request that arrives before it waits for it")
+	fs := newFlags("serve", e)
+	fs.StringVar(&o.scenario, "scenario", "", "serve the server: section of this scenario, a `FILE|NAME` (a file or a built-in name; default: every Retry-After form in turn)")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `ADDR` (port 0 picks a free one)")
+	fs.StringVarP(&o.record, "output", "o", "", "record the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force")
+	fs.StringVar(&o.record, "record", "", "the old spelling of --output")
+	fs.MarkDeprecated("record", "use -o/--output")
+	fs.BoolVar(&o.force, "force", false, "overwrite an existing --output file")
+	fs.StringVar(&o.start, "start", startNow, "`WHEN` the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics and /healthz do not count)")
+	fs.Var(&o.epoch, "epoch", "start the phases (and time zero) at this wall-clock `INSTANT` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with the other replicas and 'run --epoch'; a request that arrives before it waits for it")
 	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long, counted from the epoch when it is ahead (0: only on SIGINT/SIGTERM)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
@@ -111,7 +111,7 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	}
 	if o.record != "" && !o.force {
 		if _, err := os.Lstat(o.record); err == nil {
-			return o, usagef("--record %s: the file exists; pass --force to overwrite it", o.record)
+			return o, usagef("--output %s: the file exists; pass --force to overwrite it", o.record)
 		}
 	}
 	return o, nil
@@ -165,9 +165,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		if err != nil {
 			ln.Close()
 			if errors.Is(err, os.ErrExist) {
-				return usagef("--record %s: the file exists; pass --force to overwrite it", o.record)
+				return usagef("--output %s: the file exists; pass --force to overwrite it", o.record)
 			}
-			return badInput(fmt.Errorf("--record: %w", err))
+			return badInput(fmt.Errorf("--output: %w", err))
 		}
 	}
 	// The recording opens when the phase clock starts (at once, or at the

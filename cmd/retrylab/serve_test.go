@@ -167,7 +167,8 @@ func readTimeline(t *testing.T, path string) (timeline.Meta, []timeline.Attempt)
 }
 
 // TestServeRecordRefusesExistingFile: --record never overwrites a file
-// unless --force is given (exit 2 naming --record, file untouched).
+// unless --force is given (exit 2 naming --output, its new spelling, file
+// untouched).
 func TestServeRecordRefusesExistingFile(t *testing.T) {
 	record := filepath.Join(t.TempDir(), "t.ndjson")
 	const old = "an earlier recording\n"
@@ -176,8 +177,8 @@ func TestServeRecordRefusesExistingFile(t *testing.T) {
 	}
 	var stderr strings.Builder
 	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--record", record}, io.Discard, io.Discard)
-	if code := exitCode(err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--record") || !strings.Contains(stderr.String(), "--force") {
-		t.Errorf("serve --record EXISTING: exit %d, %q; want %d naming --record and --force", code, stderr.String(), exitUsage)
+	if code := exitCode(err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--output") || !strings.Contains(stderr.String(), "--force") {
+		t.Errorf("serve --record EXISTING: exit %d, %q; want %d naming --output (--record is its old spelling) and --force", code, stderr.String(), exitUsage)
 	}
 	if b, _ := os.ReadFile(record); string(b) != old {
 		t.Errorf("the existing file became %q; want it untouched", b)

@@ -21,10 +21,10 @@ type spreadFlags struct {
 }
 
 func (f *spreadFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.target, "target", "", "drive the stub at this base `URL` (one 'retrylab serve', or several behind a load balancer) instead of starting one; the run's timeline then holds the fleet's outcomes only: merge it with the stubs' --record files")
+	fs.StringVar(&f.target, "target", "", "drive the stub at this base `URL` (one 'retrylab serve', or several behind a load balancer) instead of starting one; the run's timeline then holds the fleet's outcomes only: merge it with the stubs' recordings (serve -o)")
 	fs.BoolVar(&f.allowRemote, "allow-remote", false, "allow a --target that is not a loopback address")
 	fs.Var(&f.shard, "shard", "run shard `i/n` of the fleet: clients i, i+n, i+2n, ... with the arrivals and ids of the whole fleet's run of the same seed")
-	fs.Var(&f.epoch, "epoch", "start the scenario at this wall-clock `instant` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with 'serve --epoch' and the other shards, instead of at the run's start")
+	fs.Var(&f.epoch, "epoch", "start the scenario at this wall-clock `INSTANT` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with 'serve --epoch' and the other shards, instead of at the run's start")
 }
 
 // any reports whether the run is spread over processes.

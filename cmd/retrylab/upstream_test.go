@@ -162,19 +162,20 @@ func TestRunRefusesAnUpstream(t *testing.T) {
 	}
 }
 
-// TestReadmeAppScenario: the README's end-to-end scenario loads, and
+// TestReadmeAppScenario: the end-to-end scenario of docs/end-to-end.md
+// (moved out of the README) loads, and
 // forwards to its upstream with a passthrough share.
 func TestReadmeAppScenario(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/end-to-end.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(readme), "```yaml\nname: app-outage\n")
 	if !ok {
-		t.Fatal("README.md has no app-outage scenario")
+		t.Fatal("docs/end-to-end.md has no app-outage scenario")
 	}
 	block, _, _ := strings.Cut(after, "```")
-	sc, err := scenarios.Parse("README.md", []byte("name: app-outage\n"+block))
+	sc, err := scenarios.Parse("docs/end-to-end.md", []byte("name: app-outage\n"+block))
 	if err != nil {
 		t.Fatal(err)
 	}
