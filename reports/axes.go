@@ -86,10 +86,6 @@ func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// fmtTick prints v with dec decimals, thousands grouped by commas when v
-// has five digits or more.
-func fmtTick(v float64, dec int) string { return fmtGrouped(v, dec, math.Abs(v) >= 1e4) }
-
 // fmtGrouped prints v with dec decimals, thousands grouped by commas when
 // group is set.
 func fmtGrouped(v float64, dec int, group bool) string {

@@ -266,10 +266,40 @@ type compareRow struct {
 	Reports []string
 }
 
-type compareCell struct{ Value, Status string }
+// compareCell is a key figure in the ranking table: its value, the status
+// shown (shownStatus) and why, when that is not the check's.
+type compareCell struct{ Value, Status, Note string }
 
 type compareRun struct {
 	Subject, Seed, Status, Failed, Report string
+}
+
+// figureText prints key figure id's value x (NaN: unknown) by the
+// formatter of its kind, in the ranking table and beside the plot's bars.
+func figureText(id string, x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "n/a"
+	case id == FigureSuccess:
+		return fmtPct(x)
+	case id == FigureP99:
+		return fmtDur(time.Duration(x * 1e9))
+	}
+	return fmtNum(x)
+}
+
+// compareCells are r's key figures as the ranking table shows them, each by
+// the formatter of its kind.
+func compareCells(r Ranked) []compareCell {
+	var cells []compareCell
+	for _, kf := range keyFigures {
+		cell := compareCell{Value: figureText(kf.id, r.Figures[kf.id]), Status: shownStatus(r, kf)}
+		if cell.Status == statusMoot {
+			cell.Note = "the " + kf.check + " check passed, but no logical request succeeded"
+		}
+		cells = append(cells, cell)
+	}
+	return cells
 }
 
 func comparePage(dir, title, scenario string, c *Comparison, entries []CompareEntry) (*comparePageData, error) {
@@ -283,22 +313,8 @@ func comparePage(dir, title, scenario string, c *Comparison, entries []CompareEn
 	}
 	pd.Plot = plotView{Plot: c.Plot, Src: src, PixWidth: w, PixHeight: h}
 	for _, r := range c.Ranking {
-		row := compareRow{Rank: r.Rank, Subject: r.Subject, Pass: r.Pass, Verdict: r.Verdict, Runs: r.Runs, Failed: strings.Join(r.Failed, ", "), Reports: r.Reports}
-		for _, kf := range keyFigures {
-			x := r.Figures[kf.id]
-			v := "n/a"
-			if !math.IsNaN(x) {
-				switch kf.id {
-				case FigureSuccess:
-					v = fmt.Sprintf("%.1f%%", x)
-				case FigureP99:
-					v = fmtDur(time.Duration(x * 1e9).Round(time.Millisecond))
-				default:
-					v = fmtNum(roundSig(x))
-				}
-			}
-			row.Cells = append(row.Cells, compareCell{Value: v, Status: r.Status[kf.id]})
-		}
+		row := compareRow{Rank: r.Rank, Subject: r.Subject, Pass: r.Pass, Verdict: r.Verdict, Runs: r.Runs, Failed: strings.Join(r.Failed, ", "), Reports: r.Reports,
+			Cells: compareCells(r)}
 		pd.Rows = append(pd.Rows, row)
 	}
 	for _, e := range entries {

@@ -32,6 +32,29 @@ func verdictColor(verdict string) color.Color {
 	return colorWarn
 }
 
+// statusMoot is the status a comparison shows instead of a pass for a
+// subject none of whose logical requests succeeded: a quick failure, few
+// attempts or no retries at all are no merit, so nothing of it is green.
+const statusMoot = "moot"
+
+// noneSucceeded reports whether none of r's logical requests succeeded (its
+// success rate is known and 0).
+func noneSucceeded(r Ranked) bool {
+	s := r.Figures[FigureSuccess]
+	return !math.IsNaN(s) && s <= 0
+}
+
+// shownStatus is the status the comparison shows for r's figure kf: the
+// status of the check that judges it, but moot instead of pass when none
+// of r's logical requests succeeded.
+func shownStatus(r Ranked, kf keyFigure) string {
+	st := r.Status[kf.id]
+	if st == analyzer.StatusPass && noneSucceeded(r) {
+		return statusMoot
+	}
+	return st
+}
+
 // barColor is the colour of a bar: the status of the check that judges
 // the figure, or the colour of figures no check judges.
 func barColor(kf keyFigure, status string) color.Color {
@@ -53,7 +76,8 @@ func comparePlot(ranking []Ranked, title string) drawn {
 		Title: "Subjects on the key figures",
 		Caption: "Each panel is one key figure, subjects in rank order, best on top, each with its verdict (pass, fail or inconclusive). " +
 			"A bar's colour is the status of the check that judges its figure (herd statistic: waves; early retries: retry-after; amplification: amplification; p99 completion: budget): " +
-			"green pass, red fail, grey skipped; no check judges the success rate, so its bars are blue. The key under the plot says the same.",
+			"green pass, red fail, grey skipped; no check judges the success rate, so its bars are blue. " +
+			"A subject none of whose logical requests succeeded has no green bar: its passes are grey, for failing fast is no merit. The key under the plot says the same.",
 	}}
 	n := len(ranking)
 	d.w = 12 * vg.Inch
@@ -77,7 +101,8 @@ func comparePlot(ranking []Ranked, title string) drawn {
 		for j, r := range ranking {
 			y := float64(n - 1 - j)
 			v := r.Figures[kf.id]
-			hb.bars = append(hb.bars, hbar{y: y, value: v, status: r.Status[kf.id], fill: barColor(kf, r.Status[kf.id])})
+			st := shownStatus(r, kf)
+			hb.bars = append(hb.bars, hbar{y: y, value: v, label: figureText(kf.id, v), status: st, fill: barColor(kf, st)})
 			if !math.IsNaN(v) {
 				top, known = max(top, v), known+1
 			}
@@ -217,7 +242,7 @@ func (t *tiled) drawKey(c draw.Canvas) {
 	text("Bars, by the check that judges the figure:", colorRef)
 	swatch("pass", colorPass)
 	swatch("fail", colorWarn)
-	swatch("skipped", colorSkip)
+	swatch("skipped, or no request succeeded", colorSkip)
 	swatch("no check (success rate)", colorUnjudged)
 }
 
@@ -232,6 +257,7 @@ type hbars struct {
 
 type hbar struct {
 	y, value float64
+	label    string // the value as the ranking table prints it (figureText)
 	status   string
 	fill     color.Color
 }
@@ -267,7 +293,7 @@ func (h *hbars) Plot(c draw.Canvas, plt *plot.Plot) {
 		if x1 > x0 {
 			c.FillPolygon(fill, c.ClipPolygonXY([]vg.Point{{X: x0, Y: y - half}, {X: x1, Y: y - half}, {X: x1, Y: y + half}, {X: x0, Y: y + half}}))
 		}
-		label := fmtNum(roundSig(b.value))
+		label := b.label
 		if b.status == analyzer.StatusFail {
 			label += "  FAIL"
 			sty.Color = colorWarn
@@ -292,13 +318,4 @@ func (h *hbars) DataRange() (xmin, xmax, ymin, ymax float64) {
 		ymin, ymax = math.Min(ymin, b.y), math.Max(ymax, b.y)
 	}
 	return
-}
-
-// roundSig rounds x to three significant digits for labels.
-func roundSig(x float64) float64 {
-	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-		return x
-	}
-	p := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(x))))
-	return math.Round(x*p) / p
 }

@@ -1,38 +1,40 @@
 package reports
 
 import (
-	"math"
-	"strconv"
 	"time"
+
+	"github.com/retrylab/retrylab/analyzer"
 )
 
-// The report's formatters: one for each kind of figure in its text and
-// on its plots.
+// The report's formatters: one for each kind of figure in its text and on
+// its plots (the axes' tick labels excepted: they take the decimals their
+// step needs). They are the analyzer's, so a figure reads alike in the
+// HTML, on the plots and in the comparison's Markdown.
 
-// fmtShare prints a share in [0, 1] as a percentage: whole percents, or
-// one decimal under 10 %, and never "0%" or "100%" for a share that is not.
-func fmtShare(x float64) string {
-	pct := 100 * x
-	switch {
-	case pct > 0 && pct < 0.1:
-		return "<0.1%"
-	case pct < 10:
-		return strconv.FormatFloat(pct, 'f', 1, 64) + "%"
-	case pct > 99 && pct < 100:
-		return strconv.FormatFloat(math.Min(pct, 99.9), 'f', 1, 64) + "%"
+// fmtNum prints a figure rounded to what matters: three significant digits
+// but all its whole digits, never in exponent form, thousands grouped from
+// five digits on; "n/a" when unknown (analyzer.FormatNumber).
+func fmtNum(f float64) string { return analyzer.FormatNumber(f) }
+
+// fmtCount prints a count as fmtNum does: 762, 1234, 12,345.
+func fmtCount[T int | int64 | uint64](n T) string { return fmtNum(float64(n)) }
+
+// fmtPct prints a percentage with one decimal, never 0.0% or 100.0% for one
+// that is not (analyzer.FormatPercent).
+func fmtPct(pct float64) string { return analyzer.FormatPercent(pct) }
+
+// fmtShare prints a share in [0, 1] as fmtPct prints its percentage.
+func fmtShare(x float64) string { return fmtPct(100 * x) }
+
+// fmtOf prints n of a total: "12 (3.4%)", or the count alone when the total
+// is 0.
+func fmtOf[T int | int64 | uint64](n, of T) string {
+	if of == 0 {
+		return fmtCount(n)
 	}
-	return strconv.FormatFloat(math.Round(pct), 'f', 0, 64) + "%"
+	return fmtCount(n) + " (" + fmtShare(float64(n)/float64(of)) + ")"
 }
 
-// fmtDur prints a duration compactly: 100ms, 2.5s, 1m30s.
-func fmtDur(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "0"
-	case d%time.Second == 0 || d >= time.Minute:
-		return d.Round(time.Millisecond).String()
-	case d >= time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
-	}
-	return d.String()
-}
+// fmtDur prints a duration to three significant digits in the unit that
+// reads best: 112ms, 1.5ms, 2.5s, 1m30s (analyzer.FormatDuration).
+func fmtDur(d time.Duration) string { return analyzer.FormatDuration(d) }

@@ -97,7 +97,7 @@ func (c *Collector) plotAttempts() drawn {
 	d := drawn{Plot: Plot{
 		Name:    PlotAttempts,
 		Title:   "Attempts over time",
-		Caption: "Attempts per second the server saw, stacked by response; the scenario's phases are shaded. Retry waves show as spikes.",
+		Caption: "Attempts per second the server saw, stacked by response, averaged over bins of the width the y axis states; the scenario's phases are shaded. Retry waves show as spikes.",
 	}, w: plotWidth, h: plotHeight}
 	if c.stats.Attempts == 0 {
 		d.Note = "The timeline has no attempts."
@@ -119,7 +119,7 @@ func (c *Collector) plotAttempts() drawn {
 	end := int64(used) * width
 	tu := unitFor(float64(end))
 	binW := tu.of(float64(width))
-	p := newPlot(d.Title, "time since start ("+tu.name+")", "attempts per second")
+	p := newPlot(d.Title, "time since start ("+tu.name+")", "attempts per second ("+binWidthText(width)+" bins)")
 	tidyAxes(p)
 	if b := c.phaseBands(end, tu); b != nil {
 		p.Add(b)
@@ -145,7 +145,7 @@ func (c *Collector) plotAttempts() drawn {
 			ring = append(ring, plotter.XY{X: float64(i+1) * binW, Y: lower[i]}, plotter.XY{X: float64(i) * binW, Y: lower[i]})
 		}
 		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
-		p.Legend.Add(fmt.Sprintf("%s (%s)", c.className(cl), fmtTick(float64(total), 0)), swatch{classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%s)", c.className(cl), fmtCount(total)), swatch{classColors[cl]})
 	}
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max = padMax(0, float64(used)*binW)
@@ -153,6 +153,10 @@ func (c *Collector) plotAttempts() drawn {
 	d.p = legendOutside(p)
 	return d
 }
+
+// binWidthText prints a bin width (ns) exactly, as the bars are wide: 50ms,
+// 400ms, 1.024s (a width doubled from a round one is not rounded back).
+func binWidthText(ns int64) string { return time.Duration(ns).String() }
 
 // rasterPriority orders the classes when one raster cell holds several:
 // the most alarming wins.
@@ -238,9 +242,9 @@ func (c *Collector) plotRaster() drawn {
 	ylabel := "client"
 	switch {
 	case c.stride > 0:
-		ylabel = fmt.Sprintf("client (every %d%s of %s)", c.stride, ordinalSuffix(c.stride), fmtTick(float64(c.meta.Fleet.Clients), 0))
+		ylabel = fmt.Sprintf("client (every %d%s of %s)", c.stride, ordinalSuffix(c.stride), fmtCount(c.meta.Fleet.Clients))
 	case len(rows) >= c.opts.MaxClients:
-		ylabel = fmt.Sprintf("client (a sample of %d)", len(rows))
+		ylabel = "client (a sample of " + fmtCount(len(rows)) + ")"
 	}
 	p := newPlot(d.Title, "time since start ("+tu.name+")", ylabel)
 	tidyAxes(p)
@@ -271,7 +275,7 @@ func (c *Collector) plotRaster() drawn {
 	p.X.Max = padMax(0, float64(used)*binW)
 	p.Y.Min, p.Y.Max = bottom, top+(top-bottom)*0.07 // headroom for the phase labels
 	if c.stride > 0 || len(rows) >= c.opts.MaxClients {
-		d.Note = fmt.Sprintf("%d clients shown.", n)
+		d.Note = fmtCount(n) + " clients shown."
 	}
 	d.p = legendOutside(p)
 	return d
@@ -374,17 +378,17 @@ func (c *Collector) plotRetryAfter() drawn {
 	p.Legend.Add("y = x: waited as asked", diag)
 	ok := &dots{xys: onTime, color: colorOK, size: 1.6}
 	p.Add(ok)
-	p.Legend.Add(fmt.Sprintf("on time (%d)", s.RetryAfterRetries-s.EarlyRetries), ok)
+	p.Legend.Add("on time ("+fmtCount(s.RetryAfterRetries-s.EarlyRetries)+")", ok)
 	if len(early) > 0 {
 		bad := &dots{xys: early, color: colorWarn, size: 2.2, diam: true}
 		p.Add(bad)
-		p.Legend.Add(fmt.Sprintf("early by > %v (%d)", c.opts.Tolerance, s.EarlyRetries), bad)
+		p.Legend.Add("early by > "+fmtDur(c.opts.Tolerance)+" ("+fmtCount(s.EarlyRetries)+")", bad)
 	}
 	// The same range on both axes, so y = x is the diagonal.
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max, p.Y.Max = end, end
 	if int64(len(onTime)+len(early)) < s.RetryAfterRetries {
-		d.Note = fmt.Sprintf("A sample of %d of %d retries is drawn (every early one up to %d).", len(onTime)+len(early), s.RetryAfterRetries, raEarlySize)
+		d.Note = fmt.Sprintf("A sample of %s of %s retries is drawn (every early one up to %s).", fmtCount(len(onTime)+len(early)), fmtCount(s.RetryAfterRetries), fmtCount(raEarlySize))
 	}
 	d.p = legendOutside(p)
 	return d
@@ -454,7 +458,7 @@ func (c *Collector) plotBackoff() drawn {
 	if len(out) > 0 {
 		pout := &dots{xys: out, color: colorWarn, size: 2, diam: true}
 		p.Add(pout)
-		p.Legend.Add(fmt.Sprintf("beyond the bound (%d)", c.stats.BeyondBound), pout)
+		p.Legend.Add("beyond the bound ("+fmtCount(c.stats.BeyondBound)+")", pout)
 	}
 	med := &segments{segs: medians, style: draw.LineStyle{Color: rgb(0, 0, 0), Width: 2}}
 	p.Add(med)
@@ -482,7 +486,7 @@ func (c *Collector) plotBackoff() drawn {
 	p.X.Min, p.X.Max = 0.4, float64(groups)+0.6
 	p.Y.Min, p.Y.Max = 0, padMax(0, u.of(top))
 	if c.delayBeyondGroups > 0 {
-		d.Note = joinNote(d.Note, fmt.Sprintf("%d delays of retries after the %dth are not drawn.", c.delayBeyondGroups, delayGroups))
+		d.Note = joinNote(d.Note, fmt.Sprintf("%s delays of retries after the %dth are not drawn.", fmtCount(c.delayBeyondGroups), delayGroups))
 	}
 	d.p = legendOutside(p)
 	return d
@@ -570,7 +574,7 @@ func (c *Collector) plotCompletion() drawn {
 		top = 1e9
 	}
 	u := unitFor(top)
-	p := newPlot(d.Title, "duration of the logical request ("+u.name+")", fmt.Sprintf("%% of all %s logical requests", fmtTick(float64(c.all.n), 0)))
+	p := newPlot(d.Title, "duration of the logical request ("+u.name+")", fmt.Sprintf("%% of all %s logical requests", fmtCount(c.all.n)))
 	tidyAxes(p)
 	for _, cv := range c.completionCurves(u) {
 		l, err := plotter.NewLine(cv.xys)
@@ -584,7 +588,7 @@ func (c *Collector) plotCompletion() drawn {
 		}
 		l.LineStyle = draw.LineStyle{Color: clr, Width: 1.6}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (%s, %s)", cv.result, fmtTick(float64(cv.n), 0), fmtShare(float64(cv.n)/float64(c.all.n))), l)
+		p.Legend.Add(fmt.Sprintf("%s (%s, %s)", cv.result, fmtCount(cv.n), fmtShare(float64(cv.n)/float64(c.all.n))), l)
 	}
 	if budget > 0 {
 		v := &vline{x: u.of(budget), style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{5, 3}}}
