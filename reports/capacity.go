@@ -103,7 +103,7 @@ func (c *Collector) plotCapacity() drawn {
 		capXY = append(capXY, plotter.XY{X: x(ph.Start), Y: r}, plotter.XY{X: x(to), Y: r})
 	}
 
-	top := newPlot(d.Title, "", "requests per second")
+	top := newPlot(d.Title, "", "requests per second ("+binWidthText(int64(w)*width)+" window)")
 	tidyAxes(top)
 	top.X.Tick.Marker = blankLabels{niceTicks{}}
 	rec := l.Recovery

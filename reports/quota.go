@@ -275,7 +275,7 @@ func (c *Collector) plotQuota() drawn {
 	end := int64(used) * width
 	tu := unitFor(float64(end))
 	binW := tu.of(float64(width))
-	p := newPlot(d.Title, "time since start ("+tu.name+")", "requests per second")
+	p := newPlot(d.Title, "time since start ("+tu.name+")", "requests per second ("+binWidthText(width)+" bins)")
 	tidyAxes(p)
 	if b := c.phaseBands(end, tu); b != nil {
 		p.Add(b)
