@@ -93,7 +93,7 @@ type loadState struct {
 func newLoadState(meta *timeline.Meta) *loadState {
 	l := &loadState{width: minLoadBin}
 	if meta.Duration > 0 {
-		l.width = max(minLoadBin, niceBin(meta.Duration, loadBinCount))
+		l.width = max(minLoadBin, NiceBin(meta.Duration, loadBinCount))
 	}
 	l.first = make([]int64, loadBinCount)
 	l.attempts = make([]int64, loadBinCount)
@@ -108,9 +108,10 @@ func newLoadState(meta *timeline.Meta) *loadState {
 	return l
 }
 
-// niceBin is the smallest width of the form {1,2,5}·10^k ns that covers
-// span in n bins.
-func niceBin(span int64, n int) int64 {
+// NiceBin is the smallest width of the form {1,2,5}·10^k ns that covers
+// span in n bins: the one 1-2-5 bin rule of the analyzer's and the
+// reports' time axes (1 for a span ≤ n).
+func NiceBin(span int64, n int) int64 {
 	w := int64(1)
 	for {
 		for _, m := range []int64{1, 2, 5} {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The encoders of a comparison: its ranking (Rank) with each run's
@@ -122,11 +123,11 @@ func rankFigureText(id string, x float64) string {
 	}
 	switch id {
 	case FigureSuccess:
-		return strconv.FormatFloat(x, 'f', 1, 64) + " %"
+		return FormatPercent(x)
 	case FigureP99:
-		return strconv.FormatFloat(x, 'f', 2, 64) + " s"
+		return FormatDuration(time.Duration(x * 1e9))
 	}
-	return strconv.FormatFloat(x, 'g', 3, 64)
+	return FormatNumber(x)
 }
 
 // rankFigureHeads are the Markdown table's headings of the key figures.

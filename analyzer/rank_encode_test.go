@@ -134,8 +134,8 @@ func TestWriteRankingMarkdown(t *testing.T) {
 	md := buf.String()
 	for _, want := range []string{
 		"### retrylab comparison on outage",
-		"| 1 | `good` | ✅ PASS | 2 | — | n/a | n/a | 1.2 | 100.0 % | n/a |",
-		"| 2 | `bad` | ❌ FAIL | 2 | `waves` | n/a | n/a | 2.1 | 95.0 % | n/a |",
+		"| 1 | `good` | ✅ PASS | 2 | — | n/a | n/a | 1.2 | 100.0% | n/a |",
+		"| 2 | `bad` | ❌ FAIL | 2 | `waves` | n/a | n/a | 2.1 | 95.0% | n/a |",
 		"| 3 | `unsure` | ⚠️ INCONCLUSIVE | 1 | — |",
 		"| `bad` | 2 | ❌ FAIL | `waves` |",
 		"| `unsure` | 1 | ⚠️ INCONCLUSIVE | — |",

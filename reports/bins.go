@@ -1,5 +1,11 @@
 package reports
 
+import (
+	"time"
+
+	"github.com/retrylab/retrylab/analyzer"
+)
+
 // timeBins is the time axis shared by the binned aggregates (attempts over
 // time, the client raster). It covers [0, width·n) with n bins; when a time
 // falls beyond it, the bin width doubles and every aggregate folds pairs of
@@ -48,15 +54,7 @@ func foldOr(s []uint8) {
 }
 
 // niceWidth returns the smallest bin width of the form {1,2,5}·10^k ns that
-// covers span with at most n bins (at least 1 ms).
+// covers span with at most n bins, at least 1 ms: analyzer.NiceBin's rule.
 func niceWidth(span int64, n int) int64 {
-	w := int64(1_000_000)
-	for {
-		for _, m := range []int64{1, 2, 5} {
-			if c := w * m; span <= c*int64(n) {
-				return c
-			}
-		}
-		w *= 10
-	}
+	return max(int64(time.Millisecond), analyzer.NiceBin(span, n))
 }

@@ -103,7 +103,7 @@ func (c *Collector) plotCapacity() drawn {
 		capXY = append(capXY, plotter.XY{X: x(ph.Start), Y: r}, plotter.XY{X: x(to), Y: r})
 	}
 
-	top := newPlot(d.Title, "", "requests per second")
+	top := newPlot(d.Title, "", "requests per second ("+binWidthText(int64(w)*width)+" window)")
 	tidyAxes(top)
 	top.X.Tick.Marker = blankLabels{niceTicks{}}
 	rec := l.Recovery
@@ -130,12 +130,12 @@ func (c *Collector) plotCapacity() drawn {
 		ring = append(ring, plotter.XY{X: good[len(good)-1].X, Y: 0})
 		top.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: lighter(colorGoodput)})
 	}
-	attLegend := addLine(top, attempts, colorAttempts, 1.4, nil, fmt.Sprintf("all attempts (%s)", fmtTick(float64(total), 0)))
+	attLegend := addLine(top, attempts, colorAttempts, 1.4, nil, fmt.Sprintf("all attempts (%s)", fmtCount(total)))
 	entries = append(entries,
-		addLine(top, offered, colorOffered, 1.4, nil, fmt.Sprintf("offered: first attempts (%s)", fmtTick(float64(firsts), 0))),
+		addLine(top, offered, colorOffered, 1.4, nil, fmt.Sprintf("offered: first attempts (%s)", fmtCount(firsts))),
 		attLegend,
 		func() {
-			top.Legend.Add(fmt.Sprintf("goodput (%s)", fmtTick(float64(goods), 0)), swatch{lighter(colorGoodput)})
+			top.Legend.Add(fmt.Sprintf("goodput (%s)", fmtCount(goods)), swatch{lighter(colorGoodput)})
 		})
 	if full > 0 {
 		entries = append(entries, addLine(top, capXY, colorRef, 1.2, []vg.Length{5, 3}, fmt.Sprintf("capacity: %d workers ÷ %s", capa.Concurrency, fmtDur(time.Duration(capa.Service)))))
@@ -192,7 +192,7 @@ func (c *Collector) plotCapacity() drawn {
 	}
 	ring = append(ring, plotter.XY{X: x(int64(qn) * qw), Y: 0}, plotter.XY{X: 0, Y: 0})
 	bottom.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: colorQueue})
-	bottom.Legend.Add(fmt.Sprintf("queue (mean, peak %s)", fmtTick(math.Round(qpeak), 0)), swatch{colorQueue})
+	bottom.Legend.Add(fmt.Sprintf("queue (mean, peak %s)", fmtNum(math.Round(qpeak))), swatch{colorQueue})
 	if capa.Queue > 0 {
 		h := &hline{y: float64(capa.Queue), style: draw.LineStyle{Color: colorRef, Width: 1.2, Dashes: []vg.Length{5, 3}}}
 		bottom.Add(h)

@@ -283,7 +283,7 @@ func TestCapacityPlotFromTheAnalyzer(t *testing.T) {
 			for _, n := range l.First {
 				firsts += n
 			}
-			for _, w := range append(tt.legend(v, l), "offered: first attempts ("+fmtTick(float64(firsts), 0)+")") {
+			for _, w := range append(tt.legend(v, l), "offered: first attempts ("+fmtCount(firsts)+")") {
 				if !strings.Contains(text, w) {
 					t.Errorf("plot text lacks %q:\n%s", w, text)
 				}

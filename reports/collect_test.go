@@ -402,6 +402,7 @@ func TestFmt(t *testing.T) {
 	}{
 		{0, "0"}, {100 * time.Millisecond, "100ms"}, {2 * time.Second, "2s"}, {2500 * time.Millisecond, "2.5s"},
 		{90 * time.Second, "1m30s"}, {1500 * time.Microsecond, "1.5ms"},
+		{112411491, "112ms"}, {1234567891, "1.23s"}, {250 * time.Microsecond, "250µs"},
 	}
 	for _, tt := range durs {
 		if got := fmtDur(tt.d); got != tt.want {
@@ -412,7 +413,8 @@ func TestFmt(t *testing.T) {
 		f    float64
 		want string
 	}{
-		{3, "3"}, {0.5, "0.5"}, {2.34567, "2.346"}, {math.NaN(), "–"}, {math.Inf(1), "∞"}, {-2, "-2"},
+		{3, "3"}, {0.5, "0.5"}, {2.34567, "2.35"}, {math.NaN(), "n/a"}, {math.Inf(1), "∞"}, {-2, "-2"},
+		{762.4, "762"}, {1234, "1234"}, {1234.6, "1235"}, {12345, "12,345"}, {1.2e3, "1200"},
 	}
 	for _, tt := range nums {
 		if got := fmtNum(tt.f); got != tt.want {

@@ -123,3 +123,102 @@ func rankSubjects(entries []CompareEntry, stats []*Stats) []Ranked {
 	ranking, _, _ := rankBoth(entries, stats)
 	return ranking
 }
+
+// TestCompareNoGreenWhenNoneSucceeded: a subject none of whose logical
+// requests succeeded gets no green (no pass) in the comparison, neither
+// bar nor table cell, though its checks passed and its p99 completion is
+// the lowest; a subject that succeeded keeps its green.
+func TestCompareNoGreenWhenNoneSucceeded(t *testing.T) {
+	var es []CompareEntry
+	for _, e := range compareEntries() {
+		v := *e.Verdict
+		v.Checks = slices.Clone(v.Checks)
+		for j := range v.Checks {
+			if v.Checks[j].ID == analyzer.CheckBudget {
+				v.Checks[j].Status = analyzer.StatusPass
+			}
+		}
+		e.Verdict = &v
+		es = append(es, e)
+		if e.Subject != "retrylab" {
+			continue
+		}
+		// fail-fast: every check passes, every request fails at once.
+		f := e
+		fv := *e.Verdict
+		fv.Figures.Subject, fv.Figures.Attempts = "fail-fast", 100
+		fv.Figures.Results = map[string]int64{"gave-up": 100}
+		fv.Checks = slices.Clone(fv.Checks)
+		for j := range fv.Checks {
+			fv.Checks[j].Status = analyzer.StatusPass
+		}
+		f.Subject, f.Verdict, f.Report = "fail-fast", &fv, ""
+		f.Stats = &Stats{Outcomes: 100, P99: durationOf(0.05)}
+		es = append(es, f)
+	}
+	stats := make([]*Stats, len(es))
+	for i, e := range es {
+		stats[i] = e.Stats
+	}
+	ranking := rankSubjects(es, stats)
+	row := map[string]Ranked{}
+	for _, r := range ranking {
+		row[r.Subject] = r
+	}
+	ff, ok := row["fail-fast"]
+	if !ok || ff.Figures[FigureSuccess] != 0 || ff.Status[FigureP99] != analyzer.StatusPass || ff.Verdict != analyzer.VerdictPass {
+		t.Fatalf("fail-fast = %+v; want 0%% success, its budget check passed", ff)
+	}
+	if !(ff.Figures[FigureP99] < row["retrylab"].Figures[FigureP99]) {
+		t.Fatalf("fail-fast's p99 %v not the lowest (retrylab %v)", ff.Figures[FigureP99], row["retrylab"].Figures[FigureP99])
+	}
+
+	// The plot: no green bar for fail-fast; retrylab's p99 bar is green.
+	tl := comparePlot(ranking, "t").p.(*tiled)
+	for i, kf := range keyFigures {
+		for j, b := range tl.bars[i].bars {
+			switch ranking[j].Subject {
+			case "fail-fast":
+				if sameColor(b.fill, colorPass) || b.status == analyzer.StatusPass {
+					t.Errorf("fail-fast's %s bar is drawn as a pass (status %s): none of its requests succeeded", kf.id, b.status)
+				}
+			case "retrylab":
+				if kf.id == FigureP99 && !sameColor(b.fill, colorPass) {
+					t.Errorf("retrylab's p99 bar is not green (status %s): its budget check passed and its requests succeeded", b.status)
+				}
+			}
+		}
+	}
+
+	// The table: fail-fast's cells are moot, with a note saying why.
+	for i, c := range compareCells(ff) {
+		if c.Status == analyzer.StatusPass {
+			t.Errorf("fail-fast's %s cell shows a pass", keyFigures[i].id)
+		}
+		if keyFigures[i].id == FigureP99 && (c.Status != statusMoot || !strings.Contains(c.Note, "no logical request succeeded")) {
+			t.Errorf("fail-fast's p99 cell = %+v; want moot, with a note saying no request succeeded", c)
+		}
+	}
+	if c := compareCells(row["retrylab"]); c[len(c)-1].Status != analyzer.StatusPass {
+		t.Errorf("retrylab's p99 cell = %+v; want pass", c[len(c)-1])
+	}
+
+	// The page: fail-fast's row has no green cell.
+	c, err := Compare(t.TempDir(), es, CompareOptions{Report: Options{DPI: testDPI}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := readReport(t, c.HTML)
+	i := strings.Index(html, "<strong>fail-fast</strong>")
+	if i < 0 {
+		t.Fatal("compare.html lacks fail-fast")
+	}
+	tr := html[i:]
+	tr = tr[:strings.Index(tr, "</tr>")]
+	if strings.Contains(tr, "cell-pass") || !strings.Contains(tr, "cell-moot") {
+		t.Errorf("fail-fast's row in compare.html shows a pass, or no moot cell:\n%s", tr)
+	}
+	if !strings.Contains(html, `class="cell-pass"`) {
+		t.Errorf("compare.html has no green cell at all; want retrylab's")
+	}
+}

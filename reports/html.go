@@ -192,7 +192,7 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 	} else if q := m.Quota; q != nil {
 		s := fmt.Sprintf("%s, %s/s", q.Algorithm, fmtNum(q.Rate))
 		if q.Burst > 0 {
-			s += fmt.Sprintf(", burst %d", q.Burst)
+			s += ", burst " + fmtCount(q.Burst)
 		}
 		if q.Key != "" && q.Key != "global" {
 			s += ", per " + q.Key
@@ -200,11 +200,11 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 		add(&pd.Fleet, "server quota", s)
 	}
 	if k := m.Capacity; k != nil {
-		s := fmt.Sprintf("%d workers × %s", k.Concurrency, fmtDur(time.Duration(k.Service)))
+		s := fmtCount(k.Concurrency) + " workers × " + fmtDur(time.Duration(k.Service))
 		if k.Dist != "" {
 			s += " (" + k.Dist + ")"
 		}
-		s += fmt.Sprintf(", queue %d", k.Queue)
+		s += ", queue " + fmtCount(k.Queue)
 		if k.Discipline != "" {
 			s += " " + k.Discipline
 		}
@@ -238,8 +238,8 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 	if v != nil {
 		pd.Verdict = newVerdictView(v)
 		if len(v.Figures.Results) > 0 || v.Figures.ServerPaced > 0 || v.Figures.ClientPaced > 0 {
-			add(&pd.Figures, "retries paced by Retry-After (analyzer)", strconv.FormatInt(v.Figures.ServerPaced, 10))
-			add(&pd.Figures, "retries paced by the client (analyzer)", strconv.FormatInt(v.Figures.ClientPaced, 10))
+			add(&pd.Figures, "retries paced by Retry-After (analyzer)", fmtCount(v.Figures.ServerPaced))
+			add(&pd.Figures, "retries paced by the client (analyzer)", fmtCount(v.Figures.ClientPaced))
 		}
 	}
 	pd.Figures = append(statFacts(rep.Stats), pd.Figures...)
@@ -259,15 +259,10 @@ func (c *Collector) page(rep *Report, v *analyzer.Verdict) (*pageData, error) {
 
 // statFacts lists a report's own figures for the figures table.
 func statFacts(s Stats) []fact {
-	pct := func(n, of int64) string {
-		if of == 0 {
-			return strconv.FormatInt(n, 10)
-		}
-		return fmt.Sprintf("%d (%.1f%%)", n, 100*float64(n)/float64(of))
-	}
+	pct := fmtOf[int64]
 	fs := []fact{
-		{"attempts", strconv.FormatInt(s.Attempts, 10)},
-		{"logical requests", strconv.FormatInt(s.Requests, 10)},
+		{"attempts", fmtCount(s.Attempts)},
+		{"logical requests", fmtCount(s.Requests)},
 		{"retries", pct(s.Retries, s.Attempts)},
 		{"2xx", pct(s.OK, s.Attempts)},
 		{rateLimitName(s.RateLimitStatuses), pct(s.Throttled, s.Attempts)},
@@ -276,10 +271,10 @@ func statFacts(s Stats) []fact {
 		{"faults", pct(s.Faults, s.Attempts)},
 	}
 	if !math.IsNaN(s.Amplification) {
-		fs = append(fs, fact{"amplification (attempts per logical request)", fmt.Sprintf("%.2f", s.Amplification)})
+		fs = append(fs, fact{"amplification (attempts per logical request)", fmtNum(s.Amplification)})
 	}
 	if s.Outcomes > 0 {
-		fs = append(fs, fact{"success rate", fmt.Sprintf("%.1f%%", 100*s.SuccessRate)})
+		fs = append(fs, fact{"success rate", fmtShare(s.SuccessRate)})
 		results := make([]string, 0, len(s.Results))
 		for r := range s.Results {
 			results = append(results, r)
@@ -290,15 +285,15 @@ func statFacts(s Stats) []fact {
 		for _, r := range results {
 			fs = append(fs, fact{"result " + r, pct(s.Results[r], s.Outcomes)})
 		}
-		fs = append(fs, fact{"completion p50", fmtDur(s.P50.Round(time.Microsecond))}, fact{"completion p99", fmtDur(s.P99.Round(time.Microsecond))})
+		fs = append(fs, fact{"completion p50", fmtDur(s.P50)}, fact{"completion p99", fmtDur(s.P99)})
 	} else {
 		fs = append(fs, fact{"outcomes", "none recorded"})
 	}
 	fs = append(fs,
-		fact{"retries after a usable Retry-After", strconv.FormatInt(s.RetryAfterRetries, 10)},
+		fact{"retries after a usable Retry-After", fmtCount(s.RetryAfterRetries)},
 		fact{"of which early", pct(s.EarlyRetries, s.RetryAfterRetries)},
-		fact{"retries paced by the client's backoff", strconv.FormatInt(s.OwnDelays, 10)},
-		fact{"timeline span", fmtDur(s.End.Round(time.Millisecond))},
+		fact{"retries paced by the client's backoff", fmtCount(s.OwnDelays)},
+		fact{"timeline span", fmtDur(s.End)},
 	)
 	return fs
 }
@@ -352,20 +347,6 @@ func unitSuffix(u string) string {
 		return u
 	}
 	return " " + u
-}
-
-// fmtNum prints a figure without noise: integers as integers, others with
-// four significant digits.
-func fmtNum(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "–"
-	case math.IsInf(f, 0):
-		return "∞"
-	case f == math.Trunc(f) && math.Abs(f) < 1e15:
-		return strconv.FormatInt(int64(f), 10)
-	}
-	return strconv.FormatFloat(f, 'g', 4, 64)
 }
 
 // fmtSec prints an instant (ns since the run's start) in seconds.

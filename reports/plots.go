@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -98,7 +97,7 @@ func (c *Collector) plotAttempts() drawn {
 	d := drawn{Plot: Plot{
 		Name:    PlotAttempts,
 		Title:   "Attempts over time",
-		Caption: "Attempts per second the server saw, stacked by response; the scenario's phases are shaded. Retry waves show as spikes.",
+		Caption: "Attempts per second the server saw, stacked by response, averaged over bins of the width the y axis states; the scenario's phases are shaded. Retry waves show as spikes.",
 	}, w: plotWidth, h: plotHeight}
 	if c.stats.Attempts == 0 {
 		d.Note = "The timeline has no attempts."
@@ -120,7 +119,7 @@ func (c *Collector) plotAttempts() drawn {
 	end := int64(used) * width
 	tu := unitFor(float64(end))
 	binW := tu.of(float64(width))
-	p := newPlot(d.Title, "time since start ("+tu.name+")", "attempts per second")
+	p := newPlot(d.Title, "time since start ("+tu.name+")", "attempts per second ("+binWidthText(width)+" bins)")
 	tidyAxes(p)
 	if b := c.phaseBands(end, tu); b != nil {
 		p.Add(b)
@@ -146,7 +145,7 @@ func (c *Collector) plotAttempts() drawn {
 			ring = append(ring, plotter.XY{X: float64(i+1) * binW, Y: lower[i]}, plotter.XY{X: float64(i) * binW, Y: lower[i]})
 		}
 		p.Add(&plotter.Polygon{XYs: []plotter.XYs{ring}, Color: classColors[cl]})
-		p.Legend.Add(fmt.Sprintf("%s (%s)", c.className(cl), fmtTick(float64(total), 0)), swatch{classColors[cl]})
+		p.Legend.Add(fmt.Sprintf("%s (%s)", c.className(cl), fmtCount(total)), swatch{classColors[cl]})
 	}
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max = padMax(0, float64(used)*binW)
@@ -154,6 +153,10 @@ func (c *Collector) plotAttempts() drawn {
 	d.p = legendOutside(p)
 	return d
 }
+
+// binWidthText prints a bin width (ns) exactly, as the bars are wide: 50ms,
+// 400ms, 1.024s (a width doubled from a round one is not rounded back).
+func binWidthText(ns int64) string { return time.Duration(ns).String() }
 
 // rasterPriority orders the classes when one raster cell holds several:
 // the most alarming wins.
@@ -239,9 +242,9 @@ func (c *Collector) plotRaster() drawn {
 	ylabel := "client"
 	switch {
 	case c.stride > 0:
-		ylabel = fmt.Sprintf("client (every %d%s of %s)", c.stride, ordinalSuffix(c.stride), fmtTick(float64(c.meta.Fleet.Clients), 0))
+		ylabel = fmt.Sprintf("client (every %d%s of %s)", c.stride, ordinalSuffix(c.stride), fmtCount(c.meta.Fleet.Clients))
 	case len(rows) >= c.opts.MaxClients:
-		ylabel = fmt.Sprintf("client (a sample of %d)", len(rows))
+		ylabel = "client (a sample of " + fmtCount(len(rows)) + ")"
 	}
 	p := newPlot(d.Title, "time since start ("+tu.name+")", ylabel)
 	tidyAxes(p)
@@ -272,7 +275,7 @@ func (c *Collector) plotRaster() drawn {
 	p.X.Max = padMax(0, float64(used)*binW)
 	p.Y.Min, p.Y.Max = bottom, top+(top-bottom)*0.07 // headroom for the phase labels
 	if c.stride > 0 || len(rows) >= c.opts.MaxClients {
-		d.Note = fmt.Sprintf("%d clients shown.", n)
+		d.Note = fmtCount(n) + " clients shown."
 	}
 	d.p = legendOutside(p)
 	return d
@@ -375,17 +378,17 @@ func (c *Collector) plotRetryAfter() drawn {
 	p.Legend.Add("y = x: waited as asked", diag)
 	ok := &dots{xys: onTime, color: colorOK, size: 1.6}
 	p.Add(ok)
-	p.Legend.Add(fmt.Sprintf("on time (%d)", s.RetryAfterRetries-s.EarlyRetries), ok)
+	p.Legend.Add("on time ("+fmtCount(s.RetryAfterRetries-s.EarlyRetries)+")", ok)
 	if len(early) > 0 {
 		bad := &dots{xys: early, color: colorWarn, size: 2.2, diam: true}
 		p.Add(bad)
-		p.Legend.Add(fmt.Sprintf("early by > %v (%d)", c.opts.Tolerance, s.EarlyRetries), bad)
+		p.Legend.Add("early by > "+fmtDur(c.opts.Tolerance)+" ("+fmtCount(s.EarlyRetries)+")", bad)
 	}
 	// The same range on both axes, so y = x is the diagonal.
 	p.X.Min, p.Y.Min = 0, 0
 	p.X.Max, p.Y.Max = end, end
 	if int64(len(onTime)+len(early)) < s.RetryAfterRetries {
-		d.Note = fmt.Sprintf("A sample of %d of %d retries is drawn (every early one up to %d).", len(onTime)+len(early), s.RetryAfterRetries, raEarlySize)
+		d.Note = fmt.Sprintf("A sample of %s of %s retries is drawn (every early one up to %s).", fmtCount(len(onTime)+len(early)), fmtCount(s.RetryAfterRetries), fmtCount(raEarlySize))
 	}
 	d.p = legendOutside(p)
 	return d
@@ -455,7 +458,7 @@ func (c *Collector) plotBackoff() drawn {
 	if len(out) > 0 {
 		pout := &dots{xys: out, color: colorWarn, size: 2, diam: true}
 		p.Add(pout)
-		p.Legend.Add(fmt.Sprintf("beyond the bound (%d)", c.stats.BeyondBound), pout)
+		p.Legend.Add("beyond the bound ("+fmtCount(c.stats.BeyondBound)+")", pout)
 	}
 	med := &segments{segs: medians, style: draw.LineStyle{Color: rgb(0, 0, 0), Width: 2}}
 	p.Add(med)
@@ -483,7 +486,7 @@ func (c *Collector) plotBackoff() drawn {
 	p.X.Min, p.X.Max = 0.4, float64(groups)+0.6
 	p.Y.Min, p.Y.Max = 0, padMax(0, u.of(top))
 	if c.delayBeyondGroups > 0 {
-		d.Note = joinNote(d.Note, fmt.Sprintf("%d delays of retries after the %dth are not drawn.", c.delayBeyondGroups, delayGroups))
+		d.Note = joinNote(d.Note, fmt.Sprintf("%s delays of retries after the %dth are not drawn.", fmtCount(c.delayBeyondGroups), delayGroups))
 	}
 	d.p = legendOutside(p)
 	return d
@@ -571,7 +574,7 @@ func (c *Collector) plotCompletion() drawn {
 		top = 1e9
 	}
 	u := unitFor(top)
-	p := newPlot(d.Title, "duration of the logical request ("+u.name+")", fmt.Sprintf("%% of all %s logical requests", fmtTick(float64(c.all.n), 0)))
+	p := newPlot(d.Title, "duration of the logical request ("+u.name+")", fmt.Sprintf("%% of all %s logical requests", fmtCount(c.all.n)))
 	tidyAxes(p)
 	for _, cv := range c.completionCurves(u) {
 		l, err := plotter.NewLine(cv.xys)
@@ -585,7 +588,7 @@ func (c *Collector) plotCompletion() drawn {
 		}
 		l.LineStyle = draw.LineStyle{Color: clr, Width: 1.6}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (%s, %s)", cv.result, fmtTick(float64(cv.n), 0), fmtShare(float64(cv.n)/float64(c.all.n))), l)
+		p.Legend.Add(fmt.Sprintf("%s (%s, %s)", cv.result, fmtCount(cv.n), fmtShare(float64(cv.n)/float64(c.all.n))), l)
 	}
 	if budget > 0 {
 		v := &vline{x: u.of(budget), style: draw.LineStyle{Color: colorWarn, Width: 1.2, Dashes: []vg.Length{5, 3}}}
@@ -598,219 +601,4 @@ func (c *Collector) plotCompletion() drawn {
 	p.Y.Min, p.Y.Max = 0, 100
 	d.p = legendOutside(p)
 	return d
-}
-
-// fmtShare prints a share in [0, 1] as a percentage: whole percents, or
-// one decimal under 10 %, and never "0%" or "100%" for a share that is not.
-func fmtShare(x float64) string {
-	pct := 100 * x
-	switch {
-	case pct > 0 && pct < 0.1:
-		return "<0.1%"
-	case pct < 10:
-		return strconv.FormatFloat(pct, 'f', 1, 64) + "%"
-	case pct > 99 && pct < 100:
-		return strconv.FormatFloat(math.Min(pct, 99.9), 'f', 1, 64) + "%"
-	}
-	return strconv.FormatFloat(math.Round(pct), 'f', 0, 64) + "%"
-}
-
-// fmtDur prints a duration compactly: 100ms, 2.5s, 1m30s.
-func fmtDur(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "0"
-	case d%time.Second == 0 || d >= time.Minute:
-		return d.Round(time.Millisecond).String()
-	case d >= time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
-	}
-	return d.String()
-}
-
-// niceTicks marks an axis at steps of {1, 2, 5}·10^k, the smallest step
-// that gives at most max labels (0: 7), each printed with just the decimals its step needs ("0 50 100", never
-// "0.00 50.00"), with thousands grouped ("50,000"). neg labels −value (an
-// axis drawn upside down, as the raster's clients); minStep, when set, is
-// the least step (1 for a count of clients: no client 41.8).
-type niceTicks struct {
-	neg     bool
-	max     int
-	minStep float64
-}
-
-// niceStep returns the smallest step of {1, 2, 5}·10^k that puts at most
-// maxLabels labels on [lo, hi], and the decimals its labels need.
-func niceStep(lo, hi float64, maxLabels int) (step float64, decimals int) {
-	span := hi - lo
-	if !(span > 0) || math.IsInf(span, 0) {
-		return 1, 0
-	}
-	mag := math.Pow(10, math.Floor(math.Log10(span/float64(maxLabels))))
-search:
-	for ; ; mag *= 10 {
-		for _, m := range []float64{1, 2, 5} {
-			step = m * mag
-			if n := math.Floor(hi/step+1e-9) - math.Ceil(lo/step-1e-9) + 1; n <= float64(maxLabels) {
-				break search
-			}
-		}
-	}
-	decimals = max(0, -int(math.Floor(math.Log10(step)+1e-9)))
-	return step, decimals
-}
-
-func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
-	if !(hi > lo) {
-		return nil
-	}
-	maxLabels := t.max
-	if maxLabels <= 0 {
-		maxLabels = 7
-	}
-	step, dec := niceStep(lo, hi, maxLabels)
-	if step < t.minStep {
-		step, dec = t.minStep, 0
-	}
-	group := max(math.Abs(lo), math.Abs(hi)) >= 1e4 // then every label of the axis
-	minor := step / 2                               // steps of 1 and 2: halves
-	if m := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9)); math.Abs(m-5) < 1e-9 {
-		minor = step / 5 // steps of 5: units
-	}
-	var ticks []plot.Tick
-	for i := math.Ceil(lo/minor - 1e-9); ; i++ {
-		v := i * minor
-		if v > hi+minor*1e-9 {
-			break
-		}
-		k := v / step
-		if math.Abs(k-math.Round(k)) < 1e-6 {
-			v = math.Round(k) * step
-			label := v
-			if t.neg {
-				label = -v
-			}
-			if t.neg && label < 0 {
-				ticks = append(ticks, plot.Tick{Value: v}) // above the first client: no client there
-				continue
-			}
-			ticks = append(ticks, plot.Tick{Value: v, Label: fmtGrouped(label, dec, group)})
-		} else {
-			ticks = append(ticks, plot.Tick{Value: v})
-		}
-	}
-	return ticks
-}
-
-// fmtTick prints v with dec decimals, thousands grouped by commas when v
-// has five digits or more.
-func fmtTick(v float64, dec int) string { return fmtGrouped(v, dec, math.Abs(v) >= 1e4) }
-
-// fmtGrouped prints v with dec decimals, thousands grouped by commas when
-// group is set.
-func fmtGrouped(v float64, dec int, group bool) string {
-	s := strconv.FormatFloat(math.Abs(v), 'f', dec, 64)
-	if strings.Trim(s, "0.") == "" {
-		return "0"
-	}
-	intPart, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	if v < 0 {
-		b.WriteString("−")
-	}
-	for i, r := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 && group {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if frac != "" {
-		b.WriteString("." + frac)
-	}
-	return b.String()
-}
-
-// tidyAxes gives both axes of p the report's ticks (an axis whose marker a
-// plot set itself keeps it).
-func tidyAxes(p *plot.Plot) {
-	for _, a := range []*plot.Axis{&p.X, &p.Y} {
-		if _, ok := a.Tick.Marker.(plot.DefaultTicks); ok {
-			a.Tick.Marker = niceTicks{}
-		}
-	}
-}
-
-// A durUnit is the unit of a duration axis: s for long spans, ms for short
-// ones, µs for the shortest, so labels read "0 0.5 1 ms", not "0.0012".
-type durUnit struct {
-	name string
-	ns   float64 // ns per unit
-}
-
-// unitFor picks the unit for an axis whose largest value is top ns.
-func unitFor(top float64) durUnit {
-	switch {
-	case top >= 1e9:
-		return durUnit{"s", 1e9}
-	case top >= 1e4:
-		return durUnit{"ms", 1e6}
-	}
-	return durUnit{"µs", 1e3}
-}
-
-func (u durUnit) of(ns float64) float64 { return ns / u.ns }
-
-// padMax returns the end of an axis whose data end at top: 3 % beyond, so
-// the last bar or mark never touches the frame.
-func padMax(lo, top float64) float64 {
-	if !(top > lo) {
-		return lo + 1
-	}
-	return top + 0.03*(top-lo)
-}
-
-// outsideLegend draws a plot with its legend in a strip right of the data
-// area, below the title, so the legend never covers data, phase labels or
-// reference lines.
-type outsideLegend struct {
-	p      *plot.Plot
-	legend plot.Legend
-}
-
-// legendOutside moves p's legend out of its data area.
-func legendOutside(p *plot.Plot) *outsideLegend {
-	o := &outsideLegend{p: p, legend: p.Legend}
-	o.legend.Left, o.legend.Top = true, true
-	o.legend.XOffs, o.legend.YOffs = 0, 0
-	p.Legend = plot.NewLegend()
-	return o
-}
-
-const legendGap = 10 // points between the plot and its legend
-
-// layout splits c into the plot's canvas and the legend's.
-func (o *outsideLegend) layout(c draw.Canvas) (plotC, legendC draw.Canvas) {
-	w := o.legend.Rectangle(c).Size().X
-	if w == 0 {
-		return c, draw.Canvas{}
-	}
-	w += legendGap + 4
-	plotC = draw.Crop(c, 0, -w, 0, 0)
-	legendC = draw.Crop(c, c.Size().X-w+legendGap, 0, 0, 0)
-	if o.p.Title.Text != "" {
-		legendC.Max.Y -= o.p.Title.TextStyle.Rectangle(o.p.Title.Text).Size().Y + o.p.Title.Padding
-	}
-	return plotC, legendC
-}
-
-func (o *outsideLegend) Draw(c draw.Canvas) {
-	plotC, legendC := o.layout(c)
-	if o.p.BackgroundColor != nil {
-		c.SetColor(o.p.BackgroundColor)
-		c.Fill(c.Rectangle.Path())
-	}
-	o.p.Draw(plotC)
-	if legendC.Canvas != nil {
-		o.legend.Draw(legendC)
-	}
 }

@@ -141,17 +141,9 @@ func (c *Collector) inQuotaPhase(t int64) bool {
 	return strings.HasPrefix(phases[i].Respond, "quota")
 }
 
-// fmtRate prints a rate per second without needless decimals: 10/s, 5/s,
-// 0.12/s.
-func fmtRate(r float64) string {
-	switch {
-	case r >= 10 || r == math.Trunc(r):
-		return fmtTick(math.Round(r), 0) + "/s"
-	case r >= 1:
-		return strconv.FormatFloat(r, 'f', 1, 64) + "/s"
-	}
-	return strconv.FormatFloat(r, 'g', 2, 64) + "/s"
-}
+// fmtRate prints a rate per second as fmtNum prints figures: 10/s, 5/s,
+// 0.12/s, 1.67/s.
+func fmtRate(r float64) string { return fmtNum(r) + "/s" }
 
 // limitLabel is a limit as its legend entry states it: "minute 300/1m
 // (5/s)", "second 10/s, burst 20", "free/minute 60/1m (1/s) per client".
@@ -159,14 +151,14 @@ func limitLabel(l *timeline.Quota) string {
 	s := limitID(l)
 	switch {
 	case l.Limit > 0 && l.Window == int64(time.Second):
-		s += " " + fmtTick(float64(l.Limit), 0) + "/s"
+		s += " " + fmtCount(l.Limit) + "/s"
 	case l.Limit > 0 && l.Window > 0:
-		s += fmt.Sprintf(" %s/%s (%s)", fmtTick(float64(l.Limit), 0), windowText(l.Window), fmtRate(l.Rate))
+		s += fmt.Sprintf(" %s/%s (%s)", fmtCount(l.Limit), windowText(l.Window), fmtRate(l.Rate))
 	default:
 		s += " " + fmtRate(l.Rate)
 	}
 	if l.Algorithm == "token-bucket" && l.Burst > 0 && l.Burst != l.Limit {
-		s += fmt.Sprintf(", burst %d", l.Burst)
+		s += ", burst " + fmtCount(l.Burst)
 	}
 	if l.Key != "" && l.Key != "global" {
 		s += " per " + l.Key
@@ -198,7 +190,7 @@ func (c *Collector) lineRate(l *timeline.Quota) (rate float64, per string, ok bo
 		return l.Rate, "", true
 	case "client":
 		if f := c.meta.Fleet; f != nil && f.Clients > 0 {
-			return l.Rate * float64(f.Clients), fmt.Sprintf(" × %s clients", fmtTick(float64(f.Clients), 0)), true
+			return l.Rate * float64(f.Clients), fmt.Sprintf(" × %s clients", fmtCount(f.Clients)), true
 		}
 	}
 	return 0, "", false
@@ -283,7 +275,7 @@ func (c *Collector) plotQuota() drawn {
 	end := int64(used) * width
 	tu := unitFor(float64(end))
 	binW := tu.of(float64(width))
-	p := newPlot(d.Title, "time since start ("+tu.name+")", "requests per second")
+	p := newPlot(d.Title, "time since start ("+tu.name+")", "requests per second ("+binWidthText(width)+" bins)")
 	tidyAxes(p)
 	if b := c.phaseBands(end, tu); b != nil {
 		p.Add(b)
@@ -306,7 +298,7 @@ func (c *Collector) plotQuota() drawn {
 	if q.accTotal > 0 {
 		area(acc, classColors[class2xx])
 	}
-	p.Legend.Add(fmt.Sprintf("accepted (%s)", fmtTick(float64(q.accTotal), 0)), swatch{classColors[class2xx]})
+	p.Legend.Add(fmt.Sprintf("accepted (%s)", fmtCount(q.accTotal)), swatch{classColors[class2xx]})
 
 	// The lines, after the areas; the y axis fits the traffic and the
 	// lines near it, so a limit far above the traffic does not flatten it.
@@ -338,7 +330,7 @@ func (c *Collector) plotQuota() drawn {
 		n := q.totals[i]
 		y := rate
 		entries = append(entries, func(top float64) {
-			text := label + ": " + fmtTick(float64(n), 0) + " rejected"
+			text := label + ": " + fmtCount(n) + " rejected"
 			if n == 0 {
 				text = label + ": none rejected"
 			}
@@ -353,7 +345,7 @@ func (c *Collector) plotQuota() drawn {
 		if n := q.totals[i]; n > 0 {
 			area(rej[i], colorSkip)
 			entries = append(entries, func(float64) {
-				p.Legend.Add(fmt.Sprintf("rejected by %s (%s)", name, fmtTick(float64(n), 0)), swatch{colorSkip})
+				p.Legend.Add(fmt.Sprintf("rejected by %s (%s)", name, fmtCount(n)), swatch{colorSkip})
 			})
 		}
 	}

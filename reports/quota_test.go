@@ -316,8 +316,8 @@ func TestLimitLabel(t *testing.T) {
 	}{
 		{layeredLimits[0], "second 10/s, burst 20"},
 		{layeredLimits[1], "minute 300/1m (5/s)"},
-		{layeredLimits[2], "day 10,000/1d (0.12/s)"},
-		{timeline.Quota{Name: "hour", Rate: 1000.0 / 3600, Limit: 1000, Window: int64(time.Hour), Key: "client"}, "hour 1000/1h (0.28/s) per client"},
+		{layeredLimits[2], "day 10,000/1d (0.116/s)"},
+		{timeline.Quota{Name: "hour", Rate: 1000.0 / 3600, Limit: 1000, Window: int64(time.Hour), Key: "client"}, "hour 1000/1h (0.278/s) per client"},
 		{timeline.Quota{Name: "default", Rate: 2.5}, "default 2.5/s"},
 	} {
 		if got := limitLabel(&tt.q); got != tt.want {
