@@ -33,32 +33,101 @@ var (
 // and /healthz are served apart and not recorded; every other request is
 // recorded as one timeline attempt.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/metrics":
-		if s.metrics.handler == nil {
-			http.NotFound(w, r)
-			return
-		}
-		s.metrics.handler.ServeHTTP(w, r)
-		return
-	case "/healthz":
-		w.Header()["Content-Type"] = contentTypeText
-		if err := s.quota.health(r.Context()); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "503 %v\n", err)
-			return
-		}
-		w.Write(healthBody)
+	if s.serveApart(w, r) {
 		return
 	}
 	s.inflight.Add(1)
 	arrive := time.Now()
-	if s.sealed.Load() || s.started.Load() && int64(arrive.Sub(s.start)) >= s.holdFrom.Load() {
+	if s.holds(arrive) {
 		s.handled() // Seal waits only for requests that record
 		s.hold(w, r)
 		return
 	}
 	defer s.handled()
+	arrive, ok := s.arrival(w, r, arrive)
+	if !ok {
+		return
+	}
+	if bad := tooLong(r, s.quota != nil && s.quota.endpoint); bad != "" {
+		s.reject(w, r, arrive, bad)
+		return
+	}
+	a := s.newAttempt(r, arrive)
+	pi, ph := s.phaseAt(a.At)
+	a.Phase = ph.Name
+	status, fault, forward := s.respond(ph, &a)
+	if !forward {
+		drain(w, r) // a proxied body streams to the upstream unread
+	}
+	if fault == FaultHang {
+		s.hang(w, r, &a, pi)
+		return
+	}
+	s.delay(r, ph.latency)
+	if fault == FaultReset {
+		s.fault(w, &a, pi, timeline.FaultReset, true)
+		return
+	}
+
+	v := verdict{status: status, now: arrive, nowRun: a.At}
+	if ph.latency > 0 {
+		v.setNow(s.start)
+	}
+	v.rateLimited = ph.Respond.Kind == RespondStatus && ph.Respond.RateLimit
+	if ph.Respond.Kind == RespondQuota {
+		s.limit(r, w.Header(), &a, &v)
+	}
+	if s.pool != nil && v.status == http.StatusOK && ph.works() {
+		s.work(r, &a, &v)
+	}
+	if throttling(v.status) || v.rateLimited {
+		s.throttle(r, w.Header(), ph, &a, &v)
+	}
+	if forward && v.status == http.StatusOK && r.Context().Err() == nil {
+		s.forward(w, r, &a, pi)
+		return
+	}
+	if forward {
+		drain(w, r) // a quota rejected it, or its client left: the stub answers
+	}
+	s.answer(w, r, &a, pi, v.status, arrive)
+}
+
+// serveApart serves /metrics and /healthz, which are not recorded, and
+// reports whether r was one of them.
+func (s *Server) serveApart(w http.ResponseWriter, r *http.Request) bool {
+	switch r.URL.Path {
+	case "/metrics":
+		if s.metrics.handler == nil {
+			http.NotFound(w, r)
+			return true
+		}
+		s.metrics.handler.ServeHTTP(w, r)
+		return true
+	case "/healthz":
+		w.Header()["Content-Type"] = contentTypeText
+		if err := s.quota.health(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "503 %v\n", err)
+			return true
+		}
+		w.Write(healthBody)
+		return true
+	}
+	return false
+}
+
+// holds reports whether a request arriving at arrive is held (Hold,
+// HoldFrom).
+func (s *Server) holds(arrive time.Time) bool {
+	return s.sealed.Load() || s.started.Load() && int64(arrive.Sub(s.start)) >= s.holdFrom.Load()
+}
+
+// arrival starts the clock at r's arrival when the run starts on its first
+// request, and holds r until time zero when it arrived before; it returns
+// r's arrival, or false once it has answered 503 (r's client left, or the
+// server stopped, before time zero).
+func (s *Server) arrival(w http.ResponseWriter, r *http.Request, arrive time.Time) (time.Time, bool) {
 	if !s.started.Load() {
 		s.Begin(arrive) // Options.StartOnFirstRequest: this request is time zero
 	}
@@ -66,14 +135,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !s.awaitStart(r, early) {
 			w.Header()["Connection"] = connClose
 			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+			return arrive, false
 		}
 		arrive = time.Now()
 	}
-	if bad := tooLong(r, s.quota != nil && s.quota.endpoint); bad != "" {
-		s.reject(w, r, arrive, bad)
-		return
-	}
+	return arrive, true
+}
+
+// newAttempt begins the record of r, arrived at arrive: its identities and
+// its number among its key's attempts. It counts the arrival.
+func (s *Server) newAttempt(r *http.Request, arrive time.Time) timeline.Attempt {
 	client, key := Identify(r)
 	idem := header(r.Header, "Idempotency-Key")
 	a := timeline.Attempt{
@@ -87,10 +158,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		IdemKey:    timeline.KeyDigest(idem), // evidence: compared, never kept
 	}
 	s.stats.attempts.Add(1)
-	pi, ph := s.phaseAt(a.At)
-	a.Phase = ph.Name
-	status, fault := ph.Respond.Status, ph.Respond.Fault
-	forward := false // the upstream answers, unless a quota rejects
+	return a
+}
+
+// respond is what the phase answers a: a status, or a fault, or the
+// upstream's answer (forward, unless a quota rejects). A mix draws one.
+func (s *Server) respond(ph *phase, a *timeline.Attempt) (status int, fault string, forward bool) {
+	status, fault = ph.Respond.Status, ph.Respond.Fault
 	switch ph.Respond.Kind {
 	case "", RespondOK, RespondQuota:
 		status = http.StatusOK
@@ -98,39 +172,61 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case RespondPassthrough:
 		status, forward = http.StatusOK, true
 	case RespondMix:
-		m := ph.Respond.Mix[s.pick(ph.cum, &a)]
+		m := ph.Respond.Mix[s.pick(ph.cum, a)]
 		status, fault, forward = m.Status, m.Fault, m.Passthrough
 		if forward {
 			status = http.StatusOK
 		}
 	}
-	if !forward {
-		drain(w, r) // a proxied body streams to the upstream unread
-	}
+	return status, fault, forward
+}
 
-	if fault == FaultHang {
-		select {
-		case <-r.Context().Done():
-		case <-s.stopping:
-		}
-		// A client that gave up is gone; one the server let go of at
-		// shutdown must not get an answer either.
-		s.fault(w, &a, pi, timeline.FaultHang, r.Context().Err() == nil)
+// hang holds a hanging request until its client gives up or the server
+// stops, then records the fault.
+func (s *Server) hang(w http.ResponseWriter, r *http.Request, a *timeline.Attempt, pi int) {
+	select {
+	case <-r.Context().Done():
+	case <-s.stopping:
+	}
+	// A client that gave up is gone; one the server let go of at
+	// shutdown must not get an answer either.
+	s.fault(w, a, pi, timeline.FaultHang, r.Context().Err() == nil)
+}
+
+// delay waits out the phase's latency d, less when r's client leaves or
+// the server stops.
+func (s *Server) delay(r *http.Request, d time.Duration) {
+	if d <= 0 {
 		return
 	}
-	if ph.latency > 0 {
-		t := time.NewTimer(ph.latency)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-		case <-s.stopping:
-		}
-		t.Stop()
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	case <-s.stopping:
 	}
-	if fault == FaultReset {
-		s.fault(w, &a, pi, timeline.FaultReset, true)
-		return
-	}
+	t.Stop()
+}
+
+// A verdict is the stub's answer to one attempt as ServeHTTP's steps
+// settle it.
+type verdict struct {
+	status      int
+	limDelay    time.Duration // the limiter's retry-in
+	rateLimited bool          // a rate limit answers: Retry-After, rate-limit headers
+	now         time.Time     // the instant the answer leaves
+	nowRun      int64         // now in run time
+}
+
+// setNow moves the answer's instant to now, for a run that began at start.
+func (v *verdict) setNow(start time.Time) {
+	v.now = time.Now()
+	v.nowRun = int64(v.now.Sub(start))
+}
+
+// limit charges a to the phase's quota: the status, the limiter's
+// retry-in, and whether the answer is a limit's.
+func (s *Server) limit(r *http.Request, h http.Header, a *timeline.Attempt, v *verdict) {
 	ctx := r.Context()
 	if ctx.Err() != nil {
 		// The client left during the latency: decide what it would have
@@ -138,83 +234,74 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// arrival would) without letting its cancellation fail the limiter.
 		ctx = context.WithoutCancel(ctx)
 	}
+	var held bool
+	v.status, v.limDelay, held = s.takeQuota(ctx, r, h, a, a.Client, v.now)
+	if held {
+		// A shaper held the request: its answer leaves now.
+		v.setNow(s.start)
+	}
+	// A limit that answers 403 carries Retry-After as 429 does.
+	v.rateLimited = a.Limit != ""
+}
 
-	now, nowRun := arrive, a.At
-	if ph.latency > 0 {
-		now = time.Now()
-		nowRun = int64(now.Sub(s.start))
+// work is the capacity model's part (see Capacity): a worker, after a wait
+// in the queue, or a 503 when the pool turns a away.
+func (s *Server) work(r *http.Request, a *timeline.Attempt, v *verdict) {
+	var order string
+	if s.pool.virtual {
+		order = a.Client + "\x00" + a.Key + "\x00" + strconv.Itoa(int(a.Attempt))
 	}
-	h := w.Header()
-	var limDelay time.Duration // the limiter's retry-in
-	rateLimited := ph.Respond.Kind == RespondStatus && ph.Respond.RateLimit
-	if ph.Respond.Kind == RespondQuota {
-		var held bool
-		status, limDelay, held = s.takeQuota(ctx, r, h, &a, client, now)
-		if held {
-			// A shaper held the request: its answer leaves now.
-			now = time.Now()
-			nowRun = int64(now.Sub(s.start))
-		}
-		// A limit that answers 403 carries Retry-After as 429 does.
-		rateLimited = a.Limit != ""
+	adm, queued, service := s.serve(r.Context(), order)
+	a.Queue, a.Service = int64(queued), int64(service)
+	if adm == rejected || adm == released {
+		v.status = http.StatusServiceUnavailable
+		a.Limit = timeline.LimitCapacity
 	}
-	if s.pool != nil && status == http.StatusOK && (ph.Respond.Kind == "" || ph.Respond.Kind == RespondOK || ph.Respond.Kind == RespondQuota) {
-		// The work: a worker, after a wait in the queue (see Capacity).
-		var order string
-		if s.pool.virtual {
-			order = a.Client + "\x00" + a.Key + "\x00" + strconv.Itoa(int(a.Attempt))
-		}
-		adm, queued, service := s.serve(r.Context(), order)
-		a.Queue, a.Service = int64(queued), int64(service)
-		if adm == rejected || adm == released {
-			status = http.StatusServiceUnavailable
-			a.Limit = timeline.LimitCapacity
-		}
-		if queued+service > 0 {
-			now = time.Now()
-			nowRun = int64(now.Sub(s.start))
-		}
+	if queued+service > 0 {
+		v.setNow(s.start)
 	}
-	if throttling(status) || rateLimited {
-		var d time.Duration
-		switch ph.RetryAfter.Value {
-		case "", ValueFixed:
-			d = ph.RetryAfter.Fixed
-		case ValueLimiter:
-			d = limDelay
-		case ValuePhaseEnd:
-			d = time.Duration(ph.end - nowRun)
-		}
-		// delta and date carry whole seconds: their spread is drawn in
-		// whole seconds and added after rounding, so it survives the wire;
-		// the other forms get it before they are written.
-		var extra int64
-		if f := ph.RetryAfter.Form; f == FormDelta || f == FormDate {
-			extra = s.spreadSeconds(ph, &a)
-		} else {
-			d += s.spread(ph, &a)
-		}
-		if v, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, now, nowRun); v != nil {
-			h["Retry-After"] = v
-			a.RetryAfter, a.NotBefore, a.HasNotBefore = v[0], nb, ok
-		}
-		if a.RateLimit == "" && (ph.Respond.RateLimit || status == http.StatusTooManyRequests) {
-			// A 429 is a rate limit by definition, quota or not: it says
-			// the client's allowance is spent (see exhaustedHeaders).
-			a.RateLimit = s.exhaustedHeaders(h, r, now, exhaustedReset(ph, a.NotBefore, a.HasNotBefore, nowRun))
-		}
+}
+
+// throttle sets the Retry-After of a throttling or rate-limited answer,
+// and a rate limit's headers on a 429 or a rate-limit phase's answer.
+func (s *Server) throttle(r *http.Request, h http.Header, ph *phase, a *timeline.Attempt, v *verdict) {
+	var d time.Duration
+	switch ph.RetryAfter.Value {
+	case "", ValueFixed:
+		d = ph.RetryAfter.Fixed
+	case ValueLimiter:
+		d = v.limDelay
+	case ValuePhaseEnd:
+		d = time.Duration(ph.end - v.nowRun)
 	}
-	if forward && status == http.StatusOK && r.Context().Err() == nil {
-		s.forward(w, r, &a, pi)
-		return
+	// delta and date carry whole seconds: their spread is drawn in
+	// whole seconds and added after rounding, so it survives the wire;
+	// the other forms get it before they are written.
+	var extra int64
+	if f := ph.RetryAfter.Form; f == FormDelta || f == FormDate {
+		extra = s.spreadSeconds(ph, a)
+	} else {
+		d += s.spread(ph, a)
 	}
-	if forward {
-		drain(w, r) // a quota rejected it, or its client left: the stub answers
+	if ra, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, v.now, v.nowRun); ra != nil {
+		h["Retry-After"] = ra
+		a.RetryAfter, a.NotBefore, a.HasNotBefore = ra[0], nb, ok
 	}
+	if a.RateLimit == "" && (ph.Respond.RateLimit || v.status == http.StatusTooManyRequests) {
+		// A 429 is a rate limit by definition, quota or not: it says
+		// the client's allowance is spent (see exhaustedHeaders).
+		a.RateLimit = s.exhaustedHeaders(h, r, v.now, exhaustedReset(ph, a.NotBefore, a.HasNotBefore, v.nowRun))
+	}
+}
+
+// answer records a with status and writes the stub's own answer, or
+// records a abandoned when its client left before it.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *timeline.Attempt, pi, status int, arrive time.Time) {
 	a.Status = status
 	if s.virtual && time.Since(arrive) > 0 {
 		s.settler.settle() // a client giving up at this instant has
 	}
+	h := w.Header()
 	if r.Context().Err() != nil {
 		// The client went away before the response was written (it gave
 		// up during the latency): nothing is sent, so nothing it would
@@ -225,7 +312,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.pool != nil && a.Service > 0 {
 			s.pool.wastedNs.Add(a.Service)
 		}
-		s.fault(w, &a, pi, timeline.FaultAbandoned, true)
+		s.fault(w, a, pi, timeline.FaultAbandoned, true)
 		return
 	}
 	h["Content-Type"] = contentTypeText
@@ -237,7 +324,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// returns.
 	a.Done = int64(time.Since(s.start))
 	s.count(pi, status)
-	s.recordAttempt(&a)
+	s.recordAttempt(a)
 	w.WriteHeader(status)
 	if status != http.StatusNoContent && status != http.StatusNotModified {
 		if _, err := w.Write(statusBodies[status]); err != nil {

@@ -18,6 +18,44 @@ type phase struct {
 	raDesc     string
 }
 
+// layOut lays cfg's phases out in run time, one phase "ok" when it has none.
+func layOut(cfg Config) []phase {
+	if len(cfg.Phases) == 0 {
+		cfg.Phases = []Phase{{Name: "ok"}}
+	}
+	var phases []phase
+	var at int64
+	for i, p := range cfg.Phases {
+		if p.Name == "" {
+			p.Name = "phase-" + strconv.Itoa(i+1) // 1-based, as the scenario loader names them
+		}
+		ph := phase{Phase: p, start: at, latency: cfg.Latency}
+		if p.Latency != 0 {
+			ph.latency = p.Latency
+		}
+		if i < len(cfg.Phases)-1 {
+			at += int64(p.For)
+			ph.end = at
+		}
+		var sum float64
+		for _, w := range p.Respond.Mix {
+			sum += w.Weight
+			ph.cum = append(ph.cum, sum)
+		}
+		ph.desc, ph.raDesc = describe(p)
+		phases = append(phases, ph)
+	}
+	return phases
+}
+
+// works reports whether the phase's answers, when 200, are work the
+// capacity model serves (see Capacity).
+func (ph *phase) works() bool {
+	k := ph.Respond.Kind
+	return k == "" || k == RespondOK || k == RespondQuota
+}
+
+// describe is a phase's answer and Retry-After as timeline.Phase names them.
 func describe(p Phase) (respond, retryAfter string) {
 	r := p.Respond
 	switch r.Kind {

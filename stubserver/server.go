@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,30 +155,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.attempts.cur = make(map[string]int32)
-	if len(cfg.Phases) == 0 {
-		cfg.Phases = []Phase{{Name: "ok"}}
-	}
-	var at int64
-	for i, p := range cfg.Phases {
-		if p.Name == "" {
-			p.Name = "phase-" + strconv.Itoa(i+1) // 1-based, as the scenario loader names them
-		}
-		ph := phase{Phase: p, start: at, latency: cfg.Latency}
-		if p.Latency != 0 {
-			ph.latency = p.Latency
-		}
-		if i < len(cfg.Phases)-1 {
-			at += int64(p.For)
-			ph.end = at
-		}
-		var sum float64
-		for _, w := range p.Respond.Mix {
-			sum += w.Weight
-			ph.cum = append(ph.cum, sum)
-		}
-		ph.desc, ph.raDesc = describe(p)
-		s.phases = append(s.phases, ph)
-	}
+	s.phases = layOut(cfg)
 	if k := cfg.Capacity; k != nil {
 		s.pool = newPool(*k, s.phases, opts.Seed, opts.Virtual)
 	}
