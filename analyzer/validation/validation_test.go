@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/internal/doccheck"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -321,7 +322,7 @@ func TestValidationMatrix(t *testing.T) {
 			for _, subj := range subjectNames {
 				for _, seed := range seeds {
 					t.Run(fmt.Sprintf("%s/%s/seed%d", sc.Name, subj, seed), func(t *testing.T) {
-						if raceEnabled && noRace[sc.Name] {
+						if testenv.RaceEnabled && noRace[sc.Name] {
 							t.Skipf("%s is too costly under -race: run the matrix without it (make matrix)", sc.Name)
 						}
 						t.Parallel()
@@ -345,7 +346,7 @@ func TestValidationMatrix(t *testing.T) {
 				exposed = true
 			}
 		}
-		if !exposed && raceEnabled && onlyNoRace(s) {
+		if !exposed && testenv.RaceEnabled && onlyNoRace(s) {
 			t.Logf("%s fails no check under -race: the scenarios that expose it run only without it (make matrix)", s)
 			continue
 		}
@@ -371,7 +372,7 @@ func TestValidationMatrix(t *testing.T) {
 	want := len(scenarios.BuiltinNames()) * len(subjectNames) * len(seeds)
 	if len(cells) != want {
 		why := "a -run filter?"
-		if raceEnabled {
+		if testenv.RaceEnabled {
 			why = "under -race the rows of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + " are skipped; make matrix compares it"
 		}
 		t.Logf("%d of %d cells ran (%s): docs/validation.md not compared", len(cells), want, why)

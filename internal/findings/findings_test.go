@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/internal/doccheck"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -179,7 +180,7 @@ func TestLibraries(t *testing.T) {
 				f, isFact := findFact(subj, sc)
 				for _, seed := range seeds {
 					t.Run(fmt.Sprintf("%s/%s/seed%d", sc, subj, seed), func(t *testing.T) {
-						if raceEnabled && noRace[sc] {
+						if testenv.RaceEnabled && noRace[sc] {
 							t.Skipf("%s is too costly under -race: run TestLibraries without it (make matrix)", sc)
 						}
 						t.Parallel()
@@ -200,7 +201,7 @@ func TestLibraries(t *testing.T) {
 	})
 	if want := len(scenarioNames) * len(libraries) * len(seeds); len(runs) != want {
 		why := "a -run filter?"
-		if raceEnabled {
+		if testenv.RaceEnabled {
 			why = "under -race the runs of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + " are skipped; make matrix checks them"
 		}
 		t.Logf("%d of %d runs (%s): explanations and docs/libraries.md not checked", len(runs), want, why)
