@@ -29,7 +29,7 @@ var writeDoc = flag.String("write-doc", "", "write the findings as Markdown to t
 const docPath = "../../docs/libraries.md"
 
 // regenerate is the command that writes docs/libraries.md (`make libraries`).
-const regenerate = "go test ./internal/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md"
+const regenerate = "go test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md"
 
 // seeds are the seeds every library × scenario runs with.
 var seeds = []int64{1, 2, 3}
@@ -165,7 +165,7 @@ type run struct {
 // against the runs it explains, and compares the document the runs make
 // with docs/libraries.md; -write-doc FILE writes it instead:
 //
-//	go test ./internal/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
+//	go test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
 //
 // backoff, resty and retry-go draw jitter from the global math/rand, so
 // their figures change from one run to the next: their rows and sections
@@ -412,7 +412,7 @@ func markdown(runs []run, seeds []int64) []byte {
 		"timeline with the scenario's own `expect.checks` and the default thresholds.\n"+
 		"`retrylab` (this project's `client` package) is the reference. Regenerate\n"+
 		"with `make libraries`:\n\n    %s\n\n"+
-		"`go test ./internal/findings` (so `make test`) makes this document from the runs\n"+
+		"`go test ./e2e/findings` (so `make test`) makes this document from the runs\n"+
 		"and fails when the file differs. Each run redraws the jitter of the libraries\n"+
 		"that use a global random source (backoff, resty, retry-go), so their figures\n"+
 		"(and a check that fails on only some seeds) can differ from one run to the\n"+

@@ -27,7 +27,7 @@ const docPath = "../../docs/validation.md"
 
 // regenerateValidation is the command that rewrites docs/validation.md
 // (`make validation`).
-const regenerateValidation = "go test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md"
+const regenerateValidation = "go test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md"
 
 // checkGiveUp is the give-up check's id (requests lost to impatience).
 const checkGiveUp = analyzer.CheckGiveUp
@@ -287,7 +287,7 @@ type cell struct {
 // the matrix and compares it with docs/validation.md; -write-doc FILE
 // writes it instead:
 //
-//	go test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
+//	go test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
 func TestValidationMatrix(t *testing.T) {
 	waiting := mergePending()
 	controls := subjects.Controls()
@@ -468,7 +468,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 		"run in virtual time (`retrylabtest`), judged with each\n" +
 		"scenario's `expect.checks` and default thresholds. Fleets are trimmed to keep\n" +
 		"the matrix fast (each scenario's heading gives its clients × requests).\n" +
-		"`go test ./analyzer/validation` runs every cell (under -race it skips the\n" +
+		"`go test ./e2e/validation` runs every cell (under -race it skips the\n" +
 		"rows of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + ", too costly there; `make test` runs the\n" +
 		"matrix both ways, `make matrix` without -race) and asserts\n" +
 		"that `retrylab` fails nothing, that each control fails exactly the checks listed\n" +
