@@ -37,17 +37,17 @@ race: client-deps
 ## that judge time windows, in real time, beside one CPU hog per core.
 matrix:
 	$(GO) test -count=1 -run 'TestValidationMatrix|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
-	  ./analyzer/validation ./internal/findings ./retrylabtest ./analyzer
+	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer
 	$(GO) test -count=1 -run TestBusyHost ./scenarios -args -busy
 
 ## manifests: deploy/kubernetes decoded strictly against the official API
-## types, in a module of its own (internal/k8sapi, outside go.work) so that
+## types, in a module of its own (e2e/k8sapi, outside go.work) so that
 ## no other module requires Kubernetes' packages.
 manifests:
-	cd internal/k8sapi && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
+	cd e2e/k8sapi && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
 
 ## client-deps: the client's and clientredis's own requirements (older than
-## the workspace's) in the module cache: internal/modules builds a module on
+## the workspace's) in the module cache: e2e/modules builds a module on
 ## each alone, offline.
 client-deps:
 	cd client && GOWORK=off $(GO) mod download
@@ -81,14 +81,14 @@ run:
 ## literature table (sustained 503 shares × retrylab, no-retry-budget,
 ## no-retry); rewrites docs/retry-budgets.md (`make test` compares it too).
 validation:
-	$(GO) test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
-	$(GO) test ./analyzer/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
+	$(GO) test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
+	$(GO) test ./e2e/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
 
 ## libraries: what retrylab finds in popular Go retry libraries; rewrites
 ## docs/libraries.md (`make test` compares it, except the figures of the
 ## libraries that draw from the global math/rand).
 libraries:
-	$(GO) test ./internal/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
+	$(GO) test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
 
 clean:
 	rm -rf bin out

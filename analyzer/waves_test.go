@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -77,7 +78,7 @@ var wavesStarts = []struct {
 // jitter and fails every synchronizing strategy on every seed (3 seeds; 10
 // with -waves-table, which prints the figures for docs/checks.md).
 func TestWavesMeasurements(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("a measurement over thousands of simulated fleets: 2 minutes under the race detector; make matrix runs it without")
 	}
 	seeds := 3

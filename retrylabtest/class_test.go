@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -25,7 +26,7 @@ var seeds = flag.Int("seeds", 20, "seeds 1..N of the class tests")
 func seedCount() int64 { return int64(*seeds) }
 
 func skipUnderRace(t *testing.T) {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		t.Skip("every built-in × 20 seeds: make matrix runs it without the race detector")
 	}
 }

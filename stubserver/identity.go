@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -327,4 +328,33 @@ func header(h http.Header, key string) string {
 		return v[0]
 	}
 	return ""
+}
+
+// attemptCounter numbers arrivals per key. It keeps two generations of
+// keys, each at most maxKeys keys and maxKeyBytes bytes of key: when the
+// current one fills, it becomes the previous one and the older is
+// forgotten, so a key idle for two generations starts again at 1.
+type attemptCounter struct {
+	mu        sync.Mutex
+	cur, prev map[string]int32
+	curBytes  int // bytes of the keys in cur
+}
+
+func (c *attemptCounter) next(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.cur[key]
+	if !ok && c.prev != nil {
+		n = c.prev[key]
+	}
+	if !ok {
+		if len(c.cur) >= maxKeys || c.curBytes+len(key) > maxKeyBytes {
+			c.prev, c.cur = c.cur, make(map[string]int32)
+			c.curBytes = 0
+		}
+		c.curBytes += len(key)
+	}
+	n++
+	c.cur[key] = n
+	return int(n)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/procstat"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -209,7 +210,7 @@ func TestHostileIDsKeepHeapBounded(t *testing.T) {
 	}
 	base := liveServer(t, s)
 	n := 5000
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		n = 1000 // the race detector makes 300 MB of loopback take ~20 s
 	}
 	before := heapInUse()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -79,7 +80,7 @@ func TestRetryBudgetHeadroom(t *testing.T) {
 		t.Fatal(err)
 	}
 	seeds := int64(3)
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		seeds = 1 // the race detector makes the 60 runs take half a minute
 	}
 	for _, sc := range scenarios.BuiltinNames() {

@@ -14,7 +14,7 @@ import (
 
 // TestManifestsUseTheCLI keeps deploy/kubernetes true to the CLI: every
 // container running the retrylab image names a command that exists, and
-// every --flag it passes is one that command takes (internal/k8sapi
+// every --flag it passes is one that command takes (e2e/k8sapi
 // checks the manifests against the Kubernetes API types).
 func TestManifestsUseTheCLI(t *testing.T) {
 	files, err := filepath.Glob("../../deploy/kubernetes/*.yaml")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/internal/doccheck"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -28,7 +29,7 @@ var writeDoc = flag.String("write-doc", "", "write the findings as Markdown to t
 const docPath = "../../docs/libraries.md"
 
 // regenerate is the command that writes docs/libraries.md (`make libraries`).
-const regenerate = "go test ./internal/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md"
+const regenerate = "go test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md"
 
 // seeds are the seeds every library × scenario runs with.
 var seeds = []int64{1, 2, 3}
@@ -164,7 +165,7 @@ type run struct {
 // against the runs it explains, and compares the document the runs make
 // with docs/libraries.md; -write-doc FILE writes it instead:
 //
-//	go test ./internal/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
+//	go test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
 //
 // backoff, resty and retry-go draw jitter from the global math/rand, so
 // their figures change from one run to the next: their rows and sections
@@ -179,10 +180,10 @@ func TestLibraries(t *testing.T) {
 				f, isFact := findFact(subj, sc)
 				for _, seed := range seeds {
 					t.Run(fmt.Sprintf("%s/%s/seed%d", sc, subj, seed), func(t *testing.T) {
-						if raceEnabled && noRace[sc] {
+						if testenv.RaceEnabled && noRace[sc] {
 							t.Skipf("%s is too costly under -race: run TestLibraries without it (make matrix)", sc)
 						}
-						if raceEnabled && seed != seeds[0] {
+						if testenv.RaceEnabled && seed != seeds[0] {
 							t.Skip("under -race one seed a run (a race is the code's, not the seed's): make matrix runs every seed")
 						}
 						t.Parallel()
@@ -203,7 +204,7 @@ func TestLibraries(t *testing.T) {
 	})
 	if want := len(scenarioNames) * len(libraries) * len(seeds); len(runs) != want {
 		why := "a -run filter?"
-		if raceEnabled {
+		if testenv.RaceEnabled {
 			why = "under -race the runs of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + " are skipped; make matrix checks them"
 		}
 		t.Logf("%d of %d runs (%s): explanations and docs/libraries.md not checked", len(runs), want, why)
@@ -414,7 +415,7 @@ func markdown(runs []run, seeds []int64) []byte {
 		"timeline with the scenario's own `expect.checks` and the default thresholds.\n"+
 		"`retrylab` (this project's `client` package) is the reference. Regenerate\n"+
 		"with `make libraries`:\n\n    %s\n\n"+
-		"`go test ./internal/findings` (so `make test`) makes this document from the runs\n"+
+		"`go test ./e2e/findings` (so `make test`) makes this document from the runs\n"+
 		"and fails when the file differs. Each run redraws the jitter of the libraries\n"+
 		"that use a global random source (backoff, resty, retry-go), so their figures\n"+
 		"(and a check that fails on only some seeds) can differ from one run to the\n"+

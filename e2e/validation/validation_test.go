@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/internal/doccheck"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
@@ -26,7 +27,7 @@ const docPath = "../../docs/validation.md"
 
 // regenerateValidation is the command that rewrites docs/validation.md
 // (`make validation`).
-const regenerateValidation = "go test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md"
+const regenerateValidation = "go test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md"
 
 // checkGiveUp is the give-up check's id (requests lost to impatience).
 const checkGiveUp = analyzer.CheckGiveUp
@@ -286,7 +287,7 @@ type cell struct {
 // the matrix and compares it with docs/validation.md; -write-doc FILE
 // writes it instead:
 //
-//	go test ./analyzer/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
+//	go test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
 func TestValidationMatrix(t *testing.T) {
 	waiting := mergePending()
 	controls := subjects.Controls()
@@ -321,10 +322,10 @@ func TestValidationMatrix(t *testing.T) {
 			for _, subj := range subjectNames {
 				for _, seed := range seeds {
 					t.Run(fmt.Sprintf("%s/%s/seed%d", sc.Name, subj, seed), func(t *testing.T) {
-						if raceEnabled && noRace[sc.Name] {
+						if testenv.RaceEnabled && noRace[sc.Name] {
 							t.Skipf("%s is too costly under -race: run the matrix without it (make matrix)", sc.Name)
 						}
-						if raceEnabled && seed != seeds[0] {
+						if testenv.RaceEnabled && seed != seeds[0] {
 							t.Skip("under -race one seed a cell (a race is the code's, not the seed's): make matrix runs every seed")
 						}
 						t.Parallel()
@@ -348,7 +349,7 @@ func TestValidationMatrix(t *testing.T) {
 				exposed = true
 			}
 		}
-		if !exposed && raceEnabled && onlyNoRace(s) {
+		if !exposed && testenv.RaceEnabled && onlyNoRace(s) {
 			t.Logf("%s fails no check under -race: the scenarios that expose it run only without it (make matrix)", s)
 			continue
 		}
@@ -374,7 +375,7 @@ func TestValidationMatrix(t *testing.T) {
 	want := len(scenarios.BuiltinNames()) * len(subjectNames) * len(seeds)
 	if len(cells) != want {
 		why := "a -run filter?"
-		if raceEnabled {
+		if testenv.RaceEnabled {
 			why = "under -race the rows of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + " are skipped; make matrix compares it"
 		}
 		t.Logf("%d of %d cells ran (%s): docs/validation.md not compared", len(cells), want, why)
@@ -470,7 +471,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 		"run in virtual time (`retrylabtest`), judged with each\n" +
 		"scenario's `expect.checks` and default thresholds. Fleets are trimmed to keep\n" +
 		"the matrix fast (each scenario's heading gives its clients × requests).\n" +
-		"`go test ./analyzer/validation` runs every cell (under -race it skips the\n" +
+		"`go test ./e2e/validation` runs every cell (under -race it skips the\n" +
 		"rows of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + ", too costly there; `make test` runs the\n" +
 		"matrix both ways, `make matrix` without -race) and asserts\n" +
 		"that `retrylab` fails nothing, that each control fails exactly the checks listed\n" +

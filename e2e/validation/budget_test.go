@@ -24,7 +24,7 @@ const budgetDocPath = "../../docs/retry-budgets.md"
 
 // regenerateBudgets is the command that rewrites docs/retry-budgets.md
 // (`make validation` runs it after the matrix's).
-const regenerateBudgets = "go test ./analyzer/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md"
+const regenerateBudgets = "go test ./e2e/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md"
 
 var budgetDocOut = flag.String("write-budget-doc", "", "write TestRetryBudgetLiterature's document (docs/retry-budgets.md) to this file instead of comparing it")
 
@@ -191,7 +191,7 @@ func (c budgetCell) okShare() float64       { return float64(c.ok) / float64(c.r
 // its model runs dry, then renders the table and compares it with
 // docs/retry-budgets.md; -write-doc FILE writes it instead:
 //
-//	go test ./analyzer/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
+//	go test ./e2e/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
 func TestRetryBudgetLiterature(t *testing.T) {
 	var mu sync.Mutex
 	cells := map[string]budgetCell{}
@@ -323,7 +323,7 @@ func budgetMarkdown(cells map[string]budgetCell, key func(int, string) string) [
 		"\"Retry storms: the client's retry budget\"), the same client with its budget off\n"+
 		"(`no-retry-budget`) and, as the floor, `no-retry`. The figures are from runs\n"+
 		"in virtual time, and `TestRetryBudgetLiterature`\n"+
-		"(analyzer/validation/budget_test.go) checks each against its model and this\n"+
+		"(e2e/validation/budget_test.go) checks each against its model and this\n"+
 		"file against the runs.\n\n", budgetModel(crossover, 0), budgetModel(1, 0))
 
 	b.WriteString("## What was run\n\n")

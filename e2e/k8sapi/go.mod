@@ -1,4 +1,4 @@
-module github.com/retrylab/retrylab/internal/k8sapi
+module github.com/retrylab/retrylab/e2e/k8sapi
 
 go 1.26.0
 

@@ -1,5 +1,0 @@
-//go:build !race
-
-package stubserver
-
-const raceEnabled = false
