@@ -11,7 +11,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/reports"
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -65,7 +65,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	if err := checkWritable(o.out, o.verdict.files()); err != nil {
 		return err
 	}
-	dir, err := scenarios.NewRunDir(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
+	dir, err := runner.NewRunDir(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -78,7 +78,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			ro := o
 			ro.seed = o.seed + int64(k)
 			ro.noDetach = true // the next run must not share the CPU with this one's wind-down
-			runDir, err := scenarios.NewRunDir(dir, fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed))
+			runDir, err := runner.NewRunDir(dir, fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed))
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/reports"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/vbauerster/mpb/v8"
@@ -131,7 +132,7 @@ func resolveRun(arg, subjectFlag string) (*scenarios.Scenario, subjects.Subject,
 		return nil, nil, err
 	}
 	if sc.Server.Upstream != "" {
-		return nil, nil, badInput(fmt.Errorf("%s: %w (server.upstream %s); serve it with 'retrylab serve --scenario %s' in front of your application", sc.File, scenarios.ErrUpstream, sc.Server.Upstream, sc.File))
+		return nil, nil, badInput(fmt.Errorf("%s: %w (server.upstream %s); serve it with 'retrylab serve --scenario %s' in front of your application", sc.File, runner.ErrUpstream, sc.Server.Upstream, sc.File))
 	}
 	name := subjectFlag
 	if name == "" {
@@ -187,7 +188,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if sh := o.spread.shard.s; !sh.Whole() {
 		name += fmt.Sprintf("-shard-%dof%d", sh.Index, sh.Count)
 	}
-	dir, err := scenarios.NewRunDir(o.out, name)
+	dir, err := runner.NewRunDir(o.out, name)
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -226,12 +227,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 }
 
 // runOnce plays one scenario into dir/timeline.ndjson (dir was made for
-// this run by scenarios.NewRunDir) with progress bars when stderr is a
+// this run by runner.NewRunDir) with progress bars when stderr is a
 // terminal. A run stopped by ctx (SIGINT) still flushes its timeline and
 // returns its summary. When the timeline could not be written the run
 // stopped at the first write error: runOnce returns the summary and an
 // error naming the file (exit 3).
-func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*scenarios.Summary, error) {
+func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*runner.Summary, error) {
 	path := filepath.Join(dir, "timeline.ndjson")
 	create := e.createTimeline
 	if create == nil {
@@ -253,7 +254,7 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 	}
 	defer closeBackend()
 	bars := newProgressBars(e, o.quiet, fmt.Sprintf("%s · %s", sc.Name, subj.Name()))
-	ropts := scenarios.RunOptions{
+	ropts := runner.RunOptions{
 		Subject:      subj,
 		Clients:      o.clients,
 		Requests:     o.requests,
@@ -267,12 +268,12 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 		NewLimiter:   newLimiter,
 	}
 	o.spread.options(&ropts)
-	sum, err := scenarios.Run(ctx, sc, ropts)
+	sum, err := runner.Run(ctx, sc, ropts)
 	bars.finish()
 	if cerr := f.Close(); err == nil && cerr != nil {
-		err = &scenarios.TimelineError{Path: path, Err: cerr}
+		err = &runner.TimelineError{Path: path, Err: cerr}
 	}
-	var te *scenarios.TimelineError
+	var te *runner.TimelineError
 	switch {
 	case err == nil:
 	case sum == nil:
@@ -353,7 +354,7 @@ func openTimeline(path string) (*os.File, error) {
 	return f, nil
 }
 
-func printSummary(w io.Writer, s *scenarios.Summary) {
+func printSummary(w io.Writer, s *runner.Summary) {
 	fmt.Fprintf(w, "run: %s · subject %s · seed %d · %d clients", s.Scenario, s.Subject, s.Seed, s.Clients)
 	if s.Shard != "" {
 		fmt.Fprintf(w, " (shard %s)", s.Shard)
@@ -379,14 +380,14 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 	fmt.Fprintf(w, "  attempts%s: %d (429: %d, 503: %d)\n", sent, s.Attempts, s.Throttled429, s.Unavailable503)
 	stopped := "all requests done"
 	switch s.Stopped {
-	case scenarios.StoppedDuration:
+	case runner.StoppedDuration:
 		stopped = "stopped at the duration cap"
-	case scenarios.StoppedCanceled:
+	case runner.StoppedCanceled:
 		stopped = "interrupted"
 		if s.End.Signal != "" {
 			stopped += " by " + s.End.Signal
 		}
-	case scenarios.StoppedWriteError:
+	case runner.StoppedWriteError:
 		stopped = "stopped: the timeline could not be written"
 	}
 	fmt.Fprintf(w, "  run time: %v (%s; over at %v); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped,
@@ -400,7 +401,7 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 // harnessFacts are what a user must know about how the run was carried
 // out before reading its verdict: what was cut short, what the harness
 // itself failed at.
-func harnessFacts(s *scenarios.Summary) []string {
+func harnessFacts(s *runner.Summary) []string {
 	var facts []string
 	e := s.End
 	if e.InFlight > 0 || e.Unstarted > 0 {
@@ -422,7 +423,7 @@ func harnessFacts(s *scenarios.Summary) []string {
 // failed (an exec program that could not start, broke the line protocol,
 // exited non-zero or printed nothing), so it is not mistaken for the
 // library's behaviour.
-func printHarness(w io.Writer, s *scenarios.Summary) {
+func printHarness(w io.Writer, s *runner.Summary) {
 	if s.Harness == 0 {
 		return
 	}
@@ -481,7 +482,7 @@ func newProgressBars(e *env, quiet bool, name string) *progressBars {
 	return b
 }
 
-func (b *progressBars) update(p scenarios.Progress) {
+func (b *progressBars) update(p runner.Progress) {
 	b.attempts.Store(p.Attempts)
 	b.t429.Store(p.Throttled429)
 	b.t503.Store(p.Unavailable503)

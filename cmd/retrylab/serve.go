@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/stubserver/stubprom"
@@ -98,8 +99,8 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 		if fs.Changed("start") {
 			return o, usagef("--epoch and --start are exclusive: the epoch is when the phases start")
 		}
-		if ahead := time.Until(epoch); ahead > scenarios.MaxEpochAhead {
-			return o, usagef("--epoch %s is %v ahead, more than %v", o.epoch.String(), ahead.Round(time.Second), scenarios.MaxEpochAhead)
+		if ahead := time.Until(epoch); ahead > runner.MaxEpochAhead {
+			return o, usagef("--epoch %s is %v ahead, more than %v", o.epoch.String(), ahead.Round(time.Second), runner.MaxEpochAhead)
 		}
 	}
 	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
@@ -151,7 +152,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	start := listened
 	epoch := o.epoch.t
 	if !epoch.IsZero() {
-		start = scenarios.AnchorEpoch(epoch)
+		start = runner.AnchorEpoch(epoch)
 	}
 
 	var file *os.File

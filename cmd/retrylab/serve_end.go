@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/internal/noise"
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -41,7 +41,7 @@ func serveEnd(ctx context.Context, srv *stubserver.Server, rec *timeline.Recorde
 		end.Reason, end.Errors = timeline.EndError, []string{serveErr.Error()}
 	case ctx.Err() != nil:
 		end.Reason = timeline.EndInterrupted
-		var in *scenarios.Interrupt
+		var in *runner.Interrupt
 		if errors.As(context.Cause(ctx), &in) {
 			end.Signal = in.Signal
 		}

@@ -2,7 +2,7 @@
 // when the run stops becomes "canceled"), the outcome counts, and the end
 // record.
 
-package scenarios
+package runner
 
 import (
 	"context"

@@ -1,9 +1,10 @@
-package scenarios
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"io"
 	"time"
 
@@ -216,7 +217,7 @@ var ErrNoSubject = errors.New("scenarios: no such subject")
 // Summary; its error reports setup and write failures only. Run never
 // prints; progress goes to opts.Progress. A scenario with server.upstream
 // is refused (ErrUpstream).
-func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
+func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary, error) {
 	eff := *sc
 	if opts.Clients > 0 {
 		eff.Fleet.Clients = opts.Clients
@@ -236,16 +237,16 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 		return nil, fmt.Errorf("scenarios: run %s: %w (server.upstream %s): serve it with `retrylab serve` in front of your application", sc.Name, ErrUpstream, u)
 	}
 	if eff.Fleet.Method == "" {
-		eff.Fleet.Method = DefaultMethod
+		eff.Fleet.Method = scenarios.DefaultMethod
 	}
 	if eff.Fleet.Timeout <= 0 {
-		eff.Fleet.Timeout = DefaultTimeout
+		eff.Fleet.Timeout = scenarios.DefaultTimeout
 	}
 	subj := opts.Subject
 	if subj == nil {
 		name := eff.Subject.Name
 		if name == "" {
-			name = DefaultSubject
+			name = scenarios.DefaultSubject
 		}
 		s, err := subjects.Lookup(name)
 		if err != nil {
