@@ -29,10 +29,8 @@ type RunOptions struct {
 	// (subjects.Params.Rand) and the stub's mix and spread draws.
 	Seed int64
 	// Timeline receives the NDJSON timeline (nil: nothing is recorded).
-	// Run does not close it.
+	// Run does not close it; RunInDir gives a file of the run's directory.
 	Timeline io.Writer
-	// TimelinePath is only echoed into the Summary.
-	TimelinePath string
 	// Progress, when set, is called every ProgressEvery (default 200ms)
 	// from one goroutine while the run lasts, and once more at its end.
 	Progress      func(Progress)
@@ -174,6 +172,8 @@ type Summary struct {
 	// StartLateness is how late logical requests started after their
 	// scheduled instant (the fleet's own timer and scheduling delay).
 	StartLateness Lateness
+	// TimelinePath is the timeline file RunInDir recorded into ("" for
+	// Run's own Timeline writer).
 	TimelinePath  string
 	TimelineBytes int64
 }
@@ -279,7 +279,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 // TimelineError is Run's error when the timeline could not be written:
 // the run stopped at the first write error.
 type TimelineError struct {
-	Path string // RunOptions.TimelinePath ("" when not given)
+	Path string // the file RunInDir recorded into ("" from Run)
 	Err  error
 }
 

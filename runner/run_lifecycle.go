@@ -289,7 +289,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		sum.TimelineBytes = cw.n
 	}
 	if recErr != nil {
-		return sum, &TimelineError{Path: opts.TimelinePath, Err: recErr}
+		return sum, &TimelineError{Err: recErr}
 	}
 	if shErr != nil {
 		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)

@@ -1,13 +1,64 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/retrylab/retrylab/scenarios"
 )
+
+// TimelineFile is the name of a run's timeline in its directory.
+const TimelineFile = "timeline.ndjson"
+
+// CreateTimeline creates a run's timeline file; it never opens one that
+// exists (another run's).
+func CreateTimeline(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+}
+
+// CreateError is RunInDir's error when the timeline file could not be
+// created.
+type CreateError struct{ Err error }
+
+func (e *CreateError) Error() string { return e.Err.Error() }
+func (e *CreateError) Unwrap() error { return e.Err }
+
+// RunInDir plays sc as Run does, recording the timeline into
+// dir/TimelineFile (dir made for this run by NewRunDir), a file that
+// create makes (nil: CreateTimeline) and RunInDir closes; opts.Timeline is
+// ignored. The summary's TimelinePath names the file. When the timeline
+// could not be written or closed the error is a *TimelineError naming it,
+// with the summary of the run, which stopped at the first write error. An
+// error creating the file is a *CreateError, with no summary: the run did
+// not start.
+func RunInDir(ctx context.Context, sc *scenarios.Scenario, opts RunOptions, dir string, create func(path string) (*os.File, error)) (*Summary, error) {
+	path := filepath.Join(dir, TimelineFile)
+	if create == nil {
+		create = CreateTimeline
+	}
+	f, err := create(path)
+	if err != nil {
+		return nil, &CreateError{Err: err}
+	}
+	opts.Timeline = f
+	sum, err := Run(ctx, sc, opts)
+	if sum != nil {
+		sum.TimelinePath = path
+	}
+	var te *TimelineError
+	if errors.As(err, &te) {
+		te.Path = path
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = &TimelineError{Path: path, Err: cerr}
+	}
+	return sum, err
+}
 
 // maxRunDirSuffix bounds the suffixes NewRunDir tries.
 const maxRunDirSuffix = 10000

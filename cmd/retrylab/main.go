@@ -133,8 +133,9 @@ type env struct {
 	stdout, stderr io.Writer
 	// tty is true when stderr is a terminal (progress bars are drawn).
 	tty bool
-	// createTimeline creates a run's timeline file (nil: createTimeline);
-	// tests give one that fails as a full disk does.
+	// createTimeline creates a run's timeline file (nil:
+	// runner.CreateTimeline); tests give one that fails as a full disk
+	// does.
 	createTimeline func(path string) (*os.File, error)
 	// exits is true in the process's main, which exits when the command
 	// returns: `run` then leaves its fleet to wind down in the background

@@ -233,49 +233,57 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 // stopped at the first write error: runOnce returns the summary and an
 // error naming the file (exit 3).
 func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*runner.Summary, error) {
-	path := filepath.Join(dir, "timeline.ndjson")
-	create := e.createTimeline
-	if create == nil {
-		create = createTimeline
-	}
-	f, err := create(path)
+	ropts, done, err := runSetup(e, sc, subj, o, dir)
 	if err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
+		return nil, err
 	}
+	sum, err := runner.RunInDir(ctx, sc, ropts, dir, e.createTimeline)
+	done()
+	return runResult(e, sum, err)
+}
+
+// runSetup is a run's options from the flags: the quota backend (its
+// Redis keys named after the run), the progress bars; done closes them
+// once the run is over.
+func runSetup(e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (ropts runner.RunOptions, done func(), err error) {
 	runID := o.runID
 	if runID == "" {
 		runID = filepath.Base(dir)
 	}
 	newLimiter, closeBackend, err := quotaBackend(sc.Server, runPrefix(runID))
 	if err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, err
+		return ropts, nil, err
 	}
-	defer closeBackend()
 	bars := newProgressBars(e, o.quiet, fmt.Sprintf("%s · %s", sc.Name, subj.Name()))
-	ropts := runner.RunOptions{
-		Subject:      subj,
-		Clients:      o.clients,
-		Requests:     o.requests,
-		Duration:     o.duration,
-		Seed:         o.seed,
-		Timeline:     f,
-		TimelinePath: path,
-		Progress:     bars.update,
-		Tool:         version,
-		Detach:       e.exits && !o.noDetach,
-		NewLimiter:   newLimiter,
+	ropts = runner.RunOptions{
+		Subject:    subj,
+		Clients:    o.clients,
+		Requests:   o.requests,
+		Duration:   o.duration,
+		Seed:       o.seed,
+		Progress:   bars.update,
+		Tool:       version,
+		Detach:     e.exits && !o.noDetach,
+		NewLimiter: newLimiter,
 	}
 	o.spread.options(&ropts)
-	sum, err := runner.Run(ctx, sc, ropts)
-	bars.finish()
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = &runner.TimelineError{Path: path, Err: cerr}
-	}
+	return ropts, func() {
+		bars.finish()
+		closeBackend()
+	}, nil
+}
+
+// runResult is what runOnce makes of a run's summary and error: a
+// timeline that could not be created is --out's error, one that could
+// not be written stops the command (exit 3); any other error with a
+// summary is printed and the run judged.
+func runResult(e *env, sum *runner.Summary, err error) (*runner.Summary, error) {
+	var ce *runner.CreateError
 	var te *runner.TimelineError
 	switch {
 	case err == nil:
+	case errors.As(err, &ce):
+		return nil, fmt.Errorf("--out: %w", err)
 	case sum == nil:
 		return nil, err
 	case errors.As(err, &te):
@@ -284,12 +292,6 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 		fmt.Fprintf(e.stderr, "retrylab: %v\n", err)
 	}
 	return sum, nil
-}
-
-// createTimeline creates a run's timeline file; it never opens one that
-// exists (another run's).
-func createTimeline(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
 // analyzeFile judges the timeline at path; a missing or malformed file,
