@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/retrylab/retrylab/scenarios"
 )
@@ -21,8 +22,21 @@ func CreateTimeline(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
+// SafeName makes a subject name usable in a directory name: every rune
+// but ASCII letters, digits, "-", "_" and "." becomes "_".
+func SafeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, s)
+}
+
 // CreateError is RunInDir's error when the timeline file could not be
-// created.
+// created, and Compare's when a run's directory could not be: the run did
+// not start.
 type CreateError struct{ Err error }
 
 func (e *CreateError) Error() string { return e.Err.Error() }

@@ -184,7 +184,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	name := fmt.Sprintf("%s-%s-%s", sc.Name, safeName(subj.Name()), time.Now().Format("20060102-150405"))
+	name := fmt.Sprintf("%s-%s-%s", sc.Name, runner.SafeName(subj.Name()), time.Now().Format("20060102-150405"))
 	if sh := o.spread.shard.s; !sh.Whole() {
 		name += fmt.Sprintf("-shard-%dof%d", sh.Index, sh.Count)
 	}
@@ -239,6 +239,10 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 	}
 	sum, err := runner.RunInDir(ctx, sc, ropts, dir, e.createTimeline)
 	done()
+	var ce *runner.CreateError
+	if errors.As(err, &ce) {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
 	return runResult(e, sum, err)
 }
 
@@ -273,17 +277,13 @@ func runSetup(e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOption
 	}, nil
 }
 
-// runResult is what runOnce makes of a run's summary and error: a
-// timeline that could not be created is --out's error, one that could
-// not be written stops the command (exit 3); any other error with a
-// summary is printed and the run judged.
+// runResult is what a command makes of a run's summary and error: a
+// timeline that could not be written stops the command (exit 3); any
+// other error with a summary is printed and the run judged.
 func runResult(e *env, sum *runner.Summary, err error) (*runner.Summary, error) {
-	var ce *runner.CreateError
 	var te *runner.TimelineError
 	switch {
 	case err == nil:
-	case errors.As(err, &ce):
-		return nil, fmt.Errorf("--out: %w", err)
 	case sum == nil:
 		return nil, err
 	case errors.As(err, &te):
@@ -437,17 +437,6 @@ func printHarness(w io.Writer, s *runner.Summary) {
 		}
 	}
 	fmt.Fprintf(w, "retrylab: the subject's plumbing failed for %d of %d logical requests%s\n", s.Harness, s.Planned, first)
-}
-
-// safeName makes a subject name usable in a directory name.
-func safeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 // progressBars draws the run's progress on stderr: logical requests done
