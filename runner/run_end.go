@@ -186,15 +186,16 @@ func (r *runner) stopReason(ctx context.Context, stoppedAt int64) (stopped strin
 
 // fillEnd completes the end record once the fleet and the stub are done:
 // what was in flight or never started, the harness's dial errors and
-// problems, when the fleet was ready, the stub's shutdown error, the host's
+// problems, when an exec fleet was ready, the stub's shutdown error, the host's
 // noise (nil in a virtual run).
 func (r *runner) fillEnd(end *timeline.End, pf *programFleet, shErr error) {
 	end.Noise = r.meter.Stop() // stopped when the fleet stopped: its measure
 	end.InFlight = r.inFlight.Load() + r.dropped.Load()
 	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
 	end.DialErrors = r.dialErrors.Load()
-	end.FleetReady = r.fleetReady.Load()
 	if pf != nil {
+		// An exec fleet's start barrier; a goroutine fleet has none (its
+		// schedule is not its readiness), and records no fleet_ready.
 		end.FleetReady = pf.readyAt
 	}
 	r.errMu.Lock()

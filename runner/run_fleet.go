@@ -67,8 +67,6 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 			r.client(ctx, i, at)
 		}()
 	}
-	// Every client has been launched (at least 1: 0 means unknown).
-	r.fleetReady.Store(max(1, r.since()))
 }
 
 // launchBacklog is how many launched clients may wait for their first

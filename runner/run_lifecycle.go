@@ -43,7 +43,6 @@ type runner struct {
 	// dialErrors the harness's own dial and accept failures.
 	inFlight   atomic.Int64
 	dialErrors atomic.Int64
-	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
 	capAt      time.Time    // the duration cap's instant
 	harness    atomic.Int64 // outcomes marked Harness
 	// harnessErrs collects harness problems in words for the end record.
