@@ -1,3 +1,8 @@
+// Package runner plays scenarios: a run's lifecycle (the in-process stub,
+// the fleet of simulated clients or exec processes, the timeline recording
+// and its end record), a fleet spread over processes, serve's recording
+// (Serving) and a comparison's runs (Compare). The scenarios package holds
+// the schema and the loader; runner never prints.
 package runner
 
 import (
@@ -52,8 +57,6 @@ type RunOptions struct {
 	// ReadyTimeout bounds an exec fleet's start barrier (0:
 	// DefaultReadyTimeout); see programFleet.
 	ReadyTimeout time.Duration
-	// Tool is the retrylab version written into the meta record.
-	Tool string
 	// Start is the wall-clock time zero written into the meta record and
 	// used by the stub (zero: time.Now() when the run starts).
 	Start time.Time
@@ -80,9 +83,6 @@ type RunOptions struct {
 	// starts the clients whose arrivals have passed at once, late. Meta
 	// records it in Epoch and Start.
 	Epoch time.Time
-	// Host names the machine in the meta record (Meta.Host; "" unknown),
-	// so that merge can tell one host's files from several hosts'.
-	Host string
 	// Detach makes Run return as soon as the timeline is whole and
 	// flushed, without canceling the fleet's calls or closing the stub's
 	// connections (seconds of work with 100,000 clients in flight): the
@@ -91,6 +91,11 @@ type RunOptions struct {
 	// CLI's run; a caller that runs again in the same process, or checks
 	// for leaked goroutines, must not set it.
 	Detach bool
+	// Tool and Host say who recorded the run, in the meta record: the
+	// retrylab version, and the machine's name (Meta.Host; "" unknown),
+	// so that merge can tell one host's files from several hosts'.
+	Tool string
+	Host string
 	// NewLimiter builds the stub's quota limiters
 	// (stubserver.Options.NewLimiter; nil: in memory, whatever the
 	// quota's Backend). The CLI gives stubredis's for a redis:// Backend,

@@ -186,8 +186,8 @@ func (r *runner) stopReason(ctx context.Context, stoppedAt int64) (stopped strin
 
 // fillEnd completes the end record once the fleet and the stub are done:
 // what was in flight or never started, the harness's dial errors and
-// problems, when an exec fleet was ready, the stub's shutdown error, the host's
-// noise (nil in a virtual run).
+// problems, when an exec fleet was ready, the stub's shutdown error, the
+// host's noise (nil in a virtual run).
 func (r *runner) fillEnd(end *timeline.End, pf *programFleet, shErr error) {
 	end.Noise = r.meter.Stop() // stopped when the fleet stopped: its measure
 	end.InFlight = r.inFlight.Load() + r.dropped.Load()
