@@ -38,7 +38,7 @@ race: client-deps
 matrix:
 	$(GO) test -count=1 -run 'TestValidationMatrix|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer
-	$(GO) test -count=1 -run TestBusyHost ./scenarios -args -busy
+	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 
 ## manifests: deploy/kubernetes decoded strictly against the official API
 ## types, in a module of its own (e2e/k8sapi, outside go.work) so that

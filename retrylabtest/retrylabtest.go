@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
 )
@@ -75,7 +76,7 @@ func WithSkip(ids ...string) Option { return func(c *config) { c.skip = append(c
 // Result is one virtual-time run: its timeline, summary and verdict.
 type Result struct {
 	Scenario *scenarios.Scenario
-	Summary  *scenarios.Summary
+	Summary  *runner.Summary
 	// Timeline is the whole NDJSON timeline.
 	Timeline []byte
 	// Hash is the hex SHA-256 of the timeline with its records in a
@@ -180,7 +181,7 @@ func inBubble() (in bool) {
 func runVirtual(t testing.TB, sc *scenarios.Scenario, subj subjects.Subject, cfg config, aopts analyzer.Options) *Result {
 	t.Helper()
 	var buf bytes.Buffer
-	sum, err := scenarios.Run(context.Background(), sc, scenarios.RunOptions{
+	sum, err := runner.Run(context.Background(), sc, runner.RunOptions{
 		Subject:  subj,
 		Clients:  cfg.clients,
 		Requests: cfg.requests,

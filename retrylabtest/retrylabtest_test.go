@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/retrylabtest"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
 	_ "github.com/retrylab/retrylab/subjects/thirdparty" // retryablehttp, among the subjects tested
@@ -321,7 +322,7 @@ func TestAbandonedAttemptsCount(t *testing.T) {
 // verdictResult is a Result around a verdict built by hand.
 func verdictResult(status string, inconclusive []string, checks ...analyzer.CheckResult) *retrylabtest.Result {
 	return &retrylabtest.Result{
-		Summary: &scenarios.Summary{Scenario: "outage-date", Subject: "mine"},
+		Summary: &runner.Summary{Scenario: "outage-date", Subject: "mine"},
 		Verdict: &analyzer.Verdict{Status: status, Pass: status == analyzer.VerdictPass, Inconclusive: inconclusive, Checks: checks},
 	}
 }

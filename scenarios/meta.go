@@ -3,6 +3,7 @@ package scenarios
 import (
 	"cmp"
 	"encoding/json"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"time"
@@ -104,6 +105,14 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		}
 	}
 	return m
+}
+
+// SubjectParams are the Params a run gives client id's subject: the
+// scenario's policy, its timeout defaulting to the fleet's
+// attempt_timeout, the attempt timeout itself, r as the client's jitter
+// source, and whether the run is virtual.
+func (sc *Scenario) SubjectParams(id int, r *rand.Rand, virtual bool) subjects.Params {
+	return sc.subjectParams(id, r, virtual)
 }
 
 // metaCapacity is the stub's finite capacity as the timeline records it,

@@ -328,8 +328,9 @@ type End struct {
 	// DialErrors counts the harness's own connection failures (dial,
 	// accept, descriptor exhaustion) on its side of the loopback.
 	DialErrors int64 `json:"dial_errors,omitempty"`
-	// FleetReady is when the whole fleet was ready to send (ns since the
-	// run's start; exec fleets wait for every process), 0 when unknown.
+	// FleetReady is when an exec fleet was ready to send: every process
+	// past the start barrier (ns since the run's start); 0 when unknown,
+	// and for a goroutine fleet, which has no barrier.
 	FleetReady int64 `json:"fleet_ready,omitempty"`
 	// Errors are harness problems in words, each a reason the run was not
 	// carried out faithfully.

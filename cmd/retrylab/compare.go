@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/reports"
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -63,30 +64,28 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	if err := checkWritable(o.out, o.verdict.files()); err != nil {
 		return err
 	}
-	dir, err := scenarios.NewRunDir(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
+	dir, err := runner.NewRunDir(o.out, fmt.Sprintf("compare-%s-%s", sc.Name, time.Now().Format("20060102-150405")))
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	var entries []reports.CompareEntry
-	for i, subj := range subjs {
-		for k := 0; k < seeds; k++ {
-			if ctx.Err() != nil {
-				break
-			}
-			ro := o
-			ro.seed = o.seed + int64(k)
-			ro.noDetach = true // the next run must not share the CPU with this one's wind-down
-			runDir, err := scenarios.NewRunDir(dir, fmt.Sprintf("%s-seed%d", safeName(names[i]), ro.seed))
-			if err != nil {
-				return fmt.Errorf("--out: %w", err)
-			}
-			sub := filepath.Base(runDir)
-			ro.runID = filepath.Base(dir) + "/" + sub // every run its own quota
-			sum, err := runOnce(ctx, e, sc, subj, ro, runDir)
+	_, err = runner.Compare(ctx, sc, runner.CompareOptions{
+		Subjects: subjs, Names: names, Seeds: seeds, Dir: dir, Create: e.createTimeline,
+		Run: runner.RunOptions{Seed: o.seed},
+		Setup: func(r *runner.CompareRun, ro *runner.RunOptions) (func(), error) {
+			rs := o
+			rs.seed, rs.runID = r.Seed, r.ID // every run its own quota
+			opts, done, err := runSetup(e, sc, r.Subject, rs, r.Dir)
+			opts.Detach = ro.Detach // the next run must not share the CPU with this one's wind-down
+			*ro = opts
+			return done, err
+		},
+		Each: func(r *runner.CompareRun, err error) error {
+			sum, err := runResult(e, r.Summary, err)
 			if sum != nil {
 				printHarness(e.stderr, sum)
 				for _, f := range harnessFacts(sum) {
-					fmt.Fprintf(e.stderr, "retrylab: %s seed %d: %s\n", names[i], ro.seed, f)
+					fmt.Fprintf(e.stderr, "retrylab: %s seed %d: %s\n", r.Name, r.Seed, f)
 				}
 			}
 			if err != nil {
@@ -96,17 +95,17 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			entry := reports.CompareEntry{Subject: names[i], Seed: ro.seed, Verdict: v, Timeline: sum.TimelinePath}
+			entry := reports.CompareEntry{Subject: r.Name, Seed: r.Seed, Verdict: v, Timeline: sum.TimelinePath}
 			if col != nil {
-				rep, err := col.Write(runDir, v)
+				rep, err := col.Write(r.Dir, v)
 				if err != nil {
 					return fmt.Errorf("report: %w", err)
 				}
 				entry.Stats = &rep.Stats
-				entry.Report = filepath.Join(sub, reports.ReportFile)
+				entry.Report = filepath.Join(filepath.Base(r.Dir), reports.ReportFile)
 			}
 			entries = append(entries, entry)
-			line := fmt.Sprintf("%-20s seed %-3d %s", names[i], ro.seed, v.Word())
+			line := fmt.Sprintf("%-20s seed %-3d %s", r.Name, r.Seed, v.Word())
 			if failed := v.Failed(); len(failed) > 0 {
 				line += " (" + strings.Join(failed, ", ") + ")"
 			}
@@ -114,10 +113,15 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 			for _, why := range v.Inconclusive {
 				fmt.Fprintf(e.stdout, "  ? %s\n", why)
 			}
-		}
-	}
-	if len(entries) == 0 {
-		return fmt.Errorf("compare: interrupted before any run finished")
+			return nil
+		},
+	})
+	var ce *runner.CreateError
+	switch {
+	case errors.As(err, &ce):
+		return fmt.Errorf("--out: %w", err)
+	case err != nil:
+		return err
 	}
 	cmp, err := reports.Compare(dir, entries, reports.CompareOptions{Scenario: sc.Name})
 	if err != nil {

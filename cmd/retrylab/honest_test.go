@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 )
 
 // Flags that would silently mean "the scenario's value" when given as 0
@@ -150,9 +150,9 @@ func TestNotifySignalsNamesTheSignal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("SIGTERM did not cancel the context")
 	}
-	in, ok := context.Cause(ctx).(*scenarios.Interrupt)
+	in, ok := context.Cause(ctx).(*runner.Interrupt)
 	if !ok || in.Signal != "SIGTERM" {
-		t.Errorf("cause = %v; want *scenarios.Interrupt{SIGTERM}", context.Cause(ctx))
+		t.Errorf("cause = %v; want *runner.Interrupt{SIGTERM}", context.Cause(ctx))
 	}
 }
 

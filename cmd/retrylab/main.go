@@ -19,7 +19,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 	_ "github.com/retrylab/retrylab/subjects/thirdparty" // registers the third-party retry libraries as subjects
 	"github.com/spf13/pflag"
 )
@@ -40,7 +40,7 @@ func main() {
 }
 
 // notifySignals returns a context canceled at the first SIGINT or SIGTERM
-// with the cause *scenarios.Interrupt naming the signal, so that a run
+// with the cause *runner.Interrupt naming the signal, so that a run
 // records which one stopped it. A second signal takes its default action
 // (the process dies at once, without flushing). stop releases the
 // signals.
@@ -53,7 +53,7 @@ func notifySignals(parent context.Context) (ctx context.Context, stop func()) {
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
-			cancel(&scenarios.Interrupt{Signal: signalName(s)})
+			cancel(&runner.Interrupt{Signal: signalName(s)})
 		case <-done:
 		}
 	}()
@@ -135,12 +135,13 @@ type env struct {
 	stdout, stderr io.Writer
 	// tty is true when stderr is a terminal (progress bars are drawn).
 	tty bool
-	// createTimeline creates a run's timeline file (nil: createTimeline);
-	// tests give one that fails as a full disk does.
+	// createTimeline creates a run's timeline file (nil:
+	// runner.CreateTimeline); tests give one that fails as a full disk
+	// does.
 	createTimeline func(path string) (*os.File, error)
 	// exits is true in the process's main, which exits when the command
 	// returns: `run` then leaves its fleet to wind down in the background
-	// (scenarios.RunOptions.Detach). Tests run commands in-process.
+	// (runner.RunOptions.Detach). Tests run commands in-process.
 	exits bool
 	// flags, when set, receives each flag set newFlags makes (tests
 	// read the flags a command defines).

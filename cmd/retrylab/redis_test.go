@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrylab/retrylab/internal/redistest"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
@@ -560,7 +561,7 @@ func TestRunKeepsQuotaInRedis(t *testing.T) {
 	o := runOptions{clients: 4, requests: 3, seed: 1, quiet: true}
 	var dirs []string
 	for _, name := range []string{"first", "second"} {
-		dir, err := scenarios.NewRunDir(t.TempDir(), name)
+		dir, err := runner.NewRunDir(t.TempDir(), name)
 		if err != nil {
 			t.Fatal(err)
 		}

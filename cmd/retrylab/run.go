@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/reports"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/vbauerster/mpb/v8"
@@ -129,7 +130,7 @@ func resolveRun(arg, subjectFlag string) (*scenarios.Scenario, subjects.Subject,
 		return nil, nil, err
 	}
 	if sc.Server.Upstream != "" {
-		return nil, nil, badInput(fmt.Errorf("%s: %w (server.upstream %s); serve it with 'retrylab serve --scenario %s' in front of your application", sc.File, scenarios.ErrUpstream, sc.Server.Upstream, sc.File))
+		return nil, nil, badInput(fmt.Errorf("%s: %w (server.upstream %s); serve it with 'retrylab serve --scenario %s' in front of your application", sc.File, runner.ErrUpstream, sc.Server.Upstream, sc.File))
 	}
 	name := subjectFlag
 	if name == "" {
@@ -181,11 +182,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	name := fmt.Sprintf("%s-%s-%s", sc.Name, safeName(subj.Name()), time.Now().Format("20060102-150405"))
+	name := fmt.Sprintf("%s-%s-%s", sc.Name, runner.SafeName(subj.Name()), time.Now().Format("20060102-150405"))
 	if sh := o.spread.shard.s; !sh.Whole() {
 		name += fmt.Sprintf("-shard-%dof%d", sh.Index, sh.Count)
 	}
-	dir, err := scenarios.NewRunDir(o.out, name)
+	dir, err := runner.NewRunDir(o.out, name)
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -224,53 +225,61 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 }
 
 // runOnce plays one scenario into dir/timeline.ndjson (dir was made for
-// this run by scenarios.NewRunDir) with progress bars when stderr is a
+// this run by runner.NewRunDir) with progress bars when stderr is a
 // terminal. A run stopped by ctx (SIGINT) still flushes its timeline and
 // returns its summary. When the timeline could not be written the run
 // stopped at the first write error: runOnce returns the summary and an
 // error naming the file (exit 3).
-func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*scenarios.Summary, error) {
-	path := filepath.Join(dir, "timeline.ndjson")
-	create := e.createTimeline
-	if create == nil {
-		create = createTimeline
-	}
-	f, err := create(path)
+func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (*runner.Summary, error) {
+	ropts, done, err := runSetup(e, sc, subj, o, dir)
 	if err != nil {
+		return nil, err
+	}
+	sum, err := runner.RunInDir(ctx, sc, ropts, dir, e.createTimeline)
+	done()
+	var ce *runner.CreateError
+	if errors.As(err, &ce) {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
+	return runResult(e, sum, err)
+}
+
+// runSetup is a run's options from the flags: the quota backend (its
+// Redis keys named after the run), the progress bars; done closes them
+// once the run is over.
+func runSetup(e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOptions, dir string) (ropts runner.RunOptions, done func(), err error) {
 	runID := o.runID
 	if runID == "" {
 		runID = filepath.Base(dir)
 	}
 	newLimiter, closeBackend, err := quotaBackend(sc.Server, runPrefix(runID))
 	if err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, err
+		return ropts, nil, err
 	}
-	defer closeBackend()
 	bars := newProgressBars(e, o.quiet, fmt.Sprintf("%s · %s", sc.Name, subj.Name()))
-	ropts := scenarios.RunOptions{
-		Subject:      subj,
-		Clients:      o.clients,
-		Requests:     o.requests,
-		Duration:     o.duration,
-		Seed:         o.seed,
-		Timeline:     f,
-		TimelinePath: path,
-		Progress:     bars.update,
-		Tool:         version,
-		Detach:       e.exits && !o.noDetach,
-		NewLimiter:   newLimiter,
+	ropts = runner.RunOptions{
+		Subject:    subj,
+		Clients:    o.clients,
+		Requests:   o.requests,
+		Duration:   o.duration,
+		Seed:       o.seed,
+		Progress:   bars.update,
+		Tool:       version,
+		Detach:     e.exits && !o.noDetach,
+		NewLimiter: newLimiter,
 	}
 	o.spread.options(&ropts)
-	sum, err := scenarios.Run(ctx, sc, ropts)
-	bars.finish()
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = &scenarios.TimelineError{Path: path, Err: cerr}
-	}
-	var te *scenarios.TimelineError
+	return ropts, func() {
+		bars.finish()
+		closeBackend()
+	}, nil
+}
+
+// runResult is what a command makes of a run's summary and error: a
+// timeline that could not be written stops the command (exit 3); any
+// other error with a summary is printed and the run judged.
+func runResult(e *env, sum *runner.Summary, err error) (*runner.Summary, error) {
+	var te *runner.TimelineError
 	switch {
 	case err == nil:
 	case sum == nil:
@@ -281,12 +290,6 @@ func runOnce(ctx context.Context, e *env, sc *scenarios.Scenario, subj subjects.
 		fmt.Fprintf(e.stderr, "retrylab: %v\n", err)
 	}
 	return sum, nil
-}
-
-// createTimeline creates a run's timeline file; it never opens one that
-// exists (another run's).
-func createTimeline(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
 // analyzeFile judges the timeline at path; a missing or malformed file,
@@ -351,7 +354,7 @@ func openTimeline(path string) (*os.File, error) {
 	return f, nil
 }
 
-func printSummary(w io.Writer, s *scenarios.Summary) {
+func printSummary(w io.Writer, s *runner.Summary) {
 	fmt.Fprintf(w, "run: %s · subject %s · seed %d · %d clients", s.Scenario, s.Subject, s.Seed, s.Clients)
 	if s.Shard != "" {
 		fmt.Fprintf(w, " (shard %s)", s.Shard)
@@ -377,14 +380,14 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 	fmt.Fprintf(w, "  attempts%s: %d (429: %d, 503: %d)\n", sent, s.Attempts, s.Throttled429, s.Unavailable503)
 	stopped := "all requests done"
 	switch s.Stopped {
-	case scenarios.StoppedDuration:
+	case runner.StoppedDuration:
 		stopped = "stopped at the duration cap"
-	case scenarios.StoppedCanceled:
+	case runner.StoppedCanceled:
 		stopped = "interrupted"
 		if s.End.Signal != "" {
 			stopped += " by " + s.End.Signal
 		}
-	case scenarios.StoppedWriteError:
+	case runner.StoppedWriteError:
 		stopped = "stopped: the timeline could not be written"
 	}
 	fmt.Fprintf(w, "  run time: %v (%s; over at %v); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped,
@@ -398,7 +401,7 @@ func printSummary(w io.Writer, s *scenarios.Summary) {
 // harnessFacts are what a user must know about how the run was carried
 // out before reading its verdict: what was cut short, what the harness
 // itself failed at.
-func harnessFacts(s *scenarios.Summary) []string {
+func harnessFacts(s *runner.Summary) []string {
 	var facts []string
 	e := s.End
 	if e.InFlight > 0 || e.Unstarted > 0 {
@@ -420,7 +423,7 @@ func harnessFacts(s *scenarios.Summary) []string {
 // failed (an exec program that could not start, broke the line protocol,
 // exited non-zero or printed nothing), so it is not mistaken for the
 // library's behaviour.
-func printHarness(w io.Writer, s *scenarios.Summary) {
+func printHarness(w io.Writer, s *runner.Summary) {
 	if s.Harness == 0 {
 		return
 	}
@@ -432,17 +435,6 @@ func printHarness(w io.Writer, s *scenarios.Summary) {
 		}
 	}
 	fmt.Fprintf(w, "retrylab: the subject's plumbing failed for %d of %d logical requests%s\n", s.Harness, s.Planned, first)
-}
-
-// safeName makes a subject name usable in a directory name.
-func safeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 // progressBars draws the run's progress on stderr: logical requests done
@@ -479,7 +471,7 @@ func newProgressBars(e *env, quiet bool, name string) *progressBars {
 	return b
 }
 
-func (b *progressBars) update(p scenarios.Progress) {
+func (b *progressBars) update(p runner.Progress) {
 	b.attempts.Store(p.Attempts)
 	b.t429.Store(p.Throttled429)
 	b.t503.Store(p.Unavailable503)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 )
 
 // TestRunInterruptedKeepsEverything interrupts a run as SIGINT would: the
@@ -50,7 +50,7 @@ func TestRunInterruptedKeepsEverything(t *testing.T) {
 			t.Fatal("no attempts recorded within 30 s")
 		}
 	}
-	cancel(&scenarios.Interrupt{Signal: "SIGINT"})
+	cancel(&runner.Interrupt{Signal: "SIGINT"})
 	var err error
 	select {
 	case err = <-done:

@@ -9,14 +9,12 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/retrylab/retrylab/internal/noise"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/stubserver/stubprom"
-	"github.com/retrylab/retrylab/timeline"
 )
 
 // defaultServe is the server `retrylab serve` runs without --scenario: one
@@ -99,8 +97,8 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 		if fs.Changed("start") {
 			return o, usagef("--epoch and --start are exclusive: the epoch is when the phases start")
 		}
-		if ahead := time.Until(epoch); ahead > scenarios.MaxEpochAhead {
-			return o, usagef("--epoch %s is %v ahead, more than %v", o.epoch.String(), ahead.Round(time.Second), scenarios.MaxEpochAhead)
+		if ahead := time.Until(epoch); ahead > runner.MaxEpochAhead {
+			return o, usagef("--epoch %s is %v ahead, more than %v", o.epoch.String(), ahead.Round(time.Second), runner.MaxEpochAhead)
 		}
 	}
 	if err := checkLoopback("--addr", o.addr, o.allowRemote); err != nil {
@@ -149,11 +147,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return fmt.Errorf("serve: --addr %s: %w", o.addr, err)
 	}
 	listened := time.Now()
-	start := listened
 	epoch := o.epoch.t
-	if !epoch.IsZero() {
-		start = scenarios.AnchorEpoch(epoch)
-	}
 
 	var file *os.File
 	if o.record != "" {
@@ -170,74 +164,48 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 			return badInput(fmt.Errorf("--output: %w", err))
 		}
 	}
-	// The recording opens when the phase clock starts (at once, or at the
-	// first request), so its meta record names time zero.
-	var (
-		recMu    sync.Mutex
-		rec      *timeline.Recorder
-		recEnc   *timeline.Encoder // rec's, the end record's once rec is closed
-		recErr   error
-		stopping bool // set before a clock that never started is begun at shutdown
-	)
-	openRecorder := func(start time.Time) *timeline.Recorder {
-		recMu.Lock()
-		defer recMu.Unlock()
-		if file == nil {
-			return nil
-		}
-		meta := serveMeta(sc, o.scenario == "", o.seed, start, epoch)
-		if late := listened.Sub(start); !epoch.IsZero() && late > 0 {
-			meta.Notes = append(meta.Notes, fmt.Sprintf("the server started %v after the epoch", late.Round(time.Millisecond)))
-		}
-		if newLimiter != nil {
-			meta.Notes = append(meta.Notes, backendNote(cfg, name, o.redisSet))
-		}
-		if cfg.Upstream != "" {
-			meta.Notes = append(meta.Notes, upstreamNote(cfg.Upstream, o.upstream != ""))
-		}
-		if o.start == startFirstRequest {
-			note := "phases started at the first request (--start first-request)"
-			if stopping {
-				note = "--start first-request: no request arrived; time zero is when the server listened"
-			}
-			meta.Notes = append(meta.Notes, note)
-		}
-		enc := timeline.NewEncoder(file)
-		recEnc = enc
-		if err := enc.EncodeMeta(meta); err != nil {
-			recErr = err
-		}
-		rec = timeline.NewRecorder(enc, 0)
-		return rec
-	}
-
-	status := newServeStatus(e, serveMeta(sc, o.scenario == "", o.seed, start, epoch))
-	var stamps *noise.Stamps // how late the stub stamps arrivals, for the end record
-	if o.record != "" {
-		stamps = noise.NewStamps()
-	}
-	srv, err := stubserver.New(cfg, stubserver.Options{
-		Stamps:              stamps,
-		OnAttempt:           status.onAttempt,
-		Start:               start,
-		StartOnFirstRequest: o.start == startFirstRequest,
-		OpenRecorder:        openRecorder,
+	so := runner.ServeOptions{
+		Server:              &cfg,
 		Seed:                o.seed,
+		Listened:            listened,
+		StartOnFirstRequest: o.start == startFirstRequest,
+		Epoch:               epoch,
+		Duration:            o.duration,
+		NoSource:            o.scenario == "", // the default server is no scenario file
+		Tool:                version,
+		Host:                hostname(),
 		Metrics:             stubprom.Handler,
 		NewLimiter:          newLimiter,
 		// Only the quota backend's failures reach Error, at most one line
 		// a second; connection noise stays at Debug.
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if file != nil {
+		so.Record = file
+	}
+	if newLimiter != nil {
+		so.Notes = append(so.Notes, backendNote(cfg, name, o.redisSet))
+	}
+	if cfg.Upstream != "" {
+		so.Notes = append(so.Notes, upstreamNote(cfg.Upstream, o.upstream != ""))
+	}
+	start := listened
+	if !epoch.IsZero() {
+		start = runner.AnchorEpoch(epoch)
+	}
+	status := newServeStatus(e, runner.ServeMeta(sc, start, so))
+	so.OnAttempt = status.onAttempt
+	sv, err := runner.NewServe(sc, so)
 	if err != nil {
 		status.finish()
 		ln.Close()
-		closeRecording(rec, file)
+		closeFile(file)
 		if file != nil && !o.force {
 			os.Remove(o.record) // ours, and empty: do not make the next try need --force
 		}
 		return badInput(err)
 	}
+	start = sv.Start()
 
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
@@ -259,47 +227,11 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		fmt.Fprintf(e.stdout, "  phases start at the epoch %s (%s)\n", o.epoch.String(), relative(time.Until(start)))
 	}
 
-	status.srv.Store(srv)
-	meter := serveNoise(o.record, stamps) // the host's noise while serving, for the end record
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	var timer <-chan time.Time
-	if o.duration > 0 {
-		t := time.NewTimer(o.duration + max(0, time.Until(start)))
-		defer t.Stop()
-		timer = t.C
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case <-timer:
-	case serveErr = <-served:
-	}
-	stopped, nz := time.Now(), meter.Stop()
-
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && serveErr == nil {
-		serveErr = err
-	}
+	status.srv.Store(sv.Stub())
+	st, serveErr := sv.Serve(ctx, ln)
 	status.finish()
-	st := srv.Stats()
-	recMu.Lock()
-	stopping = true
-	recMu.Unlock()
-	srv.Begin(listened) // no request came: the recording still gets its meta
-	recMu.Lock()
-	err = recErr
-	recMu.Unlock()
-	if err == nil && rec != nil {
-		err = serveEnd(ctx, srv, rec, recEnc, stopped, serveErr, nz)
-	}
-	if cerr := closeRecording(rec, file); err == nil {
-		err = cerr
-	}
-	if err != nil && serveErr == nil {
-		serveErr = err
+	if cerr := closeFile(file); serveErr == nil {
+		serveErr = cerr
 	}
 	fmt.Fprintf(e.stdout, "retrylab: stopped after %v: %d requests (%d ok, %d 429, %d 503, %d other, %d faults)\n",
 		time.Since(listened).Round(time.Millisecond), st.Attempts, st.OK, st.Throttled429, st.Unavailable503, st.Other, st.Faults)
@@ -351,32 +283,12 @@ func loadServeScenario(arg string) (*scenarios.Scenario, error) {
 	return scenarios.Resolve(arg)
 }
 
-// serveMeta is the meta record of a serve recording of sc from start:
-// the scenarios package's, as run's, with no fleet of its own. The
-// default server is no scenario file: its record has no source.
-func serveMeta(sc *scenarios.Scenario, isDefault bool, seed int64, start, epoch time.Time) *timeline.Meta {
-	mo := scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: start, Tool: version}
-	if !epoch.IsZero() {
-		mo.Start, mo.Epoch, mo.Host = epoch, epoch, hostname()
+// closeFile closes the recording's file (nil: none).
+func closeFile(f *os.File) error {
+	if f == nil {
+		return nil
 	}
-	m := sc.Meta(mo)
-	if isDefault {
-		m.Source = nil
-	}
-	return m
-}
-
-func closeRecording(rec *timeline.Recorder, f *os.File) error {
-	var err error
-	if rec != nil {
-		err = rec.Close()
-	}
-	if f != nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	return err
+	return f.Close()
 }
 
 // checkPort refuses a listen address whose port is not a number in

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -41,7 +41,7 @@ func serveRecording(t *testing.T, n int, duration string, stop func()) []byte {
 	}
 	if stop != nil {
 		stop()
-		cancel(&scenarios.Interrupt{Signal: "SIGTERM"}) // what the signal does
+		cancel(&runner.Interrupt{Signal: "SIGTERM"}) // what the signal does
 	}
 	select {
 	case err := <-done:

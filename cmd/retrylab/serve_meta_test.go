@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/timeline"
@@ -144,7 +145,7 @@ func runMeta(t *testing.T, sc *scenarios.Scenario) timeline.Meta {
 	t.Helper()
 	var buf bytes.Buffer
 	synctest.Test(t, func(t *testing.T) {
-		_, err := scenarios.Run(context.Background(), sc, scenarios.RunOptions{
+		_, err := runner.Run(context.Background(), sc, runner.RunOptions{
 			Seed: 1, Timeline: &buf, Virtual: true,
 		})
 		if err != nil {

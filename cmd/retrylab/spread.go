@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/timeline"
 	"github.com/spf13/pflag"
@@ -41,7 +42,7 @@ func (f *spreadFlags) validate(v *verdictFlags) error {
 	if f.target == "" {
 		return nil
 	}
-	u, err := scenarios.ParseTarget(f.target)
+	u, err := runner.ParseTarget(f.target)
 	if err != nil {
 		return usagef("--target: %v", err)
 	}
@@ -62,7 +63,7 @@ func (f *spreadFlags) validate(v *verdictFlags) error {
 
 // checkScenario refuses a shard without clients in sc's fleet (of clients
 // when given), and an epoch the run would miss (or one too far ahead), as
-// scenarios.CheckEpoch judges it; errors name the flag.
+// runner.CheckEpoch judges it; errors name the flag.
 func (f *spreadFlags) checkScenario(sc *scenarios.Scenario, clients int, duration time.Duration) error {
 	if clients <= 0 {
 		clients = sc.Fleet.Clients
@@ -77,14 +78,14 @@ func (f *spreadFlags) checkScenario(sc *scenarios.Scenario, clients int, duratio
 	if duration > 0 {
 		eff.Duration = duration
 	}
-	if _, err := scenarios.CheckEpoch(&eff, f.epoch.t, time.Now()); err != nil {
+	if _, err := runner.CheckEpoch(&eff, f.epoch.t, time.Now()); err != nil {
 		return usagef("--epoch %s: %v", f.epoch.String(), err)
 	}
 	return nil
 }
 
-// options are the flags as scenarios.RunOptions.
-func (f *spreadFlags) options(o *scenarios.RunOptions) {
+// options are the flags as runner.RunOptions.
+func (f *spreadFlags) options(o *runner.RunOptions) {
 	o.Target, o.Shard, o.Epoch = f.target, f.shard.s, f.epoch.t
 	if f.any() {
 		o.Host = hostname()

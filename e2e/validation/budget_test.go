@@ -14,6 +14,7 @@ import (
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/client"
 	"github.com/retrylab/retrylab/retrylabtest"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/timeline"
 )
@@ -285,7 +286,7 @@ func runBudgetCell(t *testing.T, p int, subject string) budgetCell {
 	res := retrylabtest.Run(t, sc, subject, retrylabtest.WithSeed(*budgetSeed))
 	s, f := res.Summary, res.Verdict.Figures
 	planned := int64(budgetClients * budgetRequests)
-	if s.Stopped != scenarios.StoppedDone || s.Planned != planned || s.Requests != planned || f.Requests != planned {
+	if s.Stopped != runner.StoppedDone || s.Planned != planned || s.Requests != planned || f.Requests != planned {
 		t.Fatalf("run stopped %q with %d of %d logical requests ended, %d first attempts; want every request made and ended",
 			s.Stopped, s.Requests, planned, f.Requests)
 	}

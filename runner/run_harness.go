@@ -1,7 +1,7 @@
 // The harness's own plumbing: the timeline's byte count, the stub's
 // listener and the transport's dials counted, the connection cap.
 
-package scenarios
+package runner
 
 import (
 	"context"

@@ -1,14 +1,13 @@
-package scenarios
+package runner
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/retrylab/retrylab/scenarios"
 	"io"
 	"math"
 	"os/exec"
-	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -20,9 +19,9 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-func mustParse(t *testing.T, src string) *Scenario {
+func mustParse(t *testing.T, src string) *scenarios.Scenario {
 	t.Helper()
-	sc, err := Parse("t.yaml", []byte(src))
+	sc, err := scenarios.Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +260,7 @@ func mustSubject(t *testing.T, name string) subjects.Subject {
 }
 
 func TestArrivals(t *testing.T) {
-	a := newArrivals(Arrival{Kind: ArrivalRamp, Over: 10 * time.Second}, 5, 1)
+	a := newArrivals(scenarios.Arrival{Kind: scenarios.ArrivalRamp, Over: 10 * time.Second}, 5, 1)
 	var got []time.Duration
 	for range 5 {
 		got = append(got, a.next())
@@ -272,11 +271,11 @@ func TestArrivals(t *testing.T) {
 			t.Errorf("ramp 10s over 5 clients: start[%d] = %v; want %v", i, got[i], want[i])
 		}
 	}
-	b := newArrivals(Arrival{Kind: ArrivalBurst}, 3, 1)
+	b := newArrivals(scenarios.Arrival{Kind: scenarios.ArrivalBurst}, 3, 1)
 	if x, y := b.next(), b.next(); x != 0 || y != 0 {
 		t.Errorf("burst starts = %v, %v; want 0, 0", x, y)
 	}
-	p := newArrivals(Arrival{Kind: ArrivalPoisson, Rate: 100}, 20001, 3)
+	p := newArrivals(scenarios.Arrival{Kind: scenarios.ArrivalPoisson, Rate: 100}, 20001, 3)
 	var last time.Duration
 	for range 20001 {
 		last = p.next()
@@ -285,11 +284,11 @@ func TestArrivals(t *testing.T) {
 	if math.Abs(last.Seconds()-200) > 6 {
 		t.Errorf("poisson 100/s: the 20001st client starts at %v; want about 200s", last)
 	}
-	q := newArrivals(Arrival{Kind: ArrivalPoisson, Rate: 100}, 20001, 3)
+	q := newArrivals(scenarios.Arrival{Kind: scenarios.ArrivalPoisson, Rate: 100}, 20001, 3)
 	for range 100 {
 		q.next()
 	}
-	r := newArrivals(Arrival{Kind: ArrivalPoisson, Rate: 100}, 20001, 3)
+	r := newArrivals(scenarios.Arrival{Kind: scenarios.ArrivalPoisson, Rate: 100}, 20001, 3)
 	for range 99 {
 		r.next()
 	}
@@ -314,40 +313,6 @@ func TestLatenessSummary(t *testing.T) {
 	}
 	if s := summarizeLateness(loghist.NewAtomic(latenessLayout)); s != (Lateness{}) {
 		t.Errorf("summary of nothing = %+v; want zeros", s)
-	}
-}
-
-func TestMeta(t *testing.T) {
-	sc, err := Builtin("quota-steady")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m := sc.Meta(MetaOptions{Subject: mustSubject(t, "retrylab"), Seed: 9, Start: start, Tool: "v1"})
-	if m.Scenario != "quota-steady" || m.Subject != "retrylab" || m.Recorder != "run" || m.Seed != 9 || !m.Start.Equal(start) || m.Tool != "v1" {
-		t.Errorf("meta header = %+v", m)
-	}
-	if m.Quota == nil || m.Quota.Rate != 200 || m.Quota.Burst != 50 || m.Quota.Key != "global" {
-		t.Errorf("meta.Quota = %+v; want 200/s burst 50 global", m.Quota)
-	}
-	if m.Fleet == nil || m.Fleet.Clients != 50 || m.Fleet.Requests != 30 || m.Fleet.Start != "ramp 2s" || m.Fleet.Timeout != int64(20*time.Second) {
-		t.Errorf("meta.Fleet = %+v", m.Fleet)
-	}
-	if len(m.Phases) != 1 || m.Phases[0].Name != "steady" || m.Duration != int64(25*time.Second) {
-		t.Errorf("meta phases %+v, duration %d", m.Phases, m.Duration)
-	}
-	if m.Policy == nil || m.Policy.Base != int64(100*time.Millisecond) || m.Policy.MaxAttempts != 25 || m.Policy.Budget != int64(10*time.Second) {
-		t.Errorf("meta.Policy = %+v; want the scenario's policy as the subject states it (25 attempts derived from the 10s budget)", m.Policy)
-	}
-	if m.Expect == nil || !strings.Contains(strings.Join(m.Expect.Checks, ","), "pacing") {
-		t.Errorf("meta.Expect = %+v; want the scenario's checks", m.Expect)
-	}
-	back, err := Parse("meta.json", m.Source)
-	if err != nil {
-		t.Fatalf("Parse(meta.Source) = %v", err)
-	}
-	if !reflect.DeepEqual(back.Fleet, sc.Fleet) || back.Name != sc.Name {
-		t.Errorf("meta.Source parses to %+v; want the scenario", back)
 	}
 }
 
@@ -452,33 +417,6 @@ subject: {name: retrylab, policy: {base: 50ms, cap: 1s, max_attempts: 5, budget:
 			t.Errorf("%d Takes for %d attempts (%d 429s); want one Take per attempt, some rejected", lim.takes, sum.Attempts, sum.Throttled429)
 		}
 	})
-}
-
-// TestMetaCapacity: the meta record carries the stub's capacity, defaults
-// filled in, and each phase's share of the workers.
-func TestMetaCapacity(t *testing.T) {
-	sc := &Scenario{Name: "c", Server: stubserver.Config{
-		Capacity: &stubserver.Capacity{Concurrency: 50, Queue: 100, Service: 20 * time.Millisecond, CancelOnDisconnect: true},
-		Phases: []stubserver.Phase{
-			{Name: "before", For: time.Second},
-			{Name: "trigger", For: 5 * time.Second, Capacity: 0.3},
-			{Name: "after"},
-		}}}
-	m := sc.Meta(MetaOptions{})
-	want := timeline.Capacity{Concurrency: 50, Queue: 100, Service: int64(20 * time.Millisecond), Dist: "fixed", Discipline: "fifo", CancelOnDisconnect: true}
-	if m.Capacity == nil || *m.Capacity != want {
-		t.Errorf("meta.Capacity = %+v; want %+v", m.Capacity, want)
-	}
-	if len(m.Phases) != 3 || m.Phases[0].Capacity != 0 || m.Phases[1].Capacity != 0.3 || m.Phases[1].Start != int64(time.Second) || m.Phases[2].Capacity != 0 {
-		t.Errorf("meta.Phases = %+v; want the trigger at 0.3 from 1s, the others unscaled", m.Phases)
-	}
-	sc.Server.Capacity.Dist, sc.Server.Capacity.Discipline = stubserver.DistExponential, stubserver.DisciplineLIFO
-	if m := sc.Meta(MetaOptions{}); m.Capacity.Dist != "exponential" || m.Capacity.Discipline != "lifo" {
-		t.Errorf("meta.Capacity = %+v; want exponential, lifo", m.Capacity)
-	}
-	if m := (&Scenario{Name: "none"}).Meta(MetaOptions{}); m.Capacity != nil {
-		t.Errorf("meta.Capacity without capacity = %+v; want nil", m.Capacity)
-	}
 }
 
 // TestRunCapacity runs a stub with finite capacity in virtual time through

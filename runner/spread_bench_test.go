@@ -1,8 +1,9 @@
-package scenarios
+package runner
 
 import (
 	"context"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ import (
 // attempts/s of the whole fleet and of the shards together, and their
 // ratio (sharded / whole).
 //
-//	go test -run '^$' -bench BenchmarkShardedFleet -benchtime 3x ./scenarios
+//	go test -run '^$' -bench BenchmarkShardedFleet -benchtime 3x ./runner
 func BenchmarkShardedFleet(b *testing.B) {
 	const clients, requests = 1000, 30
 	srv, err := stubserver.New(stubserver.Config{}, stubserver.Options{})
@@ -36,7 +37,7 @@ func BenchmarkShardedFleet(b *testing.B) {
 	go srv.Serve(l)
 	defer srv.Shutdown(context.Background())
 	target := "http://" + l.Addr().String()
-	sc := &Scenario{Name: "bench", Duration: time.Minute, Fleet: Fleet{
+	sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 		Clients: clients, Requests: requests, Method: "GET", Timeout: 30 * time.Second}}
 	dir := b.TempDir()
 

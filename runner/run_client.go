@@ -1,7 +1,7 @@
 // One simulated client: its requests in sequence, each on a reusable
 // worker goroutine under the watchdog (the fleet's timeout).
 
-package scenarios
+package runner
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type result struct {
 // context, abandons the worker and starts a new one for its next request.
 func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 	sc := r.sc
-	caller := r.subj.New(r.next, sc.subjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
+	caller := r.subj.New(r.next, sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
 	clientID := strconv.Itoa(id)
 	apiKey := sc.Fleet.APIKey(id)
 	scheduled := int64(at)

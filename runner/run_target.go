@@ -2,11 +2,12 @@
 // a shard of the fleet (RunOptions.Shard), a shared epoch
 // (RunOptions.Epoch).
 
-package scenarios
+package runner
 
 import (
 	"errors"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"net/http"
 	"net/url"
 	"strings"
@@ -53,7 +54,7 @@ func ParseTarget(s string) (*url.URL, error) {
 
 // firstPhaseEnd is how long after time zero the first phase of sc ends:
 // its `for`, or the duration cap when it is the only phase.
-func firstPhaseEnd(sc *Scenario) time.Duration {
+func firstPhaseEnd(sc *scenarios.Scenario) time.Duration {
 	if ph := sc.Server.Phases; len(ph) > 1 && ph[0].For > 0 {
 		return ph[0].For
 	}
@@ -68,7 +69,7 @@ func firstPhaseEnd(sc *Scenario) time.Duration {
 // is allowed: the clients whose arrival instants have passed start at
 // once, late (the outcomes record it, and the analyzer judges the
 // lateness), and late says how late the run starts.
-func CheckEpoch(sc *Scenario, epoch, now time.Time) (late time.Duration, err error) {
+func CheckEpoch(sc *scenarios.Scenario, epoch, now time.Time) (late time.Duration, err error) {
 	switch d := epoch.Sub(now); {
 	case d > MaxEpochAhead:
 		return 0, fmt.Errorf("scenarios: the epoch %s is %v ahead, more than %v", epoch.Format(time.RFC3339), d.Round(time.Second), MaxEpochAhead)
@@ -147,7 +148,7 @@ func (r *runner) metaNotes(late time.Duration) []string {
 }
 
 // checkSpread refuses what a run spread over processes cannot do.
-func checkSpread(sc *Scenario, opts RunOptions, program bool) error {
+func checkSpread(sc *scenarios.Scenario, opts RunOptions, program bool) error {
 	spread := opts.Target != "" || !opts.Shard.Whole() || !opts.Epoch.IsZero()
 	switch {
 	case !spread:

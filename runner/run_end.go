@@ -2,7 +2,7 @@
 // when the run stops becomes "canceled"), the outcome counts, and the end
 // record.
 
-package scenarios
+package runner
 
 import (
 	"context"
@@ -186,15 +186,16 @@ func (r *runner) stopReason(ctx context.Context, stoppedAt int64) (stopped strin
 
 // fillEnd completes the end record once the fleet and the stub are done:
 // what was in flight or never started, the harness's dial errors and
-// problems, when the fleet was ready, the stub's shutdown error, the host's
-// noise (nil in a virtual run).
+// problems, when an exec fleet was ready, the stub's shutdown error, the
+// host's noise (nil in a virtual run).
 func (r *runner) fillEnd(end *timeline.End, pf *programFleet, shErr error) {
 	end.Noise = r.meter.Stop() // stopped when the fleet stopped: its measure
 	end.InFlight = r.inFlight.Load() + r.dropped.Load()
 	end.Unstarted = max(0, r.total-r.done.Load()-r.dropped.Load())
 	end.DialErrors = r.dialErrors.Load()
-	end.FleetReady = r.fleetReady.Load()
 	if pf != nil {
+		// An exec fleet's start barrier; a goroutine fleet has none (its
+		// schedule is not its readiness), and records no fleet_ready.
 		end.FleetReady = pf.readyAt
 	}
 	r.errMu.Lock()
@@ -229,7 +230,6 @@ func (r *runner) summary(elapsed, flushed time.Duration, stopped string, end tim
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
 		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: summarizeLateness(r.late),
-		TimelinePath: r.opts.TimelinePath,
 	}
 	for i := range r.results {
 		if n := r.results[i].Load(); n > 0 {

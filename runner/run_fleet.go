@@ -1,10 +1,11 @@
 // The fleet: clients launched at their arrival instants, and the wait
 // for them until the run stops.
 
-package scenarios
+package runner
 
 import (
 	"context"
+	"github.com/retrylab/retrylab/scenarios"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -66,8 +67,6 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 			r.client(ctx, i, at)
 		}()
 	}
-	// Every client has been launched (at least 1: 0 means unknown).
-	r.fleetReady.Store(max(1, r.since()))
 }
 
 // launchBacklog is how many launched clients may wait for their first
@@ -102,13 +101,13 @@ func (r *runner) waitFleet(ctx context.Context, wg *sync.WaitGroup) {
 
 // arrivals yields the fleet's start instants in order.
 type arrivals struct {
-	a     Arrival
+	a     scenarios.Arrival
 	n, i  int
 	rand  *rand.Rand
 	clock time.Duration
 }
 
-func newArrivals(a Arrival, n int, seed int64) *arrivals {
+func newArrivals(a scenarios.Arrival, n int, seed int64) *arrivals {
 	return &arrivals{a: a, n: n, rand: rand.New(rand.NewPCG(uint64(seed), 0xa771_7a15))}
 }
 
@@ -117,17 +116,17 @@ func (a *arrivals) next() time.Duration {
 	i := a.i
 	a.i++
 	switch a.a.Kind {
-	case ArrivalRamp:
+	case scenarios.ArrivalRamp:
 		if a.n <= 1 {
 			return 0
 		}
 		return time.Duration(float64(a.a.Over) * float64(i) / float64(a.n-1))
-	case ArrivalPoisson:
+	case scenarios.ArrivalPoisson:
 		if i == 0 {
 			return 0
 		}
 		gap := a.rand.ExpFloat64() / a.a.Rate * float64(time.Second)
-		a.clock += time.Duration(math.Min(gap, float64(MaxDuration)))
+		a.clock += time.Duration(math.Min(gap, float64(scenarios.MaxDuration)))
 		return a.clock
 	}
 	return 0

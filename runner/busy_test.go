@@ -1,10 +1,11 @@
-package scenarios
+package runner
 
 import (
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -142,7 +143,7 @@ func TestBusyHost(t *testing.T) {
 		if !r.control {
 			continue
 		}
-		sc, err := Resolve(r.scenario)
+		sc, err := scenarios.Resolve(r.scenario)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestBusyHost(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sc, err := Resolve(r.scenario)
+			sc, err := scenarios.Resolve(r.scenario)
 			if err != nil {
 				t.Error(err)
 				return

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package scenarios
+package runner
 
 // openFileLimit is unknown here.
 func openFileLimit() int { return 0 }

@@ -1,9 +1,15 @@
-package scenarios
+// Package runner plays scenarios: a run's lifecycle (the in-process stub,
+// the fleet of simulated clients or exec processes, the timeline recording
+// and its end record), a fleet spread over processes, serve's recording
+// (Serving) and a comparison's runs (Compare). The scenarios package holds
+// the schema and the loader; runner never prints.
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"io"
 	"time"
 
@@ -28,10 +34,8 @@ type RunOptions struct {
 	// (subjects.Params.Rand) and the stub's mix and spread draws.
 	Seed int64
 	// Timeline receives the NDJSON timeline (nil: nothing is recorded).
-	// Run does not close it.
+	// Run does not close it; RunInDir gives a file of the run's directory.
 	Timeline io.Writer
-	// TimelinePath is only echoed into the Summary.
-	TimelinePath string
 	// Progress, when set, is called every ProgressEvery (default 200ms)
 	// from one goroutine while the run lasts, and once more at its end.
 	Progress      func(Progress)
@@ -53,8 +57,6 @@ type RunOptions struct {
 	// ReadyTimeout bounds an exec fleet's start barrier (0:
 	// DefaultReadyTimeout); see programFleet.
 	ReadyTimeout time.Duration
-	// Tool is the retrylab version written into the meta record.
-	Tool string
 	// Start is the wall-clock time zero written into the meta record and
 	// used by the stub (zero: time.Now() when the run starts).
 	Start time.Time
@@ -81,9 +83,6 @@ type RunOptions struct {
 	// starts the clients whose arrivals have passed at once, late. Meta
 	// records it in Epoch and Start.
 	Epoch time.Time
-	// Host names the machine in the meta record (Meta.Host; "" unknown),
-	// so that merge can tell one host's files from several hosts'.
-	Host string
 	// Detach makes Run return as soon as the timeline is whole and
 	// flushed, without canceling the fleet's calls or closing the stub's
 	// connections (seconds of work with 100,000 clients in flight): the
@@ -92,6 +91,11 @@ type RunOptions struct {
 	// CLI's run; a caller that runs again in the same process, or checks
 	// for leaked goroutines, must not set it.
 	Detach bool
+	// Tool and Host say who recorded the run, in the meta record: the
+	// retrylab version, and the machine's name (Meta.Host; "" unknown),
+	// so that merge can tell one host's files from several hosts'.
+	Tool string
+	Host string
 	// NewLimiter builds the stub's quota limiters
 	// (stubserver.Options.NewLimiter; nil: in memory, whatever the
 	// quota's Backend). The CLI gives stubredis's for a redis:// Backend,
@@ -173,6 +177,8 @@ type Summary struct {
 	// StartLateness is how late logical requests started after their
 	// scheduled instant (the fleet's own timer and scheduling delay).
 	StartLateness Lateness
+	// TimelinePath is the timeline file RunInDir recorded into ("" for
+	// Run's own Timeline writer).
 	TimelinePath  string
 	TimelineBytes int64
 }
@@ -216,7 +222,7 @@ var ErrNoSubject = errors.New("scenarios: no such subject")
 // Summary; its error reports setup and write failures only. Run never
 // prints; progress goes to opts.Progress. A scenario with server.upstream
 // is refused (ErrUpstream).
-func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
+func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary, error) {
 	eff := *sc
 	if opts.Clients > 0 {
 		eff.Fleet.Clients = opts.Clients
@@ -236,16 +242,16 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 		return nil, fmt.Errorf("scenarios: run %s: %w (server.upstream %s): serve it with `retrylab serve` in front of your application", sc.Name, ErrUpstream, u)
 	}
 	if eff.Fleet.Method == "" {
-		eff.Fleet.Method = DefaultMethod
+		eff.Fleet.Method = scenarios.DefaultMethod
 	}
 	if eff.Fleet.Timeout <= 0 {
-		eff.Fleet.Timeout = DefaultTimeout
+		eff.Fleet.Timeout = scenarios.DefaultTimeout
 	}
 	subj := opts.Subject
 	if subj == nil {
 		name := eff.Subject.Name
 		if name == "" {
-			name = DefaultSubject
+			name = scenarios.DefaultSubject
 		}
 		s, err := subjects.Lookup(name)
 		if err != nil {
@@ -278,7 +284,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) (*Summary, error) {
 // TimelineError is Run's error when the timeline could not be written:
 // the run stopped at the first write error.
 type TimelineError struct {
-	Path string // RunOptions.TimelinePath ("" when not given)
+	Path string // the file RunInDir recorded into ("" from Run)
 	Err  error
 }
 

@@ -1,8 +1,9 @@
-package scenarios
+package runner
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"io"
 	"net/http"
 	"os"
@@ -362,7 +363,7 @@ fleet: {clients: 2, requests: 2, timeout: 1m}
 
 // runExec runs sc with prog and returns the outcomes, the end record and
 // the analyzer's verdict on the timeline.
-func runExec(t *testing.T, sc *Scenario, opts RunOptions) ([]timeline.Outcome, *timeline.End, *analyzer.Verdict) {
+func runExec(t *testing.T, sc *scenarios.Scenario, opts RunOptions) ([]timeline.Outcome, *timeline.End, *analyzer.Verdict) {
 	t.Helper()
 	var buf bytes.Buffer
 	opts.Timeline = &buf

@@ -1,6 +1,6 @@
 // Progress reports while a run lasts.
 
-package scenarios
+package runner
 
 import (
 	"time"

@@ -1,10 +1,11 @@
-package scenarios
+package runner
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"net"
 	"reflect"
 	"sort"
@@ -93,11 +94,11 @@ func TestShardsRunTheFleet(t *testing.T) {
 // externalStub starts a stub on loopback, time zero at epoch, recording
 // into a timeline with a serve meta record; stop shuts it down and returns
 // the recording.
-func externalStub(t *testing.T, sc *Scenario, epoch time.Time, seed int64) (url string, stop func() []byte) {
+func externalStub(t *testing.T, sc *scenarios.Scenario, epoch time.Time, seed int64) (url string, stop func() []byte) {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := timeline.NewEncoder(&buf)
-	if err := enc.EncodeMeta(sc.Meta(MetaOptions{Recorder: "serve", Seed: seed, Start: epoch, Epoch: epoch, Host: "h"})); err != nil {
+	if err := enc.EncodeMeta(sc.Meta(scenarios.MetaOptions{Recorder: "serve", Seed: seed, Start: epoch, Epoch: epoch, Host: "h"})); err != nil {
 		t.Fatal(err)
 	}
 	rec := timeline.NewRecorder(enc, 1024)
@@ -250,7 +251,7 @@ func TestCheckEpoch(t *testing.T) {
 	one := mustParse(t, "name: one\nduration: 4s\nserver: {phases: [{name: only, respond: ok}]}\n")
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		sc       *Scenario
+		sc       *scenarios.Scenario
 		epoch    time.Duration // from now
 		late     time.Duration
 		err      string

@@ -2,12 +2,13 @@
 // and listener, the stub (none with a target), the meta record, the
 // fleet, the stop and the end record (see run_end.go), the summary.
 
-package scenarios
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"net"
 	"net/http"
 	"sync"
@@ -22,7 +23,7 @@ import (
 )
 
 type runner struct {
-	sc   *Scenario
+	sc   *scenarios.Scenario
 	opts RunOptions
 	subj subjects.Subject
 
@@ -42,7 +43,6 @@ type runner struct {
 	// dialErrors the harness's own dial and accept failures.
 	inFlight   atomic.Int64
 	dialErrors atomic.Int64
-	fleetReady atomic.Int64 // End.FleetReady of a goroutine fleet
 	capAt      time.Time    // the duration cap's instant
 	harness    atomic.Int64 // outcomes marked Harness
 	// harnessErrs collects harness problems in words for the end record.
@@ -147,7 +147,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		phases = srv.Phases()
 	}
 	if enc != nil {
-		meta := sc.Meta(MetaOptions{Subject: r.subj, Phases: phases, Seed: opts.Seed,
+		meta := sc.Meta(scenarios.MetaOptions{Subject: r.subj, Phases: phases, Seed: opts.Seed,
 			Start: r.start.Round(0), Virtual: opts.Virtual, Tool: opts.Tool,
 			Shard: opts.Shard.String(), Epoch: opts.Epoch, Host: opts.Host})
 		meta.Notes = append(meta.Notes, r.metaNotes(r.epochLate)...)
@@ -290,7 +290,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		sum.TimelineBytes = cw.n
 	}
 	if recErr != nil {
-		return sum, &TimelineError{Path: opts.TimelinePath, Err: recErr}
+		return sum, &TimelineError{Err: recErr}
 	}
 	if shErr != nil {
 		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)

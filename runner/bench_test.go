@@ -1,8 +1,9 @@
-package scenarios
+package runner
 
 import (
 	"context"
 	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
 	"io"
 	"net"
 	"net/http"
@@ -39,12 +40,12 @@ const fdBudget = 8000
 // nothing, at the same client and request counts. Metrics: attempts/s of
 // each, their ratio, the lateness of scheduled starts, and peak RSS.
 //
-//	go test -run '^$' -bench BenchmarkFleet -benchtime 4x ./scenarios
+//	go test -run '^$' -bench BenchmarkFleet -benchtime 4x ./runner
 func BenchmarkFleet(b *testing.B) {
 	sizes := []struct{ clients, requests int }{{64, 400}, {1000, 30}, {10000, 4}}
 	for _, size := range sizes {
 		b.Run(fmt.Sprintf("clients=%d", size.clients), func(b *testing.B) {
-			sc := &Scenario{Name: "bench", Duration: time.Minute, Fleet: Fleet{
+			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
 			path := filepath.Join(b.TempDir(), "timeline.ndjson")
 			var bareDur, fleetDur time.Duration
@@ -170,9 +171,9 @@ func bareLoop(clients, requests int) (time.Duration, error) {
 // (not_before of the previous response, delay-seconds Retry-After): the
 // fleet's timer and scheduling lateness as the server sees it.
 //
-//	go test -run '^$' -bench BenchmarkRetryLateness -benchtime 1x ./scenarios
+//	go test -run '^$' -bench BenchmarkRetryLateness -benchtime 1x ./runner
 func BenchmarkRetryLateness(b *testing.B) {
-	sc, err := Parse("lateness.yaml", []byte(`
+	sc, err := scenarios.Parse("lateness.yaml", []byte(`
 duration: 30s
 server:
   phases:
