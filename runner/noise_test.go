@@ -50,7 +50,8 @@ func TestRunNoiseVirtual(t *testing.T) {
 }
 
 // An exec fleet's run also runs the probe process (this test binary run
-// again as one), which sees what the fleet's processes see.
+// again as one), which sees what the fleet's processes see; the stub
+// stamps the requests they sent.
 func TestRunNoiseExec(t *testing.T) {
 	sc := mustParse(t, `
 duration: 1500ms
@@ -62,5 +63,5 @@ fleet: {clients: 2, requests: 1, timeout: 10s}
 		t.Fatal(err)
 	}
 	_, end := decodeEnd(t, buf.Bytes())
-	checkNoise(t, end.Noise, strings.Join([]string{timeline.NoiseSched, timeline.NoiseSleep, timeline.NoiseProbe}, "+"))
+	checkNoise(t, end.Noise, strings.Join([]string{timeline.NoiseSched, timeline.NoiseSleep, timeline.NoiseProbe, timeline.NoiseStamp}, "+"))
 }

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/runner"
 )
 
 func cmdReport(ctx context.Context, e *env, args []string) error {
@@ -44,7 +44,7 @@ func cmdReport(ctx context.Context, e *env, args []string) error {
 	if out != "" {
 		// --out is a parent, as for run and compare: the report gets a
 		// directory of its own, never another one's.
-		if dir, err = scenarios.NewRunDir(out, reportName(path)); err != nil {
+		if dir, err = runner.NewRunDir(out, reportName(path)); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
