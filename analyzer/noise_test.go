@@ -141,15 +141,17 @@ func TestNoiseCapacity(t *testing.T) {
 }
 
 // TestNoiseBatch: a stub that stamped a backlog of late arrivals at once
-// (Noise.Batch) does not let waves FAIL a fleet on the bunching: a
-// full-jitter fleet bunched by the stub is INCONCLUSIVE, not FAIL, even
-// when the measured lateness is small; a lockstep fleet on a host that
-// stamped nothing late still FAILs.
+// (Noise.Batch) does not let waves FAIL a fleet on bunching its tail
+// lateness explains: a full-jitter fleet bunched by a stub that stalled
+// 200 ms is INCONCLUSIVE, not FAIL, though most arrivals were on time
+// (p90 1 ms); a lockstep fleet still FAILs, whether the stub stamped
+// nothing late or stamped its wave late (the wave is itself a burst).
 func TestNoiseBatch(t *testing.T) {
 	bunched := func(batch int) *Verdict {
 		s := sim{clients: 200, server: outage(3*s1, ""), delay: fullJitter(500*ms, 4*s1), maxAttempts: 8, seed: 7,
 			policy: policy(500*ms, 4*s1, 8, 20*s1, "full"), noise: noiseOf(1 * ms), expect: &timeline.Expect{Checks: []string{CheckWaves}}}
 		s.noise.Batch = batch
+		s.noise.P90, s.noise.P99 = int64(1*ms), int64(200*ms)
 		recs := s.records()
 		// The stub read its sockets every 200 ms: the retries waiting
 		// meanwhile are stamped at once (waves alone is judged: the
@@ -181,5 +183,9 @@ func TestNoiseBatch(t *testing.T) {
 	lockstep.noise.Batch = waveBatchMin - 1
 	if c := lockstep.verdict(Options{}).Check(CheckWaves); c.Status != StatusFail {
 		t.Errorf("lockstep, %d late arrivals at once at most: waves = %s (%s); want fail", waveBatchMin-1, c.Status, c.Reason)
+	}
+	lockstep.noise.Batch, lockstep.noise.P90, lockstep.noise.P99 = 35, int64(1*ms), int64(20*ms)
+	if c := lockstep.verdict(Options{}).Check(CheckWaves); c.Status != StatusFail || !strings.Contains(c.Reason, "still fail") {
+		t.Errorf("lockstep, its wave stamped 35 at once, p99 20 ms: waves = %s (%s; noise %q); want fail, read again at the p99", c.Status, c.Reason, c.Noise)
 	}
 }

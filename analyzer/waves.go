@@ -46,9 +46,8 @@ const (
 	// waveNoiseRatio on the arrivals, at the default threshold.
 	waveNoiseRatio = 10
 	// waveBatchMin: from this many late arrivals stamped at once
-	// (timeline.Noise.Batch), waves does not vouch for a FAIL: the stub
-	// read a backlog and bunched them itself. On time, a lockstep fleet's
-	// arrivals count nothing, so a quiet host's FAIL stands.
+	// (timeline.Noise.Batch), a FAIL of waves stands only if it also
+	// fails at the noise's tail (see judgeWaves).
 	waveBatchMin = 3
 	// waveSyncRatio: server-synchronized retries raise the warning when
 	// their arrivals are at least this concentrated relative to the
@@ -218,7 +217,11 @@ type wavesJudgement struct {
 
 // judgeCohorts computes the readings of every cohort big enough to judge,
 // and how many retries were server- and client-paced (Figures).
-func (a *Analyzer) judgeCohorts() *wavesJudgement {
+func (a *Analyzer) judgeCohorts() *wavesJudgement { return a.judgeCohortsAt(a.noiseBulk()) }
+
+// judgeCohortsAt judges the cohorts at the measured noise noiseLate (ns;
+// judgeCohorts reads the bulk, p90).
+func (a *Analyzer) judgeCohortsAt(noiseLate int64) *wavesJudgement {
 	s := &a.wv
 	j := &wavesJudgement{late90: s.lateP90()}
 	lateVar := 0.0
@@ -237,7 +240,7 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 	noise := a.fid.end != nil && a.fid.end.Noise != nil
 	late := j.late90
 	if noise {
-		late, lateVar = a.noiseBulk(), 0
+		late, lateVar = noiseLate, 0
 	}
 	for g := range s.cohorts {
 		c := &s.cohorts[g]
@@ -415,7 +418,32 @@ func syncReading(sample []waveSampleRec, w int64) float64 {
 }
 
 // judgeWaves is the waves check: the worst reading of the worst cohort.
+//
+// A stub that read a backlog of late arrivals at once (Noise.Batch)
+// bunched what the clients may have sent apart, by as much as it kept
+// them waiting. A FAIL then stands only if the cohorts still fail read at
+// the noise's tail (p99) instead of its bulk: bunching finer than the
+// tail may be the host's; lockstep that is still lockstep at the tail is
+// the clients'. (A lockstep wave is itself a burst the stub reads late:
+// its batch alone proves nothing.)
 func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
+	r := a.judgeWavesOf(c, j)
+	b := a.noiseBatch()
+	if r.Status != StatusFail || b < waveBatchMin {
+		return r
+	}
+	tail := a.noiseLate()
+	if tail > a.noiseBulk() {
+		if at := a.judgeWavesOf(c, a.judgeCohortsAt(tail)); at.Status == StatusFail {
+			r.Reason += fmt.Sprintf("; the stub stamped up to %d late arrivals at once, and read at the noise's p99 (%s) the cohorts still fail: %s", b, fmtDur(tail), at.Reason)
+			return r
+		}
+	}
+	return a.noiseSkip(r, fmt.Sprintf("the stub stamped up to %d arrivals at once after they had waited in their sockets (%s), and at that lateness the cohorts do not fail: the bunching may be the host's, not the clients'", b, a.noiseText()))
+}
+
+// judgeWavesOf is the waves check on one judgement of the cohorts.
+func (a *Analyzer) judgeWavesOf(c *checkCfg, j *wavesJudgement) CheckResult {
 	var judged []cohortReading
 	var n int64
 	for _, r := range j.cohorts {
@@ -491,11 +519,6 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 				ex.Client, ex.Key, ex.Attempt, ex.At, ex.Prev = e[0].Client, e[0].Key, e[0].Attempt, e[0].At, e[0].Prev
 			}
 			r.Examples = append(r.Examples, ex)
-		}
-		// A stub that read a backlog of late arrivals at once bunched
-		// what the clients sent apart: the bunching may be the host's.
-		if b := a.noiseBatch(); b >= waveBatchMin {
-			return a.noiseSkip(r, fmt.Sprintf("the stub stamped up to %d arrivals at once after they had waited in their sockets (%s): bunching that large may be the host's, not the clients'", b, a.noiseText()))
 		}
 	}
 	return r
