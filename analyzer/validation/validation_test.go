@@ -325,7 +325,7 @@ func TestValidationMatrix(t *testing.T) {
 							t.Skipf("%s is too costly under -race: run the matrix without it (make matrix)", sc.Name)
 						}
 						t.Parallel()
-						res := retrylabtest.Run(t, sc.Name, subj, append(fleetOptions(sc.Name), retrylabtest.WithSeed(seed))...)
+						res := retrylabtest.Run(t, retrylabtest.Builtin(sc.Name), retrylabtest.Registered(subj), append(fleetOptions(sc.Name), retrylabtest.WithSeed(seed))...)
 						v := res.Verdict
 						mu.Lock()
 						cells = append(cells, cell{sc.Name, subj, seed, v, v.Figures.Attempts, v.Figures.Results,

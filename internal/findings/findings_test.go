@@ -183,7 +183,7 @@ func TestLibraries(t *testing.T) {
 							t.Skipf("%s is too costly under -race: run TestLibraries without it (make matrix)", sc)
 						}
 						t.Parallel()
-						res := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(seed))
+						res := retrylabtest.Run(t, retrylabtest.Builtin(sc), retrylabtest.Registered(subj), retrylabtest.WithSeed(seed))
 						r := run{subject: subj, scenario: sc, seed: seed, verdict: res.Verdict,
 							results: res.Verdict.Figures.Results, requests: res.Verdict.Figures.Outcomes}
 						r.version, r.summary = describe(t, subj, res.Timeline)

@@ -69,7 +69,7 @@ import (
 )
 
 func TestGate(t *testing.T) {
-	res := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(10))
+	res := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(10))
 	res.AssertPass(t)
 	t.Logf("verdict %s, %d attempts", res.Verdict.Status, res.Verdict.Figures.Attempts)
 }
