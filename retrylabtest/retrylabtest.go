@@ -214,7 +214,8 @@ func Run(t *testing.T, scenario Scenario, subject Subject, opts ...Option) *Resu
 // bubble (in the function synctest.Test runs, say, to check something on
 // the bubble's clock around the run): it plays the run in that bubble,
 // whose clock it moves, instead of making one. It must be called only
-// there: outside a bubble the virtual run's stub panics (synctest.Wait).
+// there: outside a bubble the virtual run's stub panics ("goroutine is
+// not in a bubble", from synctest.Wait), which ends the test binary.
 func RunInBubble(t testing.TB, scenario Scenario, subject Subject, opts ...Option) *Result {
 	t.Helper()
 	return prepare(t, scenario, subject, opts).run(t)
