@@ -127,7 +127,7 @@ func (scenarioSubject) subject(sc *scenarios.Scenario) (subjects.Subject, error)
 // subject.name; retrylab when it names none).
 func ScenarioSubject() Subject { return scenarioSubject{} }
 
-// An Option tunes Run.
+// An Option tunes Run or RunInBubble.
 type Option func(*config)
 
 type config struct {

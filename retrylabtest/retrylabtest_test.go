@@ -198,8 +198,9 @@ expect: {checks: [retry-after, instant-retry]}
 	res.AssertFails(t, analyzer.CheckRetryAfter)
 }
 
-// fakeTB records a Run's fatal errors and an assertion's errors; only the
-// methods Run calls before the bubble, and Errorf, are implemented.
+// fakeTB records a RunInBubble's fatal errors and an assertion's
+// errors; only the methods they call before a run, and Errorf, are
+// implemented.
 type fakeTB struct {
 	testing.TB
 	mu   sync.Mutex
