@@ -229,8 +229,8 @@ type prepared struct {
 	aopts analyzer.Options
 }
 
-// prepare resolves and checks a run's arguments, outside any bubble;
-// it fails t when one is wrong.
+// prepare resolves and checks a run's arguments before the run (Run:
+// outside its bubble); it fails t when one is wrong.
 func prepare(t testing.TB, scenario Scenario, subject Subject, opts []Option) *prepared {
 	t.Helper()
 	cfg := config{seed: DefaultSeed, stagger: DefaultStagger}
