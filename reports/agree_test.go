@@ -142,7 +142,7 @@ func TestReportAgreesWithVerdictBuiltins(t *testing.T) {
 			if c.requests > 0 {
 				opts = append(opts, retrylabtest.WithRequests(c.requests))
 			}
-			res := retrylabtest.Run(t, c.scenario, subject, opts...)
+			res := retrylabtest.Run(t, retrylabtest.Builtin(c.scenario), retrylabtest.Registered(subject), opts...)
 			name := c.scenario + "/" + subject
 			s := assertAgree(t, name, res.Timeline, judgedChecks(t))
 			assertAgree(t, name+" (shuffled)", shuffleLines(res.Timeline, uint64(i)), judgedChecks(t))

@@ -1,6 +1,12 @@
 package retrylabtest_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,35 +41,29 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkVirtual runs the scenario above twice per iteration in virtual
-// time (run + analysis) and reports CPU-seconds per run, the logical
-// requests per run, and whether the two timelines hashed alike (1).
+// time (run + analysis), each run in a child process (see runInChild), and
+// reports CPU-seconds per run, the logical requests per run, and whether
+// the two timelines hashed alike (1).
 //
 //	go test -run '^$' -bench BenchmarkVirtual -benchtime 1x ./retrylabtest
 func BenchmarkVirtual(b *testing.B) {
 	for _, think := range []string{"1s", "500ms"} {
 		b.Run("think="+think, func(b *testing.B) {
-			sc, err := scenarios.Parse("virtual-bench.yaml", []byte(strings.Replace(virtualBench, "THINK", think, 1)))
-			if err != nil {
-				b.Fatal(err)
-			}
 			var cpu time.Duration
 			runs, equal := 0, 1.0
 			var requests, attempts int64
 			for b.Loop() {
-				c0 := cpuTime()
-				r1 := retrylabtest.Run(b, sc, "retrylab", retrylabtest.WithSeed(7))
-				c1 := cpuTime()
-				r2 := retrylabtest.Run(b, sc, "retrylab", retrylabtest.WithSeed(7))
-				c2 := cpuTime()
-				cpu += c2 - c0
+				r1 := runInChild(b, "virtual/"+think)
+				r2 := runInChild(b, "virtual/"+think)
+				cpu += r1.CPU + r2.CPU
 				runs += 2
 				if r1.Hash != r2.Hash {
 					equal = 0
 					b.Errorf("same seed, different timelines: %s vs %s", r1.Hash, r2.Hash)
 				}
-				requests, attempts = r1.Summary.Requests, r1.Summary.Attempts
+				requests, attempts = r1.Requests, r1.Attempts
 				b.Logf("run: %d logical requests, %d attempts, %d timeline bytes, stopped %q, verdict pass %v; cpu %v + %v",
-					r1.Summary.Requests, r1.Summary.Attempts, len(r1.Timeline), r1.Summary.Stopped, r1.Verdict.Pass, c1-c0, c2-c1)
+					r1.Requests, r1.Attempts, r1.TimelineBytes, r1.Stopped, r1.Pass, r1.CPU, r2.CPU)
 			}
 			b.ReportMetric(cpu.Seconds()/float64(runs), "cpu-s/run")
 			b.ReportMetric(float64(requests), "requests/run")
@@ -101,22 +101,13 @@ expect:
 // BenchmarkMetastable runs metastableBench in virtual time (run and
 // analysis) for a subject, with the capacity model and, in the same
 // iteration, the baseline: the same fleet against a stub that answers
-// every request after 10 ms without it. It reports CPU-seconds per run of
-// each and their ratio, the attempts, and whether two runs with the same
-// seed hashed alike (1).
+// every request after 10 ms without it. Each run is in a child process
+// (see runInChild). It reports CPU-seconds per run of each and their
+// ratio, the attempts, and whether two runs with the same seed hashed
+// alike (1).
 //
 //	go test -run '^$' -bench BenchmarkMetastable -benchtime 1x ./retrylabtest
 func BenchmarkMetastable(b *testing.B) {
-	parse := func(capacity, trigger string) *scenarios.Scenario {
-		y := strings.NewReplacer("CAPACITY", capacity, "TRIGGER", trigger).Replace(metastableBench)
-		sc, err := scenarios.Parse("metastable-bench.yaml", []byte(y))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return sc
-	}
-	model := parse("capacity: {concurrency: 10, queue: 100, service: 10ms, dist: fixed}", ", capacity: 30%")
-	base := parse("latency: 10ms", "")
 	for _, subj := range []string{"retrylab", "no-retry-budget"} {
 		b.Run(subj, func(b *testing.B) {
 			var cpu, baseCPU time.Duration
@@ -124,26 +115,19 @@ func BenchmarkMetastable(b *testing.B) {
 			var attempts, baseAttempts int64
 			var recovery float64
 			for b.Loop() {
-				c0 := cpuTime()
-				r1 := retrylabtest.Run(b, model, subj, retrylabtest.WithSeed(7))
-				c1 := cpuTime()
-				bl := retrylabtest.Run(b, base, subj, retrylabtest.WithSeed(7))
-				c2 := cpuTime()
-				r2 := retrylabtest.Run(b, model, subj, retrylabtest.WithSeed(7))
-				c3 := cpuTime()
-				cpu += c1 - c0 + c3 - c2
-				baseCPU += c2 - c1
+				r1 := runInChild(b, "metastable/model/"+subj)
+				bl := runInChild(b, "metastable/base/"+subj)
+				r2 := runInChild(b, "metastable/model/"+subj)
+				cpu += r1.CPU + r2.CPU
+				baseCPU += bl.CPU
 				runs++
 				if r1.Hash != r2.Hash {
 					equal = 0
 					b.Errorf("same seed, different timelines: %s vs %s", r1.Hash, r2.Hash)
 				}
-				attempts, baseAttempts = r1.Summary.Attempts, bl.Summary.Attempts
-				if c := r1.Verdict.Check("recovery"); c != nil {
-					recovery = c.Figure
-				}
+				attempts, baseAttempts, recovery = r1.Attempts, bl.Attempts, r1.Recovery
 				b.Logf("%s: %d requests, %d attempts, verdict pass %v (failed %v); cpu %v and %v; baseline %d attempts, cpu %v",
-					subj, r1.Summary.Requests, attempts, r1.Verdict.Pass, r1.Failed(), c1-c0, c3-c2, baseAttempts, c2-c1)
+					subj, r1.Requests, attempts, r1.Pass, r1.Failed, r1.CPU, r2.CPU, baseAttempts, bl.CPU)
 			}
 			b.ReportMetric(cpu.Seconds()/float64(2*runs), "cpu-s/run")
 			b.ReportMetric(baseCPU.Seconds()/float64(runs), "base-cpu-s/run")
@@ -155,4 +139,95 @@ func BenchmarkMetastable(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchRun names the one run TestBenchRun makes, in a benchmark's child
+// process: "virtual/THINK" (virtualBench with that think time),
+// "metastable/model/SUBJECT" (metastableBench with its capacity model) or
+// "metastable/base/SUBJECT" (its baseline).
+var benchRun = flag.String("bench-run", "", "the run TestBenchRun makes for a benchmark (virtual/THINK, metastable/model|base/SUBJECT)")
+
+// benchScenario returns the scenario and the subject a -bench-run names.
+func benchScenario(run string) (*scenarios.Scenario, string, error) {
+	parts := strings.Split(run, "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "virtual":
+		sc, err := scenarios.Parse("virtual-bench.yaml", []byte(strings.Replace(virtualBench, "THINK", parts[1], 1)))
+		return sc, "retrylab", err
+	case len(parts) == 3 && parts[0] == "metastable" && (parts[1] == "model" || parts[1] == "base"):
+		capacity, trigger := "capacity: {concurrency: 10, queue: 100, service: 10ms, dist: fixed}", ", capacity: 30%"
+		if parts[1] == "base" {
+			capacity, trigger = "latency: 10ms", ""
+		}
+		y := strings.NewReplacer("CAPACITY", capacity, "TRIGGER", trigger).Replace(metastableBench)
+		sc, err := scenarios.Parse("metastable-bench.yaml", []byte(y))
+		return sc, parts[2], err
+	}
+	return nil, "", fmt.Errorf("-bench-run %q: want virtual/THINK or metastable/model|base/SUBJECT", run)
+}
+
+// benchResult is what a benchmark reads of a run made in a child process.
+type benchResult struct {
+	Hash               string
+	Requests, Attempts int64
+	TimelineBytes      int
+	Stopped            string
+	Pass               bool
+	Failed             []string
+	Recovery           float64       // the recovery check's figure (0 without it)
+	CPU                time.Duration // the process's CPU time over the run and its analysis
+}
+
+// benchResultPrefix starts the line TestBenchRun prints its result on.
+const benchResultPrefix = "retrylabtest-bench-result: "
+
+// TestBenchRun makes the run -bench-run names, with seed 7, and prints
+// its benchResult; without the flag it is skipped. The benchmarks above
+// start it in a child process (runInChild); to profile one run:
+//
+//	go test -run TestBenchRun -cpuprofile cpu.out ./retrylabtest -args -bench-run virtual/1s
+func TestBenchRun(t *testing.T) {
+	if *benchRun == "" {
+		t.Skip("a benchmark's run in a child process: -bench-run names it")
+	}
+	sc, subj, err := benchScenario(*benchRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0 := cpuTime()
+	r := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered(subj), retrylabtest.WithSeed(7))
+	out := benchResult{Hash: r.Hash, Requests: r.Summary.Requests, Attempts: r.Summary.Attempts, TimelineBytes: len(r.Timeline),
+		Stopped: r.Summary.Stopped, Pass: r.Verdict.Pass, Failed: r.Failed(), CPU: cpuTime() - c0}
+	if c := r.Verdict.Check("recovery"); c != nil {
+		out.Recovery = c.Figure
+	}
+	line, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%s%s\n", benchResultPrefix, line)
+}
+
+// runInChild makes one benchmark run (a -bench-run) in a child process of
+// this test binary, TestBenchRun, and returns its result. retrylabtest.Run
+// plays a run in a synctest bubble of its own, which needs a *testing.T: a
+// benchmark has none, a test in another process does. The child measures
+// its own CPU time around the run, as the benchmark did in-process.
+func runInChild(b *testing.B, run string) benchResult {
+	b.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchRun$", "-test.count=1", "-test.timeout=30m", "-bench-run="+run)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	for line := range strings.Lines(stdout.String()) {
+		if rest, ok := strings.CutPrefix(line, benchResultPrefix); ok {
+			var r benchResult
+			if err := json.Unmarshal([]byte(rest), &r); err != nil {
+				b.Fatalf("%s: %v in %q", run, err, rest)
+			}
+			return r
+		}
+	}
+	b.Fatalf("%s: the child run printed no result (%v):\n%s%s", run, err, stdout.Bytes(), stderr.Bytes())
+	return benchResult{}
 }

@@ -43,7 +43,7 @@ func TestEveryBuiltinPassesTheReference(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each run is its own bubble: the cores share them
 			for seed := int64(1); seed <= seedCount(); seed++ {
-				r := retrylabtest.Run(t, name, "retrylab", retrylabtest.WithSeed(seed))
+				r := retrylabtest.Run(t, retrylabtest.Builtin(name), retrylabtest.Registered("retrylab"), retrylabtest.WithSeed(seed))
 				if r.Verdict.Status != analyzer.VerdictPass {
 					t.Errorf("seed %d: verdict %s; want pass (failed %v; inconclusive %q)", seed, r.Verdict.Status, r.Failed(), r.Verdict.Inconclusive)
 				}
@@ -97,7 +97,7 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 				if tt.policy != nil {
 					opts = append(opts, retrylabtest.WithPolicy(*tt.policy))
 				}
-				r := retrylabtest.Run(t, tt.scenario, tt.bad, opts...)
+				r := retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered(tt.bad), opts...)
 				c := r.Verdict.Check(tt.fails)
 				if r.Verdict.Status != analyzer.VerdictFail || c == nil || c.Status != analyzer.StatusFail {
 					got := "absent"
@@ -154,7 +154,7 @@ func (burstThenBackoff) New(next http.RoundTripper, p subjects.Params) subjects.
 // against 50 %).
 func TestBurstAtZeroFailsInstantRetry(t *testing.T) {
 	for seed := int64(1); seed <= min(seedCount(), 5); seed++ {
-		r := retrylabtest.Run(t, "flapping", burstThenBackoff{}, retrylabtest.WithSeed(seed))
+		r := retrylabtest.Run(t, retrylabtest.Builtin("flapping"), retrylabtest.Client(burstThenBackoff{}), retrylabtest.WithSeed(seed))
 		c := r.Verdict.Check(analyzer.CheckInstantRetry)
 		if c == nil || c.Status != analyzer.StatusFail || !strings.Contains(c.Reason, "worst: retry ") {
 			t.Errorf("seed %d: instant-retry %+v; want a failure naming the retry number", seed, c)
@@ -174,12 +174,12 @@ func TestNothingExercisedIsInconclusive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := retrylabtest.Run(t, sc, "retrylab")
+		r := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered("retrylab"))
 		if r.Verdict.Status != analyzer.VerdictInconclusive || !strings.Contains(strings.Join(r.Verdict.Inconclusive, "\n"), "no retry logic was exercised") {
 			t.Errorf("%s: verdict %s %q; want INCONCLUSIVE: no retry logic was exercised", sc.Name, r.Verdict.Status, r.Verdict.Inconclusive)
 		}
 		sc.Expect.AllowUnexercised = true
-		if r := retrylabtest.Run(t, sc, "retrylab"); r.Verdict.Status != analyzer.VerdictPass {
+		if r := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered("retrylab")); r.Verdict.Status != analyzer.VerdictPass {
 			t.Errorf("%s with allow_unexercised: verdict %s %q; want pass", sc.Name, r.Verdict.Status, r.Verdict.Inconclusive)
 		}
 	}
@@ -217,12 +217,12 @@ func (freshKeyPerRetry) New(next http.RoundTripper, p subjects.Params) subjects.
 // TestFreshIdempotencyKeyPerRetryFails: a key present on every attempt
 // used to stand for the same key; the digests tell them apart.
 func TestFreshIdempotencyKeyPerRetryFails(t *testing.T) {
-	r := retrylabtest.Run(t, "post-idempotency", freshKeyPerRetry{}, retrylabtest.WithClients(30))
+	r := retrylabtest.Run(t, retrylabtest.Builtin("post-idempotency"), retrylabtest.Client(freshKeyPerRetry{}), retrylabtest.WithClients(30))
 	c := r.Verdict.Check(analyzer.CheckIdempotency)
 	if c == nil || c.Status != analyzer.StatusFail || len(c.Examples) == 0 || !strings.Contains(c.Examples[0].Detail, "different Idempotency-Key") {
 		t.Errorf("idempotency %+v; want a failure: a different key on the retry", c)
 	}
-	if r := retrylabtest.Run(t, "post-idempotency", "retrylab", retrylabtest.WithClients(30)); r.Verdict.Check(analyzer.CheckIdempotency).Status != analyzer.StatusPass {
+	if r := retrylabtest.Run(t, retrylabtest.Builtin("post-idempotency"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(30)); r.Verdict.Check(analyzer.CheckIdempotency).Status != analyzer.StatusPass {
 		t.Errorf("retrylab (one key per logical request): idempotency %+v; want pass", r.Verdict.Check(analyzer.CheckIdempotency))
 	}
 }
@@ -258,7 +258,7 @@ func (okAfterGivingUp) New(next http.RoundTripper, p subjects.Params) subjects.C
 // answered 2xx is a lost request for give-up, with evidence that says so
 // and counts the attempts the stub recorded.
 func TestReportedOKIsChecked(t *testing.T) {
-	r := retrylabtest.Run(t, "outage-delta", okAfterGivingUp{}, retrylabtest.WithClients(20))
+	r := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Client(okAfterGivingUp{}), retrylabtest.WithClients(20))
 	c := r.Verdict.Check(analyzer.CheckGiveUp)
 	if r.Verdict.Status != analyzer.VerdictFail || c == nil || c.Status != analyzer.StatusFail {
 		t.Fatalf("verdict %s, give-up %+v; want FAIL: every reported ok was lost", r.Verdict.Status, c)

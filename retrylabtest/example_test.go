@@ -73,7 +73,7 @@ func retryAfter(v string) time.Duration {
 // time, so it takes well under a second, and fails the test with the
 // analyzer's findings if the client retries early, instantly or in waves.
 func gateMyClient(t *testing.T) {
-	res := retrylabtest.Run(t, "outage-date", myClient{}, retrylabtest.WithClients(100))
+	res := retrylabtest.Run(t, retrylabtest.Builtin("outage-date"), retrylabtest.Client(myClient{}), retrylabtest.WithClients(100))
 	res.AssertPass(t)
 	if n := res.Summary.Results["ok"]; n != res.Summary.Planned {
 		t.Errorf("%d of %d requests succeeded; want all once the outage ends", n, res.Summary.Planned)
@@ -90,6 +90,6 @@ func Example_gateInGoTest() {
 	//
 	// A negative control proves the scenario can fail:
 	//
-	//	res := retrylabtest.Run(t, "outage-date", "ignore-retry-after")
+	//	res := retrylabtest.Run(t, retrylabtest.Builtin("outage-date"), retrylabtest.Registered("ignore-retry-after"))
 	//	res.AssertFails(t, "retry-after")
 }

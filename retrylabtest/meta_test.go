@@ -28,7 +28,7 @@ func TestMetaFromScenarios(t *testing.T) {
 	sc.Server.Quota = &q
 	sc.Fleet.Clients, sc.Fleet.Requests, sc.Duration = 2, 1, 2*time.Second
 
-	res := retrylabtest.Run(t, sc, "retrylab")
+	res := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered("retrylab"))
 	var rec timeline.Record
 	if err := timeline.NewDecoder(bytes.NewReader(res.Timeline)).Decode(&rec); err != nil || rec.Meta == nil {
 		t.Fatalf("first record: %v, %+v; want the meta record", err, rec)

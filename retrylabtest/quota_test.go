@@ -35,12 +35,12 @@ func TestQuotaLayered(t *testing.T) {
 		t.Fatalf("rates: per-second %v, sustained %v, policy %v, fast %v; want policy < sustained < fast < per-second", perSecond, sustained, good.Rate, fast.Rate)
 	}
 	for _, seed := range []int64{1, 2, 3} {
-		res := retrylabtest.Run(t, sc, "retrylab", retrylabtest.WithSeed(seed))
+		res := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered("retrylab"), retrylabtest.WithSeed(seed))
 		res.AssertPass(t)
 		if res.Summary.Requests != res.Summary.Planned {
 			t.Errorf("seed %d: %d of %d logical requests recorded", seed, res.Summary.Requests, res.Summary.Planned)
 		}
-		res = retrylabtest.Run(t, sc, "retrylab", retrylabtest.WithSeed(seed), retrylabtest.WithPolicy(fast))
+		res = retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered("retrylab"), retrylabtest.WithSeed(seed), retrylabtest.WithPolicy(fast))
 		res.AssertFails(t, analyzer.CheckPacing)
 		if got := res.Failed(); !slices.Equal(got, []string{analyzer.CheckPacing}) {
 			t.Errorf("seed %d: paced at %v/s, failed %v; want pacing alone", seed, fast.Rate, got)
@@ -58,7 +58,7 @@ func TestQuotaLayered(t *testing.T) {
 // does not pace itself fails pacing.
 func TestQuotaTiers(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
-		res := retrylabtest.Run(t, "quota-tiers", "retrylab", retrylabtest.WithSeed(seed))
+		res := retrylabtest.Run(t, retrylabtest.Builtin("quota-tiers"), retrylabtest.Registered("retrylab"), retrylabtest.WithSeed(seed))
 		res.AssertPass(t)
 		if res.Summary.Requests != res.Summary.Planned {
 			t.Errorf("seed %d: %d of %d logical requests recorded", seed, res.Summary.Requests, res.Summary.Planned)
@@ -84,7 +84,7 @@ func TestQuotaTiers(t *testing.T) {
 			}
 		}
 	}
-	res := retrylabtest.Run(t, "quota-tiers", "retryablehttp")
+	res := retrylabtest.Run(t, retrylabtest.Builtin("quota-tiers"), retrylabtest.Registered("retryablehttp"))
 	res.AssertFails(t, analyzer.CheckPacing)
 }
 
@@ -111,13 +111,13 @@ func TestRateLimited403(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := retrylabtest.Run(t, sc, "retrylab")
+	res := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered("retrylab"))
 	res.AssertPass(t)
 	if c := res.Verdict.Check(analyzer.CheckNonRetryable); c.Status == analyzer.StatusFail {
 		t.Errorf("non-retryable failed the reference client for retrying a 403 rate limit: %s", c.Reason)
 	}
 	for _, subj := range []string{"no-retry", "ignore-retry-after"} {
-		res = retrylabtest.Run(t, sc, subj)
+		res = retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered(subj))
 		res.AssertFails(t, analyzer.CheckGiveUp)
 	}
 }

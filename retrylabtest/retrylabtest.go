@@ -1,7 +1,21 @@
 // Package retrylabtest owns retrylab's `go test` helpers: a scenario run in
 // virtual time (a testing/synctest bubble over an in-memory network) and
 // assertions on the analyzer's verdict, so a library's retry logic is gated
-// by its own unit tests in seconds.
+// by its own unit tests in seconds:
+//
+//	func TestRetriesAreSafe(t *testing.T) {
+//		res := retrylabtest.Run(t, retrylabtest.Builtin("outage-date"), retrylabtest.Client(myClient{}))
+//		res.AssertPass(t)
+//	}
+//
+// A Run's scenario is a Builtin, a File or a Custom *scenarios.Scenario;
+// its subject is a Registered name, a Client (a subjects.Subject, typically
+// the library author's own adapter) or the ScenarioSubject. Only these
+// constructors make a Scenario or a Subject, so a wrong kind of argument
+// does not compile.
+//
+// Run makes a bubble of its own (synctest.Test); a test already inside one
+// calls RunInBubble instead.
 package retrylabtest
 
 import (
@@ -9,6 +23,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -30,7 +45,90 @@ const DefaultSeed = 1
 // the same seed gives the same timeline.
 const DefaultStagger = time.Microsecond
 
-// An Option tunes Run.
+// A Scenario is the scenario a Run plays: Builtin, File or Custom make one.
+type Scenario interface {
+	scenario() (*scenarios.Scenario, error)
+}
+
+type builtinScenario string
+
+func (name builtinScenario) scenario() (*scenarios.Scenario, error) {
+	return scenarios.Builtin(string(name))
+}
+
+// Builtin is the built-in scenario name (one of scenarios.BuiltinNames),
+// as `retrylab run NAME` plays it; each Run gets a fresh copy.
+func Builtin(name string) Scenario { return builtinScenario(name) }
+
+type fileScenario string
+
+func (path fileScenario) scenario() (*scenarios.Scenario, error) {
+	return scenarios.Load(string(path))
+}
+
+// File is the scenario file at path (the YAML `retrylab run` reads),
+// loaded when the Run starts.
+func File(path string) Scenario { return fileScenario(path) }
+
+type customScenario struct{ sc *scenarios.Scenario }
+
+func (c customScenario) scenario() (*scenarios.Scenario, error) {
+	if c.sc == nil {
+		return nil, errors.New("retrylabtest.Custom(nil): no scenario")
+	}
+	return c.sc, nil
+}
+
+// Custom is a scenario built in Go: one scenarios.Parse returned, or a
+// built-in (scenarios.Builtin) with fields changed. Run does not modify
+// it (WithPolicy applies to a copy).
+func Custom(sc *scenarios.Scenario) Scenario { return customScenario{sc} }
+
+// A Subject is the retry logic a Run tests: Registered, Client or
+// ScenarioSubject make one.
+type Subject interface {
+	subject(sc *scenarios.Scenario) (subjects.Subject, error)
+}
+
+type registeredSubject string
+
+func (name registeredSubject) subject(*scenarios.Scenario) (subjects.Subject, error) {
+	if name == "" {
+		return nil, errors.New(`retrylabtest.Registered(""): no subject name (ScenarioSubject() is the one the scenario names)`)
+	}
+	return subjects.Lookup(string(name))
+}
+
+// Registered is the subject subjects.Lookup finds by name: "retrylab",
+// a control such as "ignore-retry-after", or a third-party library's
+// adapter when the test imports subjects/thirdparty.
+func Registered(name string) Subject { return registeredSubject(name) }
+
+type clientSubject struct{ s subjects.Subject }
+
+func (c clientSubject) subject(*scenarios.Scenario) (subjects.Subject, error) {
+	if c.s == nil {
+		return nil, errors.New("retrylabtest.Client(nil): no subject")
+	}
+	return c.s, nil
+}
+
+// Client is retry logic adapted to subjects.Subject — typically the
+// library author's own client, handed the harness's transport and a seeded
+// random source (see the package's examples).
+func Client(s subjects.Subject) Subject { return clientSubject{s} }
+
+type scenarioSubject struct{}
+
+func (scenarioSubject) subject(sc *scenarios.Scenario) (subjects.Subject, error) {
+	return subjects.Lookup(sc.Subject.Name)
+}
+
+// ScenarioSubject is the registered subject the scenario names (its
+// subject.name; retrylab when it names none).
+func ScenarioSubject() Subject { return scenarioSubject{} }
+
+// An Option tunes Run or RunInBubble.
 type Option func(*config)
 
 type config struct {
@@ -89,33 +187,68 @@ type Result struct {
 	Verdict *analyzer.Verdict
 }
 
-// Run plays scenario against subject in virtual time and returns the
+// Run plays scenario against subject in virtual time, in a
+// testing/synctest bubble of its own (synctest.Test), and returns the
 // result; it fails t (t.Fatal) when the scenario, the subject or the run
 // itself is broken, never because of the verdict: assert that with the
 // Result's methods.
 //
-// scenario is a built-in name, a file path (see scenarios.Resolve) or a
-// *scenarios.Scenario; subject is a subjects.Lookup name or a
-// subjects.Subject — typically the library author's own adapter.
+// Everything the run creates — server, transport, in-memory network,
+// contexts — lives inside the bubble, and the run shuts down by closing
+// idle connections and then the server, so the bubble ends cleanly. A
+// 60-second scenario with 1000 clients takes a few CPU-seconds.
 //
-// With a *testing.T, Run wraps the run in synctest.Test; called inside a
-// bubble already, it runs there. With another testing.TB (a benchmark), it
-// runs the bubble in an inner test. Everything the run creates — server,
-// transport, in-memory network, contexts — lives inside the bubble, and the
-// run shuts down by closing idle connections and then the server, so the
-// bubble ends cleanly. A 60-second scenario with 1000 clients takes a few
-// CPU-seconds.
-func Run(t testing.TB, scenario any, subject any, opts ...Option) *Result {
+// Run must not be called inside a bubble (synctest.Test panics there): a
+// test already in one calls RunInBubble.
+func Run(t *testing.T, scenario Scenario, subject Subject, opts ...Option) *Result {
+	t.Helper()
+	r := prepare(t, scenario, subject, opts)
+	var res *Result
+	synctest.Test(t, func(t *testing.T) { res = r.run(t) })
+	if res == nil {
+		t.FailNow() // the bubble failed and said why
+	}
+	return res
+}
+
+// RunInBubble is Run for a caller already inside a testing/synctest
+// bubble (in the function synctest.Test runs, say, to check something on
+// the bubble's clock around the run): it plays the run in that bubble,
+// whose clock it moves, instead of making one. It must be called only
+// there: outside a bubble the virtual run's stub panics ("goroutine is
+// not in a bubble", from synctest.Wait), which ends the test binary.
+func RunInBubble(t testing.TB, scenario Scenario, subject Subject, opts ...Option) *Result {
+	t.Helper()
+	return prepare(t, scenario, subject, opts).run(t)
+}
+
+// prepared is a run whose scenario, subject and options were checked.
+type prepared struct {
+	sc    *scenarios.Scenario
+	subj  subjects.Subject
+	cfg   config
+	aopts analyzer.Options
+}
+
+// prepare resolves and checks a run's arguments before the run (Run:
+// outside its bubble); it fails t when one is wrong.
+func prepare(t testing.TB, scenario Scenario, subject Subject, opts []Option) *prepared {
 	t.Helper()
 	cfg := config{seed: DefaultSeed, stagger: DefaultStagger}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	sc, err := resolveScenario(scenario)
+	if scenario == nil {
+		t.Fatalf("retrylabtest: no scenario (Builtin, File or Custom makes one)")
+	}
+	if subject == nil {
+		t.Fatalf("retrylabtest: no subject (Registered, Client or ScenarioSubject makes one)")
+	}
+	sc, err := scenario.scenario()
 	if err != nil {
 		t.Fatalf("retrylabtest: %v", err)
 	}
-	subj, err := resolveSubject(subject, sc)
+	subj, err := subject.subject(sc)
 	if err != nil {
 		t.Fatalf("retrylabtest: %v", err)
 	}
@@ -138,44 +271,12 @@ func Run(t testing.TB, scenario any, subject any, opts ...Option) *Result {
 		c.Subject.Policy = *cfg.policy
 		sc = &c
 	}
-
-	var res *Result
-	body := func(t testing.TB) { res = runVirtual(t, sc, subj, cfg, aopts) }
-	switch tt := t.(type) {
-	case *testing.T:
-		if inBubble() {
-			body(tt)
-		} else {
-			synctest.Test(tt, func(t *testing.T) { body(t) })
-		}
-	default:
-		if inBubble() {
-			body(t)
-			break
-		}
-		ok := testing.RunTests(func(string, string) (bool, error) { return true, nil },
-			[]testing.InternalTest{{Name: t.Name() + "/retrylabtest", F: func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { body(t) })
-			}}})
-		if !ok {
-			t.Fatalf("retrylabtest: the virtual run of %s failed (see above)", sc.Name)
-		}
-	}
-	if res == nil {
-		t.FailNow() // the bubble failed and said why
-	}
-	return res
+	return &prepared{sc: sc, subj: subj, cfg: cfg, aopts: aopts}
 }
 
-// inBubble reports whether the calling goroutine is in a synctest bubble.
-func inBubble() (in bool) {
-	defer func() {
-		if recover() != nil {
-			in = false
-		}
-	}()
-	synctest.Wait()
-	return true
+func (p *prepared) run(t testing.TB) *Result {
+	t.Helper()
+	return runVirtual(t, p.sc, p.subj, p.cfg, p.aopts)
 }
 
 func runVirtual(t testing.TB, sc *scenarios.Scenario, subj subjects.Subject, cfg config, aopts analyzer.Options) *Result {
@@ -201,37 +302,6 @@ func runVirtual(t testing.TB, sc *scenarios.Scenario, subj subjects.Subject, cfg
 		return nil
 	}
 	return &Result{Scenario: sc, Summary: sum, Timeline: buf.Bytes(), Hash: canonicalHash(buf.Bytes()), Verdict: v}
-}
-
-func resolveScenario(s any) (*scenarios.Scenario, error) {
-	switch v := s.(type) {
-	case *scenarios.Scenario:
-		if v == nil {
-			return nil, fmt.Errorf("nil scenario")
-		}
-		return v, nil
-	case string:
-		return scenarios.Resolve(v)
-	}
-	return nil, fmt.Errorf("scenario %T: want a name, a path or a *scenarios.Scenario", s)
-}
-
-func resolveSubject(s any, sc *scenarios.Scenario) (subjects.Subject, error) {
-	switch v := s.(type) {
-	case subjects.Subject:
-		if v == nil {
-			return nil, fmt.Errorf("nil subject")
-		}
-		return v, nil
-	case string:
-		if v == "" {
-			v = sc.Subject.Name
-		}
-		return subjects.Lookup(v)
-	case nil:
-		return subjects.Lookup(sc.Subject.Name)
-	}
-	return nil, fmt.Errorf("subject %T: want a name or a subjects.Subject", s)
 }
 
 // canonicalHash hashes the first line, then the others sorted.

@@ -66,7 +66,7 @@ func TestBuiltinsJudge(t *testing.T) {
 			if tt.requests > 0 {
 				opts = append(opts, retrylabtest.WithRequests(tt.requests))
 			}
-			good := retrylabtest.Run(t, tt.scenario, "retrylab", opts...)
+			good := retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered("retrylab"), opts...)
 			good.AssertPass(t)
 			if good.Summary.Requests != good.Summary.Planned {
 				t.Errorf("retrylab: %d of %d logical requests recorded", good.Summary.Requests, good.Summary.Planned)
@@ -74,7 +74,7 @@ func TestBuiltinsJudge(t *testing.T) {
 			if tt.badPolicy != nil {
 				opts = append(opts, retrylabtest.WithPolicy(*tt.badPolicy))
 			}
-			bad := retrylabtest.Run(t, tt.scenario, tt.bad, opts...)
+			bad := retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered(tt.bad), opts...)
 			bad.AssertFails(t, tt.fails)
 		})
 	}
@@ -82,22 +82,22 @@ func TestBuiltinsJudge(t *testing.T) {
 
 // TestSameSeedSameTimeline: a virtual run replays exactly.
 func TestSameSeedSameTimeline(t *testing.T) {
-	a := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
-	b := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	a := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	b := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
 	if a.Hash != b.Hash {
 		t.Errorf("two runs with seed 42: hashes %s and %s; want equal", a.Hash, b.Hash)
 	}
 	if len(a.Timeline) != len(b.Timeline) {
 		t.Errorf("two runs with seed 42: %d and %d timeline bytes; want equal", len(a.Timeline), len(b.Timeline))
 	}
-	c := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(100), retrylabtest.WithSeed(43))
+	c := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(100), retrylabtest.WithSeed(43))
 	if a.Hash == c.Hash {
 		t.Errorf("seeds 42 and 43 give the same timeline %s; want different jitter", a.Hash)
 	}
 	// Clock-aligned clients retry at the same instants: the stub's
 	// Retry-After spread must be drawn per attempt, not in arrival order.
-	d := retrylabtest.Run(t, "outage-delta", "clock-aligned", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
-	e := retrylabtest.Run(t, "outage-delta", "clock-aligned", retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	d := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("clock-aligned"), retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
+	e := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("clock-aligned"), retrylabtest.WithClients(100), retrylabtest.WithSeed(42))
 	if d.Hash != e.Hash {
 		t.Errorf("clock-aligned, two runs with seed 42: hashes %s and %s; want equal", d.Hash, e.Hash)
 	}
@@ -125,9 +125,9 @@ subject:
 		t.Fatal(err)
 	}
 	for _, subj := range []string{"clock-aligned", "fixed-delay"} {
-		a := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(7))
+		a := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered(subj), retrylabtest.WithSeed(7))
 		for i := range 2 {
-			if b := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(7)); b.Hash != a.Hash {
+			if b := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered(subj), retrylabtest.WithSeed(7)); b.Hash != a.Hash {
 				t.Errorf("%s, run %d with seed 7: hash %s; the first run's %s", subj, i+2, b.Hash, a.Hash)
 			}
 		}
@@ -135,7 +135,7 @@ subject:
 }
 
 func TestRunOptions(t *testing.T) {
-	res := retrylabtest.Run(t, "outage-bare", "retrylab",
+	res := retrylabtest.Run(t, retrylabtest.Builtin("outage-bare"), retrylabtest.Registered("retrylab"),
 		retrylabtest.WithClients(40), retrylabtest.WithRequests(2), retrylabtest.WithDuration(20*time.Second),
 		retrylabtest.WithPolicy(subjects.Policy{Base: 300 * time.Millisecond, Cap: 5 * time.Second, MaxAttempts: 9}),
 		retrylabtest.WithChecks("amplification:threshold=1.5"), retrylabtest.WithSkip("waves"))
@@ -157,11 +157,12 @@ func TestRunOptions(t *testing.T) {
 	}
 }
 
-// TestRunInsideBubble: Run works from a test already in a bubble.
+// TestRunInsideBubble: RunInBubble runs in the caller's bubble, on its
+// clock.
 func TestRunInsideBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		res := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(20))
+		res := retrylabtest.RunInBubble(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(20))
 		res.AssertPass(t)
 		if time.Since(start) < 6*time.Second {
 			t.Errorf("the bubble's clock moved %v; want past the 6s outage", time.Since(start))
@@ -179,15 +180,28 @@ expect: {checks: [retry-after, instant-retry]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := retrylabtest.Run(t, sc, nil)
+	res := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.ScenarioSubject())
 	res.AssertPass(t)
 	if res.Summary.Subject != "retrylab" || res.Summary.Throttled429 < 10 {
 		t.Errorf("Summary = %+v; want the scenario's default subject, every client throttled first", res.Summary)
 	}
+
+	// The same scenario from a file, against the subject it names.
+	path := filepath.Join(t.TempDir(), "mine.yaml")
+	named := strings.Replace(string(sc.Source), "duration: 30s", "duration: 30s\nsubject: {name: ignore-retry-after}", 1)
+	if err := os.WriteFile(path, []byte(named), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res = retrylabtest.Run(t, retrylabtest.File(path), retrylabtest.ScenarioSubject())
+	if res.Summary.Scenario != "mine" || res.Summary.Subject != "ignore-retry-after" || res.Summary.Throttled429 < 10 {
+		t.Errorf("Summary = %+v; want the file's scenario (mine) against the subject it names (ignore-retry-after), every client throttled first", res.Summary)
+	}
+	res.AssertFails(t, analyzer.CheckRetryAfter)
 }
 
-// fakeTB records a Run's fatal errors and an assertion's errors; only the
-// methods Run calls before the bubble, and Errorf, are implemented.
+// fakeTB records a RunInBubble's fatal errors and an assertion's
+// errors; only the methods they call before a run, and Errorf, are
+// implemented.
 type fakeTB struct {
 	testing.TB
 	mu   sync.Mutex
@@ -210,38 +224,55 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+// TestRunRejects: a scenario or subject that cannot be had fails the
+// test before any run, with a message naming it. The arguments are
+// checked outside the bubble, by the code Run and RunInBubble share;
+// RunInBubble takes the fake testing.TB.
 func TestRunRejects(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: bad\nduration: forever\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		scenario, subject any
-		want              string
+		scenario retrylabtest.Scenario
+		subject  retrylabtest.Subject
+		want     string
 	}{
-		{"no-such-scenario", "retrylab", "unknown scenario"},
-		{42, "retrylab", "want a name, a path or a *scenarios.Scenario"},
-		{"outage-date", "no-such-subject", "unknown subject"},
-		{"outage-date", subjects.Program{Path: "true"}, "real time only"},
-		{"outage-date", 3.5, "want a name or a subjects.Subject"},
+		{retrylabtest.Builtin("no-such-scenario"), retrylabtest.Registered("retrylab"), "unknown scenario"},
+		{retrylabtest.Builtin("../outage-date"), retrylabtest.Registered("retrylab"), "unknown scenario"},
+		{retrylabtest.File(filepath.Join(dir, "missing.yaml")), retrylabtest.Registered("retrylab"), "no such file"},
+		{retrylabtest.File(bad), retrylabtest.Registered("retrylab"), "bad.yaml"},
+		{retrylabtest.Custom(nil), retrylabtest.Registered("retrylab"), "retrylabtest.Custom(nil): no scenario"},
+		{nil, retrylabtest.Registered("retrylab"), "no scenario (Builtin, File or Custom makes one)"},
+		{retrylabtest.Builtin("outage-date"), retrylabtest.Registered("no-such-subject"), "unknown subject"},
+		{retrylabtest.Builtin("outage-date"), retrylabtest.Registered(""), `retrylabtest.Registered(""): no subject name`},
+		{retrylabtest.Builtin("outage-date"), retrylabtest.Client(nil), "retrylabtest.Client(nil): no subject"},
+		{retrylabtest.Builtin("outage-date"), nil, "no subject (Registered, Client or ScenarioSubject makes one)"},
+		{retrylabtest.Builtin("outage-date"), retrylabtest.Client(subjects.Program{Path: "true"}), "real time only"},
+		{retrylabtest.Builtin("outage-date"), retrylabtest.Registered("exec:true"), "real time only"},
 	}
 	for _, tt := range tests {
 		f := &fakeTB{}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			retrylabtest.Run(f, tt.scenario, tt.subject)
+			retrylabtest.RunInBubble(f, tt.scenario, tt.subject)
 		}()
 		<-done
 		if len(f.msgs) != 1 || !strings.Contains(f.msgs[0], tt.want) {
-			t.Errorf("Run(%v, %v) fatal messages %q; want one containing %q", tt.scenario, tt.subject, f.msgs, tt.want)
+			t.Errorf("RunInBubble(%#v, %#v) fatal messages %q; want one containing %q", tt.scenario, tt.subject, f.msgs, tt.want)
 		}
 	}
 	f := &fakeTB{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		retrylabtest.Run(f, "outage-date", "retrylab", retrylabtest.WithChecks("speed"))
+		retrylabtest.RunInBubble(f, retrylabtest.Builtin("outage-date"), retrylabtest.Registered("retrylab"), retrylabtest.WithChecks("speed"))
 	}()
 	<-done
 	if len(f.msgs) != 1 || !strings.Contains(f.msgs[0], "unknown check") {
-		t.Errorf("Run(WithChecks(speed)) fatal messages %q; want unknown check", f.msgs)
+		t.Errorf("RunInBubble(WithChecks(speed)) fatal messages %q; want unknown check", f.msgs)
 	}
 }
 
@@ -271,7 +302,7 @@ expect: {checks: [instant-retry, attempts]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := retrylabtest.Run(t, sc, naive{})
+	res := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Client(naive{}))
 	res.AssertFails(t, "instant-retry")
 	res.AssertCheck(t, "attempts", analyzer.StatusSkip) // naive states no policy
 }
@@ -288,7 +319,7 @@ func TestExampleGate(t *testing.T) { gateMyClient(t) }
 // and a cap the client breaks fails (unbounded states 5, makes up to 8).
 func TestAbandonedAttemptsCount(t *testing.T) {
 	policy := subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second, MaxAttempts: 5, Budget: 20 * time.Second, Jitter: "full", Timeout: time.Second}
-	res := retrylabtest.Run(t, "slow-server", "unbounded", retrylabtest.WithClients(20), retrylabtest.WithPolicy(policy))
+	res := retrylabtest.Run(t, retrylabtest.Builtin("slow-server"), retrylabtest.Registered("unbounded"), retrylabtest.WithClients(20), retrylabtest.WithPolicy(policy))
 	dec := timeline.NewDecoder(bytes.NewReader(res.Timeline))
 	var rec timeline.Record
 	abandoned, most := 0, 0
@@ -389,7 +420,7 @@ func TestAssertionsNeedTheVerdict(t *testing.T) {
 // middle of the outage is INCONCLUSIVE, and AssertFails() does not take
 // it for a failure.
 func TestAssertFailsInconclusiveRun(t *testing.T) {
-	res := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(20), retrylabtest.WithDuration(2*time.Second))
+	res := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(20), retrylabtest.WithDuration(2*time.Second))
 	if res.Verdict.Status != analyzer.VerdictInconclusive || len(res.Verdict.Inconclusive) == 0 {
 		t.Fatalf("a 2 s cap on outage-delta: verdict %s %q; want INCONCLUSIVE with reasons (the test needs another way to make one)",
 			res.Verdict.Status, res.Verdict.Inconclusive)

@@ -90,8 +90,8 @@ func TestRetryBudgetHeadroom(t *testing.T) {
 		t.Run(sc, func(t *testing.T) {
 			for seed := int64(1); seed <= seeds; seed++ {
 				p := &budgetProbe{ref: ref, lowest: client.DefaultRetryBudgetCapacity}
-				got := retrylabtest.Run(t, sc, p, retrylabtest.WithSeed(seed))
-				want := retrylabtest.Run(t, sc, "retrylab", retrylabtest.WithSeed(seed))
+				got := retrylabtest.Run(t, retrylabtest.Builtin(sc), retrylabtest.Client(p), retrylabtest.WithSeed(seed))
+				want := retrylabtest.Run(t, retrylabtest.Builtin(sc), retrylabtest.Registered("retrylab"), retrylabtest.WithSeed(seed))
 				if got.Hash != want.Hash {
 					t.Fatalf("seed %d: the probe's timeline differs from retrylab's (hash %s vs %s): it no longer maps the Policy as retrylab does", seed, got.Hash, want.Hash)
 				}

@@ -28,7 +28,7 @@ func TestWavesControls(t *testing.T) {
 			// outage-bare too (its budget and the scenario are being
 			// reconciled); a control that stops growing its waits gives up
 			// early, which is that check's business, not its mistake here.
-			res := retrylabtest.Run(t, e.scenario, e.control, retrylabtest.WithSeed(seed), retrylabtest.WithSkip(analyzer.CheckGiveUp))
+			res := retrylabtest.Run(t, retrylabtest.Builtin(e.scenario), retrylabtest.Registered(e.control), retrylabtest.WithSeed(seed), retrylabtest.WithSkip(analyzer.CheckGiveUp))
 			if got := res.Failed(); !slices.Equal(got, []string{analyzer.CheckWaves}) {
 				c := res.Verdict.Check(analyzer.CheckWaves)
 				t.Errorf("%s × %s, seed %d: failed %v; want [waves] (waves %s %.2f: %s)", e.scenario, e.control, seed, got, c.Status, c.Figure, c.Reason)
@@ -37,7 +37,7 @@ func TestWavesControls(t *testing.T) {
 	}
 	for _, sc := range []string{"outage-delta", "outage-date", "post-idempotency"} {
 		for seed := int64(1); seed <= 3; seed++ {
-			res := retrylabtest.Run(t, sc, "retry-after-plus-constant", retrylabtest.WithSeed(seed), retrylabtest.WithChecks(analyzer.CheckWaves))
+			res := retrylabtest.Run(t, retrylabtest.Builtin(sc), retrylabtest.Registered("retry-after-plus-constant"), retrylabtest.WithSeed(seed), retrylabtest.WithChecks(analyzer.CheckWaves))
 			if got := res.Failed(); len(got) != 0 {
 				t.Errorf("%s × retry-after-plus-constant, seed %d: failed %v; want none", sc, seed, got)
 			}
@@ -51,7 +51,7 @@ func TestWavesControls(t *testing.T) {
 			// The controls' correct loop adds its backoff draw on top of
 			// Retry-After: no warning. (retry-4xx is that loop in these
 			// scenarios: they send no 4xx.)
-			ref := retrylabtest.Run(t, sc, "retry-4xx", retrylabtest.WithSeed(seed), retrylabtest.WithChecks(analyzer.CheckWaves))
+			ref := retrylabtest.Run(t, retrylabtest.Builtin(sc), retrylabtest.Registered("retry-4xx"), retrylabtest.WithSeed(seed), retrylabtest.WithChecks(analyzer.CheckWaves))
 			for _, w := range ref.Verdict.Warnings {
 				if w.ID == analyzer.WarnServerSync {
 					t.Errorf("%s × retry-4xx, seed %d: %s", sc, seed, w.Message)

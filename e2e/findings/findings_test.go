@@ -187,7 +187,7 @@ func TestLibraries(t *testing.T) {
 							t.Skip("under -race one seed a run (a race is the code's, not the seed's): make matrix runs every seed")
 						}
 						t.Parallel()
-						res := retrylabtest.Run(t, sc, subj, retrylabtest.WithSeed(seed))
+						res := retrylabtest.Run(t, retrylabtest.Builtin(sc), retrylabtest.Registered(subj), retrylabtest.WithSeed(seed))
 						r := run{subject: subj, scenario: sc, seed: seed, verdict: res.Verdict,
 							results: res.Verdict.Figures.Results, requests: res.Verdict.Figures.Outcomes}
 						r.version, r.summary = describe(t, subj, res.Timeline)

@@ -28,12 +28,29 @@ func readmeGoMod(t *testing.T) string {
 	return string(block)
 }
 
+// readmeGate returns the go test gate the README shows (the Go block
+// that opens its "Gating CI inside `go test`" section).
+func readmeGate(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := bytes.Cut(readme, []byte("## Gating CI inside `go test`\n\n```go\n"))
+	if !ok {
+		t.Fatal("README.md: no ```go block opening the section \"Gating CI inside `go test`\"")
+	}
+	block, _, _ := bytes.Cut(after, []byte("```"))
+	return string(block)
+}
+
 // TestRetrylabtestFromAnotherModule builds and runs, offline and outside
 // the workspace, a throwaway module with exactly the go.mod the README
 // shows (its ../retrylab the repository) and a test that gates a client
 // with retrylabtest.Run, through the README's steps (go mod tidy, go
 // test): the README's two replace lines are all a module needs while the
-// root module and the client are unreleased. The module
+// root module and the client are unreleased. The README's gate is
+// compiled with it (not run: TestGate is its smaller twin). The module
 // cache must hold the root module's requirements (`go mod download` at
 // the root); go.sum is the root's and the client's.
 func TestRetrylabtestFromAnotherModule(t *testing.T) {
@@ -69,11 +86,13 @@ import (
 )
 
 func TestGate(t *testing.T) {
-	res := retrylabtest.Run(t, "outage-delta", "retrylab", retrylabtest.WithClients(10))
+	res := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered("retrylab"), retrylabtest.WithClients(10))
 	res.AssertPass(t)
 	t.Logf("verdict %s, %d attempts", res.Verdict.Status, res.Verdict.Figures.Attempts)
 }
-`,
+
+// The README's gate, as it shows it.
+` + readmeGate(t),
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {

@@ -283,7 +283,7 @@ func runBudgetCell(t *testing.T, p int, subject string) budgetCell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := retrylabtest.Run(t, sc, subject, retrylabtest.WithSeed(*budgetSeed))
+	res := retrylabtest.Run(t, retrylabtest.Custom(sc), retrylabtest.Registered(subject), retrylabtest.WithSeed(*budgetSeed))
 	s, f := res.Summary, res.Verdict.Figures
 	planned := int64(budgetClients * budgetRequests)
 	if s.Stopped != runner.StoppedDone || s.Planned != planned || s.Requests != planned || f.Requests != planned {

@@ -109,7 +109,7 @@ func TestPacingWarmup(t *testing.T) {
 			sc.Fleet.Requests, sc.Fleet.Think = int(5*row.phase.Seconds()), 200*time.Millisecond
 		}
 		pol := subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Budget: 10 * time.Second, Jitter: "full", Rate: perClient, Burst: row.burst}
-		res := retrylabtest.Run(t, &sc, row.subject, retrylabtest.WithPolicy(pol))
+		res := retrylabtest.Run(t, retrylabtest.Custom(&sc), retrylabtest.Registered(row.subject), retrylabtest.WithPolicy(pol))
 
 		// When the limits rejected, from the timeline itself.
 		byLimit := map[string][]int64{}

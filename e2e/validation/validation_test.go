@@ -329,7 +329,7 @@ func TestValidationMatrix(t *testing.T) {
 							t.Skip("under -race one seed a cell (a race is the code's, not the seed's): make matrix runs every seed")
 						}
 						t.Parallel()
-						res := retrylabtest.Run(t, sc.Name, subj, append(fleetOptions(sc.Name), retrylabtest.WithSeed(seed))...)
+						res := retrylabtest.Run(t, retrylabtest.Builtin(sc.Name), retrylabtest.Registered(subj), append(fleetOptions(sc.Name), retrylabtest.WithSeed(seed))...)
 						v := res.Verdict
 						mu.Lock()
 						cells = append(cells, cell{sc.Name, subj, seed, v, v.Figures.Attempts, v.Figures.Results,
