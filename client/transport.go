@@ -71,6 +71,7 @@ type Transport struct {
 	rbObs     RetryBudgetObserver // obs, if it has the interface
 	retryable [10]uint64          // bit set of statuses 0..639
 	rb        retryBudget
+	v         Variant // the departures of a negative control (NewVariant)
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -171,6 +172,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !idempotent(req) {
 		switch {
 		case hasIdempotencyKey(req.Header):
+		case t.v.RetryWithoutKey:
 		case cfg.AddIdempotencyKey:
 			header = req.Header.Clone()
 			if header == nil {
@@ -225,10 +227,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.obs.Attempt(AttemptEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Duration: now.Sub(sentAt)})
 		retryAfter, hasRA := time.Duration(0), false
 		if resp != nil {
-			if v := resp.Header["Retry-After"]; len(v) > 0 {
+			if v := resp.Header["Retry-After"]; len(v) > 0 && !t.v.IgnoreRetryAfter {
 				retryAfter, hasRA = ParseRetryAfter(v[0], now)
 			}
-			if !hasRA {
+			if !hasRA && !t.v.NoSlowDown {
 				t.observeHeaders(resp, key, now)
 			}
 		}
@@ -279,7 +281,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		wait, src := retryAfter, SourceRetryAfter
 		serverPaced = hasRA && retryAfter > 0
 		if serverPaced {
-			if cfg.RetryAfterJitter > 0 {
+			if t.v.RetryAfterExtra != nil {
+				wait = satAdd(wait, t.retryAfterExtra())
+			} else if cfg.RetryAfterJitter > 0 {
 				wait = satAdd(wait, t.uniform(cfg.RetryAfterJitter))
 			}
 		} else {
@@ -372,10 +376,7 @@ func deliver(a *attempt, resp *http.Response) *http.Response {
 // not be returned, so its connection can be reused, then releases its
 // attempt a (if not nil).
 func discard(resp *http.Response, a *attempt) {
-	if resp != nil && resp.Body != nil {
-		io.CopyN(io.Discard, resp.Body, DrainLimit)
-		resp.Body.Close()
-	}
+	Drain(resp)
 	if a != nil {
 		a.release()
 	}
@@ -408,7 +409,17 @@ func (t *Transport) isRetryable(status int) bool {
 func (t *Transport) delay(retry int, prev time.Duration) time.Duration {
 	t.randMu.Lock()
 	defer t.randMu.Unlock()
+	if t.v.Backoff != nil {
+		return max(t.v.Backoff(t.rnd, retry, prev), 0)
+	}
 	return t.cfg.Jitter.Delay(t.rnd, t.cfg.Base, t.cfg.Cap, retry, prev)
+}
+
+// retryAfterExtra is a Variant's addition to a Retry-After wait.
+func (t *Transport) retryAfterExtra() time.Duration {
+	t.randMu.Lock()
+	defer t.randMu.Unlock()
+	return max(t.v.RetryAfterExtra(t.rnd), 0)
 }
 
 func (t *Transport) uniform(d time.Duration) time.Duration {

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/retrylab/retrylab/client"
 )
 
 // Results of Classify: the same strings as the timeline's Outcome.Result.
@@ -42,28 +45,9 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// nonRetryable is the set the analyzer's non-retryable check uses by
-// default; Classify names a final status in it "non-retryable".
-func nonRetryable(status int) bool {
-	switch status {
-	case 400, 401, 403, 404, 422:
-		return true
-	}
-	return false
-}
-
-// RetryableStatus reports whether a correct client retries status: 429,
-// 500, 502, 503, 504.
-func RetryableStatus(status int) bool { return retryableStatus(status) }
-
-// retryableStatus is the set a correct client retries.
-func retryableStatus(status int) bool {
-	switch status {
-	case 429, 500, 502, 503, 504:
-		return true
-	}
-	return false
-}
+// RetryableStatus reports whether a correct client retries status: one of
+// the client's client.DefaultRetryable (429, 500, 502, 503, 504).
+func RetryableStatus(status int) bool { return slices.Contains(client.DefaultRetryable, status) }
 
 // Classify names the outcome of a Caller's return as the timeline does:
 //
@@ -199,7 +183,7 @@ func Failure(ctx context.Context, c *Counter, err error) error {
 	switch {
 	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		e.Result = ResultError
-	case e.Status != 0 && !retryableStatus(e.Status) && e.Status != 408 && e.Status >= 400 && e.Status < 500:
+	case e.Status != 0 && !RetryableStatus(e.Status) && e.Status != 408 && e.Status >= 400 && e.Status < 500:
 		e.Result = ResultNonRetryable
 	default:
 		e.Result = ResultGaveUp

@@ -1,20 +1,27 @@
 package subjects
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/retrylab/retrylab/client"
+)
 
 // clock-aligned is a negative control whose one mistake is retrying at the
 // next whole second of the clock (a cron-like "retry on the next tick"):
 // its waits look spread (uniform over a second when failures are), but
 // every client of the fleet arrives at the same instant each second (the
 // waves check). In virtual time the clock is the bubble's, which starts at
-// a whole second. Everything else is correct.
+// a whole second. Everything else is the client's.
 func init() {
 	registerControl(&control{
 		name:    "clock-aligned",
 		mistake: "retries at the next whole second of the clock",
-		delay: func(l *loop, n int) time.Duration {
-			now := time.Now()
-			return now.Truncate(time.Second).Add(time.Second).Sub(now)
+		variant: func(client.Config) client.Variant {
+			return client.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration {
+				now := time.Now()
+				return now.Truncate(time.Second).Add(time.Second).Sub(now)
+			}}
 		},
 	})
 }

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,34 +72,23 @@ func answer(status int, header ...string) *http.Response {
 	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("body"))}
 }
 
-// clientControls are the negative controls built on the client package
-// rather than the control loop.
-var clientControls = map[string]bool{"no-retry-budget": true}
-
-// correct is the control loop without a mistake: the reference every
-// control must differ from in exactly its one property.
-var correct = &control{name: "correct", mistake: "none"}
-
-func controlsUnderTest(t *testing.T) map[string]*control {
+// controlsUnderTest are the reference client ("retrylab") and every
+// negative control, by name.
+func controlsUnderTest(t *testing.T) map[string]Subject {
 	t.Helper()
-	m := map[string]*control{"correct": correct}
-	for _, name := range Controls() {
+	m := map[string]Subject{}
+	for _, name := range append([]string{"retrylab"}, Controls()...) {
 		s, err := Lookup(name)
 		if err != nil {
 			t.Fatalf("Lookup(%q): %v", name, err)
 		}
-		c, ok := s.(*control)
-		if !ok {
-			// The client's own controls; TestNoRetryBudget measures them.
-			if !clientControls[name] {
-				t.Fatalf("control %q is %T, neither the control loop nor a known client control", name, s)
-			}
-			continue
-		}
-		m[name] = c
+		m[name] = s
 	}
 	return m
 }
+
+// errReset is a transient transport error, as the client judges them.
+var errReset = &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 
 func call(t *testing.T, c Caller, method string) (result string, status, attempts int) {
 	t.Helper()
@@ -115,9 +105,9 @@ func call(t *testing.T, c Caller, method string) (result string, status, attempt
 // Each property of a correct retry loop, measured on one control.
 var properties = []struct {
 	name    string
-	measure func(t *testing.T, c *control) bool
+	measure func(t *testing.T, c Subject) bool
 }{
-	{"honours Retry-After", func(t *testing.T, c *control) bool {
+	{"honours Retry-After", func(t *testing.T, c Subject) bool {
 		s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
 			if n == 1 {
 				return answer(503, "Retry-After", "3"), nil
@@ -128,7 +118,7 @@ var properties = []struct {
 		g := s.gaps()
 		return res == ResultOK && len(g) == 1 && g[0] >= 3*time.Second
 	}},
-	{"does not retry 4xx", func(t *testing.T, c *control) bool {
+	{"does not retry 4xx", func(t *testing.T, c Subject) bool {
 		for _, st := range []int{400, 401, 403, 404, 422} {
 			s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(st), nil })
 			res, got, _ := call(t, c.New(s, Params{}), "GET")
@@ -138,12 +128,12 @@ var properties = []struct {
 		}
 		return true
 	}},
-	{"retries 429/5xx and errors", func(t *testing.T, c *control) bool {
+	{"retries 429/5xx and errors", func(t *testing.T, c Subject) bool {
 		for _, st := range []int{429, 500, 502, 503, 504, 0} {
 			s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
 				if n == 1 {
 					if st == 0 {
-						return nil, errors.New("connection reset")
+						return nil, errReset
 					}
 					return answer(st), nil
 				}
@@ -156,12 +146,12 @@ var properties = []struct {
 		}
 		return true
 	}},
-	{"caps attempts", func(t *testing.T, c *control) bool {
+	{"caps attempts", func(t *testing.T, c Subject) bool {
 		s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(503), nil })
 		res, st, _ := call(t, c.New(s, Params{Policy: Policy{MaxAttempts: 4, Base: time.Millisecond}}), "GET")
 		return s.attempts() <= 4 && res == ResultGaveUp && st == 503
 	}},
-	{"keeps its budget", func(t *testing.T, c *control) bool {
+	{"keeps its budget", func(t *testing.T, c Subject) bool {
 		s := newScripted(func(int, *http.Request) (*http.Response, error) {
 			return answer(503, "Retry-After", "3600"), nil
 		})
@@ -169,7 +159,7 @@ var properties = []struct {
 		res, _, _ := call(t, c.New(s, Params{Policy: Policy{Budget: 10 * time.Second}}), "GET")
 		return time.Since(start) <= 10*time.Second && (res == ResultBudget || res == ResultGaveUp)
 	}},
-	{"jitters", func(t *testing.T, c *control) bool {
+	{"jitters", func(t *testing.T, c Subject) bool {
 		seen := map[time.Duration]bool{}
 		for seed := range uint64(10) {
 			s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
@@ -185,9 +175,11 @@ var properties = []struct {
 		}
 		return len(seen) >= 5
 	}},
-	{"jitters on top of Retry-After", func(t *testing.T, c *control) bool {
-		seen := map[time.Duration]bool{}
-		for seed := range uint64(10) {
+	{"waits exactly what Retry-After says", func(t *testing.T, c Subject) bool {
+		// The client obeys a positive Retry-After to the nanosecond
+		// (Config.RetryAfterJitter is zero in the harness), drawing no
+		// backoff.
+		for seed := range uint64(3) {
 			s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
 				if n == 1 {
 					return answer(503, "Retry-After", "1"), nil
@@ -195,13 +187,13 @@ var properties = []struct {
 				return answer(200), nil
 			})
 			call(t, c.New(s, Params{Rand: rand.New(rand.NewPCG(seed, seed))}), "GET")
-			for _, g := range s.gaps() {
-				seen[g] = true
+			if g := s.gaps(); len(g) != 1 || g[0] != time.Second {
+				return false
 			}
 		}
-		return len(seen) >= 5
+		return true
 	}},
-	{"backs off exponentially", func(t *testing.T, c *control) bool {
+	{"backs off exponentially", func(t *testing.T, c Subject) bool {
 		// Equal jitter: wait n lies in [ceil/2, ceil], ceil = 100ms·2^(n-1).
 		s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(503), nil })
 		pol := Policy{Base: 100 * time.Millisecond, Cap: time.Hour, MaxAttempts: 5, Jitter: "equal"}
@@ -218,7 +210,7 @@ var properties = []struct {
 		}
 		return true
 	}},
-	{"waits before retrying without Retry-After", func(t *testing.T, c *control) bool {
+	{"waits before retrying without Retry-After", func(t *testing.T, c Subject) bool {
 		// Equal jitter: the first wait lies in [Base/2, Base].
 		s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
 			if n == 1 {
@@ -231,7 +223,7 @@ var properties = []struct {
 		g := s.gaps()
 		return res == ResultOK && len(g) == 1 && g[0] >= 50*time.Millisecond
 	}},
-	{"paces with the policy's rate", func(t *testing.T, c *control) bool {
+	{"paces with the policy's rate", func(t *testing.T, c Subject) bool {
 		// Rate 1/s, burst 1: three calls that succeed at once go out a
 		// second apart.
 		s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(200), nil })
@@ -244,7 +236,7 @@ var properties = []struct {
 		g := s.gaps()
 		return len(g) == 2 && g[0] >= 999*time.Millisecond && g[1] >= 999*time.Millisecond
 	}},
-	{"sends POST retries with one Idempotency-Key", func(t *testing.T, c *control) bool {
+	{"sends POST retries with one Idempotency-Key", func(t *testing.T, c Subject) bool {
 		s := newScripted(func(n int, _ *http.Request) (*http.Response, error) {
 			if n < 3 {
 				return answer(503), nil
@@ -257,28 +249,49 @@ var properties = []struct {
 		}
 		return s.keys[0] != "" && s.keys[0] == s.keys[1] && s.keys[1] == s.keys[2]
 	}},
+	{"bounds retries across calls", func(t *testing.T, c Subject) bool {
+		// The client's retry budget: 500 tokens, 5 a retry; against a
+		// server that stays down 30 calls of up to 5 attempts may make 100
+		// retries, not 120. Each call ends within 10 s of virtual time
+		// (unbounded's would not end by itself).
+		s := newScripted(func(int, *http.Request) (*http.Response, error) { return answer(503), nil })
+		caller := c.New(s, Params{Policy: Policy{Base: time.Millisecond, Cap: 10 * time.Millisecond, MaxAttempts: 5}})
+		for range 30 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://stub/c/1/r/0", nil)
+			if resp, _ := caller(ctx, req); resp != nil {
+				resp.Body.Close()
+			}
+			cancel()
+		}
+		return s.attempts() <= 30+100
+	}},
 }
 
-// TestControlsHaveOneMistake measures every property on the correct loop
-// (all hold) and on each control: exactly the properties its documented
-// mistake breaks fail, and no other.
+// TestControlsHaveOneMistake measures every property on the reference
+// client (all hold) and on each control: exactly the properties its
+// documented mistake breaks fail, and no other, but for the retry budget
+// that every control lacks (they are built on no-retry-budget; no-retry,
+// which never retries, needs none).
 func TestControlsHaveOneMistake(t *testing.T) {
+	const budget = "bounds retries across calls"
 	breaks := map[string][]string{
-		"correct":            nil,
-		"fixed-delay":        {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
-		"exp-no-jitter":      {"jitters", "jitters on top of Retry-After"},
-		"ignore-retry-after": {"honours Retry-After"},
-		"retry-4xx":          {"does not retry 4xx"},
-		"unbounded":          {"caps attempts", "keeps its budget"},
+		"retrylab":           nil,
+		"no-retry-budget":    {budget},
+		"fixed-delay":        {budget, "jitters", "backs off exponentially"},
+		"exp-no-jitter":      {budget, "jitters"},
+		"ignore-retry-after": {budget, "honours Retry-After", "waits exactly what Retry-After says"},
+		"retry-4xx":          {budget, "does not retry 4xx"},
+		"unbounded":          {budget, "caps attempts", "keeps its budget"},
 		// issue 11: waves controls
-		"discrete-delays":           {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
-		"clock-aligned":             {"jitters", "jitters on top of Retry-After", "backs off exponentially"},
-		"capped-lockstep":           {"backs off exponentially"},
-		"retry-after-plus-constant": {"jitters on top of Retry-After"},
-		"no-retry":                  {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "jitters on top of Retry-After", "waits before retrying without Retry-After", "sends POST retries with one Idempotency-Key"},
-		"no-backoff":                {"backs off exponentially", "jitters", "jitters on top of Retry-After", "waits before retrying without Retry-After"},
-		"no-idempotency-key":        {"sends POST retries with one Idempotency-Key"},
-		"no-pacing":                 {"paces with the policy's rate"},
+		"discrete-delays":           {budget, "jitters", "backs off exponentially"},
+		"clock-aligned":             {budget, "jitters", "backs off exponentially"},
+		"capped-lockstep":           {budget, "backs off exponentially"},
+		"retry-after-plus-constant": {budget, "waits exactly what Retry-After says"},
+		"no-retry":                  {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "waits exactly what Retry-After says", "waits before retrying without Retry-After", "sends POST retries with one Idempotency-Key"},
+		"no-backoff":                {budget, "backs off exponentially", "jitters", "waits before retrying without Retry-After"},
+		"no-idempotency-key":        {budget, "sends POST retries with one Idempotency-Key"},
+		"no-pacing":                 {budget, "paces with the policy's rate"},
 	}
 	cs := controlsUnderTest(t)
 	if len(cs) != len(breaks) {
@@ -333,7 +346,7 @@ func TestControlTimeoutAndPacing(t *testing.T) {
 		})
 		c, _ := Lookup("exp-no-jitter")
 		pol := Policy{Base: time.Second, Timeout: 5 * time.Second, Rate: 0.1, Burst: 1}
-		res, _, _ := call(t, c.(*control).New(s, Params{Policy: pol}), "GET")
+		res, _, _ := call(t, c.New(s, Params{Policy: pol}), "GET")
 		if res != ResultOK {
 			t.Fatalf("result = %q; want ok", res)
 		}
@@ -348,74 +361,6 @@ func TestControlTimeoutAndPacing(t *testing.T) {
 		for i := range want {
 			if d := got[i] - want[i]; d < -time.Millisecond || d > time.Millisecond {
 				t.Errorf("attempt %d at %v; want %v (±1ms)", i+1, got[i], want[i])
-			}
-		}
-	})
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"", 0, false},
-		{"0", 0, true},
-		{"7", 7 * time.Second, true},
-		{"-3", 0, false},
-		{"1.5", 0, false},
-		{"soon", 0, false},
-		{" 5", 0, false},
-		{"Fri, 02 Jan 2026 03:04:15 GMT", 10 * time.Second, true},
-		{"Fri, 02 Jan 2026 03:00:00 GMT", 0, true},
-		{"99999999999999999999", 1<<63 - 1, true},
-		{strconv.Itoa(1 << 40), 1<<63 - 1, true},
-	}
-	for _, tt := range tests {
-		got, ok := parseRetryAfter(tt.in, now)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
-func TestExpCeil(t *testing.T) {
-	tests := []struct {
-		base, cap time.Duration
-		n         int
-		want      time.Duration
-	}{
-		{100, 1000, 1, 100},
-		{100, 1000, 2, 200},
-		{100, 1000, 4, 800},
-		{100, 1000, 5, 1000},
-		{100, 1000, 500, 1000},
-		{time.Hour, 1<<63 - 1, 100, 1<<63 - 1},
-	}
-	for _, tt := range tests {
-		if got := expCeil(tt.base, tt.cap, tt.n); got != tt.want {
-			t.Errorf("expCeil(%v, %v, %d) = %v; want %v", tt.base, tt.cap, tt.n, got, tt.want)
-		}
-	}
-}
-
-func FuzzParseRetryAfter(f *testing.F) {
-	for _, s := range []string{"", "0", "7", "-3", "1.5", "soon", "Fri, 02 Jan 2026 03:04:15 GMT", "99999999999999999999", "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := parseRetryAfter(s, now)
-		if d < 0 {
-			t.Fatalf("parseRetryAfter(%q) = %v; want ≥ 0", s, d)
-		}
-		if !ok && d != 0 {
-			t.Fatalf("parseRetryAfter(%q) = %v, false; want 0 when unusable", s, d)
-		}
-		if ok && isDigits(s) && len(s) < 10 {
-			if n, _ := strconv.Atoi(s); d != time.Duration(n)*time.Second {
-				t.Fatalf("parseRetryAfter(%q) = %v; want %ds", s, d, n)
 			}
 		}
 	})

@@ -465,3 +465,13 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(bytes.ToValidUTF8(t.buf, []byte("?")))
 }
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}

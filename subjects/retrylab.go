@@ -1,7 +1,6 @@
 package subjects
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -75,13 +74,7 @@ func (s retrylabSubject) Describe(p Params) Info {
 }
 
 func (s retrylabSubject) New(next http.RoundTripper, p Params) Caller {
-	t := client.New(counting{next}, s.clientConfig(p))
-	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
-		ctx, c := WithCounter(ctx)
-		resp, err := t.RoundTrip(req.WithContext(ctx))
-		c.Finish(resp)
-		return resp, err
-	}
+	return callerOf(client.New(counting{next}, s.clientConfig(p)))
 }
 
 // classifyClient maps the client package's *RetryError; see Classify.

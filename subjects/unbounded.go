@@ -1,13 +1,24 @@
 package subjects
 
+import (
+	"math"
+	"time"
+
+	"github.com/retrylab/retrylab/client"
+)
+
 // unbounded is a negative control whose one mistake is having no bounds:
-// no attempt cap and no time budget, so it retries until its context ends
-// (the attempts and budget checks; the harness watchdog records it hung).
-// Its waits are the correct jittered backoff, Retry-After honoured.
+// the client with no attempt cap and no time budget (MaxAttempts and
+// Budget at their largest; like every control it has no retry budget), so
+// it retries until its context ends (the attempts and budget checks; the
+// harness watchdog records it hung). Its waits are the client's jittered
+// backoff, Retry-After honoured.
 func init() {
 	registerControl(&control{
-		name:      "unbounded",
-		mistake:   "no attempt cap and no budget: retries until its context ends",
-		unbounded: true,
+		name:    "unbounded",
+		mistake: "no attempt cap and no budget: retries until its context ends",
+		config: func(cfg *client.Config) {
+			cfg.MaxAttempts, cfg.Budget = math.MaxInt, time.Duration(math.MaxInt64)
+		},
 	})
 }

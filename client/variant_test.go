@@ -1,0 +1,111 @@
+package client
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// variantRun sends calls requests of method, one after the other, through
+// the Transport mk makes over f (answering with respond) from cfg, seeded;
+// it returns each call's outcome and what f saw (instant, method and
+// Idempotency-Key of each attempt).
+func variantRun(t *testing.T, mk func(http.RoundTripper, Config) *Transport, cfg Config, method string, calls int, respond func(n int, req *http.Request) (*http.Response, error)) string {
+	t.Helper()
+	var out strings.Builder
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(respond)
+		cfg.Rand = rand.New(rand.NewPCG(3, 4))
+		tr := mk(f, cfg)
+		for range calls {
+			req, _ := http.NewRequest(method, "http://api.test/x", strings.NewReader("payload"))
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				fmt.Fprintf(&out, "status %d\n", resp.StatusCode)
+				Drain(resp)
+			} else {
+				fmt.Fprintf(&out, "error %v\n", err)
+			}
+		}
+		for _, s := range f.attempts() {
+			fmt.Fprintf(&out, "%v %s %q\n", s.at, s.method, s.header.Get("Idempotency-Key"))
+		}
+	})
+	return out.String()
+}
+
+// TestVariant: the zero Variant is New, draw for draw; each field departs
+// from New where its doc says, and only there.
+func TestVariant(t *testing.T) {
+	ra := func(v string) func(int, *http.Request) (*http.Response, error) {
+		return func(n int, _ *http.Request) (*http.Response, error) {
+			if n < 2 {
+				return reply(503, "Retry-After", v), nil
+			}
+			return reply(200), nil
+		}
+	}
+	bare := statuses(503, 503, 503, 200)
+	limits := func(n int, _ *http.Request) (*http.Response, error) {
+		return reply(200, "X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "6"), nil
+	}
+	ceiling := func(_ *rand.Rand, n int, _ time.Duration) time.Duration { return Ceiling(time.Second, time.Hour, n) }
+	base := Config{Base: 100 * time.Millisecond, AddIdempotencyKey: true}
+	tests := []struct {
+		name    string
+		v       Variant
+		method  string
+		calls   int
+		respond func(int, *http.Request) (*http.Response, error)
+		same    bool   // the same trace as New's
+		want    string // a line the trace must hold, when it differs
+	}{
+		{"zero variant, bare 503s", Variant{}, "GET", 1, bare, true, ""},
+		{"zero variant, POST", Variant{}, "POST", 1, ra("1"), true, ""},
+		{"backoff", Variant{Backoff: ceiling}, "GET", 1, bare, false, "7s GET \"\""},
+		{"backoff under a positive Retry-After", Variant{Backoff: ceiling}, "GET", 1, ra("2"), true, ""},
+		{"negative backoff is none", Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return -time.Hour }}, "GET", 1, bare, false, "0s GET \"\""},
+		{"ignore Retry-After", Variant{IgnoreRetryAfter: true}, "GET", 1, ra("30"), false, "status 200"},
+		{"ignore Retry-After, none sent", Variant{IgnoreRetryAfter: true}, "GET", 1, bare, true, ""},
+		{"Retry-After extra", Variant{RetryAfterExtra: func(*rand.Rand) time.Duration { return time.Second }}, "GET", 1, ra("2"), false, "6s GET \"\""},
+		{"Retry-After extra, Retry-After 0", Variant{RetryAfterExtra: func(*rand.Rand) time.Duration { return time.Second }}, "GET", 1, ra("0"), true, ""},
+		{"retry without key", Variant{RetryWithoutKey: true}, "POST", 1, ra("1"), false, "1s POST \"\""},
+		{"retry without key, GET", Variant{RetryWithoutKey: true}, "GET", 1, ra("1"), true, ""},
+		{"no slow-down", Variant{NoSlowDown: true}, "GET", 3, limits, false, "0s GET \"\""},
+		{"no slow-down, Retry-After", Variant{NoSlowDown: true}, "GET", 1, ra("1"), true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ref := variantRun(t, New, base, tt.method, tt.calls, tt.respond)
+			zero := variantRun(t, func(next http.RoundTripper, cfg Config) *Transport { return NewVariant(next, cfg, Variant{}) },
+				base, tt.method, tt.calls, tt.respond)
+			got := variantRun(t, func(next http.RoundTripper, cfg Config) *Transport { return NewVariant(next, cfg, tt.v) },
+				base, tt.method, tt.calls, tt.respond)
+			if zero != ref {
+				t.Fatalf("NewVariant with the zero Variant:\n%s\nNew:\n%s", zero, ref)
+			}
+			if tt.same != (got == ref) {
+				t.Errorf("trace equal to New's = %v; want %v\nNew:\n%s\nvariant:\n%s", got == ref, tt.same, ref, got)
+			}
+			if !tt.same && !strings.Contains(got, tt.want+"\n") {
+				t.Errorf("variant trace lacks %q:\n%s", tt.want, got)
+			}
+		})
+	}
+}
+
+// TestDrain: Drain reads up to DrainLimit bytes and closes the body; a nil
+// response or body is left alone.
+func TestDrain(t *testing.T) {
+	b := &trackedBody{r: strings.NewReader(strings.Repeat("x", DrainLimit+100))}
+	Drain(&http.Response{Body: b})
+	if !b.closed.Load() || b.read.Load() != DrainLimit {
+		t.Errorf("Drain: closed %v, read %d; want closed, %d read", b.closed.Load(), b.read.Load(), DrainLimit)
+	}
+	Drain(nil)
+	Drain(&http.Response{})
+}
