@@ -92,9 +92,16 @@ func TestGiveUpIgnoresHarnessAndCanceled(t *testing.T) {
 			}
 		}
 	}
-	c := judge(recs, Options{}).Check(CheckGiveUp)
-	if c.Status != StatusSkip {
+	v := judge(recs, Options{})
+	if c := v.Check(CheckGiveUp); c.Status != StatusSkip {
 		t.Errorf("give-up = %s (%s); want skip: nothing the library decided", c.Status, c.Reason)
+	}
+	// attempts and amplification count no request either: they judge
+	// nothing, never pass on nothing (a run cut by its cap at once).
+	for _, id := range []string{CheckAttempts, CheckAmplification} {
+		if c := v.Check(id); c.Status != StatusSkip {
+			t.Errorf("%s = %s (%s, %d samples); want skip: nothing the library decided", id, c.Status, c.Reason, c.Samples)
+		}
 	}
 }
 

@@ -195,6 +195,9 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			return skip("no attempts in the timeline")
 		}
 		t := a.tl
+		if a.fig.Requests-t.exclRequests <= 0 {
+			return skip("no logical request to judge" + t.exclText())
+		}
 		r = verdict(c, float64(t.maxAtt), a.threshold(c), a.fig.Requests-t.exclRequests, fmt.Sprintf("most attempts any logical request used; %d requests exceeded %d%s", t.attBad, a.attCap, t.exclText()))
 		r.Examples = t.attEx
 	case CheckBudget:
