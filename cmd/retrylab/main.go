@@ -194,7 +194,27 @@ func runEnv(ctx context.Context, e *env, args []string) error {
 		printUsage(e.stderr)
 		return usagef("unknown command %q", name)
 	}
+	if wantsHelp(args[1:]) {
+		// Asked for, help is the output: stdout, as `retrylab help CMD`
+		// writes it (a usage error still writes it to stderr).
+		e2 := *e
+		e2.stderr = e.stdout
+		e = &e2
+	}
 	return cmd.run(ctx, e, args[1:])
+}
+
+// wantsHelp reports whether args ask for help (-h or --help before --).
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 func printUsage(w io.Writer) {
@@ -244,8 +264,12 @@ func cmdHelp(ctx context.Context, e *env, args []string) error {
 		printUsage(e.stdout)
 		return nil
 	}
+	if args[0] == "help" || wantsHelp(args[:1]) {
+		printUsage(e.stdout)
+		return nil
+	}
 	cmd, ok := commands[args[0]]
-	if !ok || args[0] == "help" {
+	if !ok {
 		return usagef("unknown command %q", args[0])
 	}
 	e2 := *e

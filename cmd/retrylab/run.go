@@ -52,7 +52,7 @@ func (o *runOptions) register(fs interface {
 	fs.IntVar(&o.clients, "clients", 0, "simulated clients, at least 1 (default: the scenario's)")
 	fs.IntVar(&o.requests, "requests", 0, "logical requests per client, at least 1 (default: the scenario's)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for arrivals, jitter sources and the stub's draws")
-	fs.DurationVar(&o.duration, "duration", 0, "hard cap on the run, above 0 (default: the scenario's); requests in flight then become canceled")
+	fs.DurationVar(&o.duration, "duration", 0, "hard cap on the run, above 0 (default: the scenario's); requests in flight then become canceled, and a run the cap cut short is INCONCLUSIVE (exit 3)")
 	fs.StringVar(&o.out, "out", "out", "create the run's own directory (SCENARIO-SUBJECT-TIME; compare: compare-SCENARIO-TIME) under `DIR`")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bars")
 	fs.BoolVar(&o.noReport, "no-report", false, "skip the HTML report and plots")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -219,4 +220,32 @@ func TestReportOutIsAParent(t *testing.T) {
 			t.Errorf("reportName(%q) = %q; want %q", path, got, want)
 		}
 	}
+}
+
+// TestHelpGoesToStdout: help asked for is the command's output, on stdout
+// with exit 0, whichever way it is asked (`CMD --help`, `help CMD`,
+// `help help`, `help --help`); a usage error goes to stderr.
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, args := range [][]string{{"run", "--help"}, {"run", "-h"}, {"help", "run"}, {"help", "help"}, {"help", "--help"}, {"analyze", "--json", "x", "--help"}} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, &out, &errb)
+		if code := exitCode(err, io.Discard); code != 0 {
+			t.Errorf("%v: exit %d (%v); want 0", args, code, err)
+		}
+		if !strings.Contains(out.String(), "Usage") || errb.Len() != 0 {
+			t.Errorf("%v: stdout %q, stderr %q; want the help on stdout only", args, head(out.String()), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"run", "--no-such-flag"}, &out, &errb)
+	if code := exitCode(err, &errb); code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "no-such-flag") {
+		t.Errorf("a bad flag: exit %d, stdout %q, stderr %q; want 2 naming the flag on stderr, nothing on stdout", code, head(out.String()), head(errb.String()))
+	}
+}
+
+func head(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
