@@ -12,9 +12,6 @@ go build -o /tmp/retrylab-gate ./cmd/retrylab
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for tl in "$dir"/L*.ndjson; do
-  set -- $(basename "$tl" .ndjson | tr '-' ' ')
-  # L<level> <scenario words...> <subject words...> <seed>: the scenario and
-  # subject may hold dashes, so the name is split on the known subjects.
   name=$(basename "$tl" .ndjson)
   level=${name%%-*}
   seed=${name##*-}
