@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,21 +82,10 @@ func Parse(file string, data []byte) (sc *Scenario, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sc = &Scenario{Source: data, File: file}
-	m := d.mapping(root, "")
-	m.str("name", &sc.Name)
-	m.str("description", &sc.Description)
-	sc.Duration = DefaultDuration
-	m.duration("duration", &sc.Duration, time.Nanosecond, MaxDuration)
-	n, path := m.take("server")
-	sc.Server = d.server(n, path)
-	n, path = m.take("fleet")
-	sc.Fleet = d.fleet(n, path)
-	n, path = m.take("subject")
-	sc.Subject = d.subject(n, path)
-	n, path = m.take("expect")
-	sc.Expect = d.expect(n, path)
-	m.done()
+	sc = &Scenario{Source: data, File: file, Duration: DefaultDuration, Subject: SubjectSpec{Name: DefaultSubject},
+		Fleet: Fleet{Clients: DefaultClients, Start: Arrival{Kind: ArrivalBurst}, Requests: DefaultRequests,
+			Method: DefaultMethod, Timeout: DefaultTimeout}}
+	scenarioKeys.decode(d, root, "", sc)
 
 	if sc.Name == "" {
 		sc.Name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(file), ".yaml"), ".yml")
@@ -120,12 +110,15 @@ func ParseServer(file string, data []byte) (stubserver.Config, error) {
 	if err != nil {
 		return stubserver.Config{}, err
 	}
+	var cfg stubserver.Config
 	m := d.mapping(root, "")
-	for _, k := range []string{"name", "description", "duration", "fleet", "subject", "expect"} {
-		m.take(k)
+	for _, k := range scenarioKeys.names() {
+		if k != "server" {
+			m.take(k)
+		}
 	}
 	n, path := m.take("server")
-	cfg := d.server(n, path)
+	serverKeys.decode(d, n, path, &cfg)
 	m.done()
 	if !d.failed() {
 		d.validateServer(cfg)
@@ -186,29 +179,72 @@ func parseRoot(file string, data []byte) (d *decoder, root ast.Node, err error) 
 	return d, root, nil
 }
 
-func (d *decoder) server(n ast.Node, path string) stubserver.Config {
-	var cfg stubserver.Config
-	m := d.mapping(n, path)
-	m.duration("latency", &cfg.Latency, 0, time.Hour)
-	m.oneOf("headers", &cfg.Headers, stubserver.HeadersIETF, stubserver.HeadersXRateLimit, stubserver.HeadersNone)
-	m.str("upstream", &cfg.Upstream) // checked by validateServer
-	if qn, qpath := m.take("quota"); qn != nil {
-		cfg.Quota = d.quota(qn, qpath)
-	}
-	if kn, kpath := m.take("capacity"); kn != nil {
-		cfg.Capacity = d.capacity(kn, kpath)
-	}
-	pn, ppath := m.take("phases")
-	items := d.sequence(pn, ppath)
+// The tables of the scenario file's structs; see schema.go. Hand-written
+// are only the unions: respond, retry_after, the quota's short form and a
+// fleet's start.
+
+// scenarioKeys is the file's top level. MarshalJSON writes it; ParseServer
+// takes the keys but server without reading them.
+var scenarioKeys = keys[Scenario]{
+	field("name", func(s *Scenario) *string { return &s.Name }, strKind, always),
+	field("description", func(s *Scenario) *string { return &s.Description }, strKind, omitZero),
+	field("duration", func(s *Scenario) *time.Duration { return &s.Duration }, duration(time.Nanosecond, MaxDuration), always),
+	sub("server", func(s *Scenario) *stubserver.Config { return &s.Server }, serverKeys, always),
+	sub("fleet", func(s *Scenario) *Fleet { return &s.Fleet }, fleetKeys, always),
+	sub("subject", func(s *Scenario) *SubjectSpec { return &s.Subject }, subjectKeys, always),
+	sub("expect", func(s *Scenario) *Expect { return &s.Expect }, expectKeys, omitZero),
+}
+
+// MarshalJSON encodes the scenario in the scenario-file schema, every
+// default spelled out (durations as Go durations, rates as "N/interval").
+// JSON is YAML, so Parse reads the result back into an equal Scenario: the
+// timeline's meta record keeps it to reproduce the run. Source and File are
+// not encoded.
+func (sc *Scenario) MarshalJSON() ([]byte, error) {
+	return json.Marshal(scenarioKeys.encode(sc))
+}
+
+// headerChoices are server.headers' values in the order the loader has
+// always listed them (the README's), which is not Validate's.
+var headerChoices = []string{stubserver.HeadersIETF, stubserver.HeadersXRateLimit, stubserver.HeadersNone}
+
+var serverKeys = keys[stubserver.Config]{
+	field("latency", func(c *stubserver.Config) *time.Duration { return &c.Latency }, duration(0, time.Hour), omitZero),
+	field("headers", func(c *stubserver.Config) *string { return &c.Headers }, choice(headerChoices...), omitZero),
+	field("upstream", func(c *stubserver.Config) *string { return &c.Upstream }, strKind, omitZero), // checked by validateServer
+	custom("quota", func(m *mapping, n ast.Node, path string, c *stubserver.Config) {
+		if n != nil {
+			c.Quota = m.d.quota(n, path)
+		}
+	}, func(c *stubserver.Config) any { return encodeQuota(c.Quota) }, func(c *stubserver.Config) bool { return c.Quota == nil }),
+	custom("capacity", func(m *mapping, n ast.Node, path string, c *stubserver.Config) {
+		if n != nil {
+			c.Capacity = &stubserver.Capacity{Dist: stubserver.DistFixed, Discipline: stubserver.DisciplineFIFO}
+			capacityKeys.decode(m.d, n, path, c.Capacity)
+		}
+	}, func(c *stubserver.Config) any { return capacityKeys.encode(c.Capacity) }, func(c *stubserver.Config) bool { return c.Capacity == nil }),
+	custom("phases", (*mapping).phases, func(c *stubserver.Config) any {
+		out := make([]object, 0, len(c.Phases))
+		for i := range c.Phases {
+			out = append(out, phaseKeys(false).encode(&c.Phases[i]))
+		}
+		return out
+	}, func(c *stubserver.Config) bool { return len(c.Phases) == 0 }),
+}
+
+// phases reads server.phases into cfg, whose quota and upstream are read.
+func (m *mapping) phases(n ast.Node, path string, cfg *stubserver.Config) {
+	d := m.d
+	items := d.sequence(n, path)
 	if len(items) > MaxPhases {
-		d.fail(pn, ppath, "%d phases, at most %d", len(items), MaxPhases)
+		d.fail(n, path, "%d phases, at most %d", len(items), MaxPhases)
 		items = nil
 	}
 	names := map[string]bool{}
 	for i, item := range items {
-		p := fmt.Sprintf("%s[%d]", ppath, i)
-		d.places[p] = position(item)
-		ph := d.phase(d.resolve(item, p), p, i == len(items)-1)
+		p := d.item(path, i, item)
+		ph := stubserver.Phase{Respond: stubserver.Respond{Kind: stubserver.RespondOK}}
+		phaseKeys(i == len(items)-1).decode(d, d.resolve(item, p), p, &ph)
 		if ph.Name == "" {
 			ph.Name = fmt.Sprintf("phase-%d", i+1)
 		}
@@ -227,8 +263,6 @@ func (d *decoder) server(n ast.Node, path string) stubserver.Config {
 		}
 		cfg.Phases = append(cfg.Phases, ph)
 	}
-	m.done()
-	return cfg
 }
 
 // needUpstream places the error of a passthrough answer in a server
@@ -247,45 +281,6 @@ func (d *decoder) needUpstream(ph stubserver.Phase, p string) {
 	}
 }
 
-// capacity reads server.capacity: {concurrency, queue, service, dist,
-// discipline, cancel_on_disconnect}, filling the defaults the stub would
-// apply (no queue, fixed service times, fifo). Concurrency and service are
-// required: a capacity without them models nothing.
-func (d *decoder) capacity(n ast.Node, path string) *stubserver.Capacity {
-	k := &stubserver.Capacity{Dist: stubserver.DistFixed, Discipline: stubserver.DisciplineFIFO}
-	m := d.mapping(n, path)
-	if !m.has("concurrency") {
-		d.fail(n, path, "capacity needs concurrency: N (the workers serving at once)")
-	}
-	m.integer("concurrency", &k.Concurrency, 1, stubserver.MaxConcurrency)
-	m.integer("queue", &k.Queue, 0, stubserver.MaxQueue)
-	if !m.has("service") {
-		d.fail(n, path, "capacity needs service: DURATION (the mean service time, e.g. 20ms)")
-	}
-	m.duration("service", &k.Service, time.Nanosecond, MaxDuration)
-	m.oneOf("dist", &k.Dist, stubserver.DistFixed, stubserver.DistExponential, stubserver.DistUniform)
-	m.oneOf("discipline", &k.Discipline, stubserver.DisciplineFIFO, stubserver.DisciplineLIFO)
-	m.boolean("cancel_on_disconnect", &k.CancelOnDisconnect)
-	m.done()
-	return k
-}
-
-// share reads a phase's share of the capacity: 30% or 0.3, in (0, 1].
-func (d *decoder) share(n ast.Node, path string) float64 {
-	const want = "want a share of the workers like 30% or 0.3, in (0, 1]"
-	s, ok := scalarText(n)
-	if _, isBool := n.(*ast.BoolNode); !ok || isBool {
-		d.fail(n, path, "%s, got %s", want, describe(n))
-		return 0
-	}
-	v, err := parseShare(s)
-	if err != nil {
-		d.fail(n, path, "%s: %v", want, err)
-		return 0
-	}
-	return v
-}
-
 // placeOf returns the first recorded position among paths.
 func (d *decoder) placeOf(paths ...string) *token.Position {
 	for _, p := range paths {
@@ -296,153 +291,139 @@ func (d *decoder) placeOf(paths ...string) *token.Position {
 	return nil
 }
 
-// limitKeys are the keys of one limit. The short form of a quota,
-// quota: {rate: 100/s, ...}, is one limit's keys in the quota itself.
-var limitKeys = []string{"name", "algorithm", "rate", "burst", "key", "mode", "max_delay", "status"}
+// capacityKeys is server.capacity; the loader starts it from the stub's
+// defaults (no queue, fixed service times, fifo). Concurrency and service
+// are required: a capacity without them models nothing.
+var capacityKeys = keys[stubserver.Capacity]{
+	field("concurrency", func(k *stubserver.Capacity) *int { return &k.Concurrency }, integer(1, stubserver.MaxConcurrency), always).
+		needs("capacity needs concurrency: N (the workers serving at once)"),
+	field("queue", func(k *stubserver.Capacity) *int { return &k.Queue }, integer(0, stubserver.MaxQueue), always),
+	field("service", func(k *stubserver.Capacity) *time.Duration { return &k.Service }, duration(time.Nanosecond, MaxDuration), always).
+		needs("capacity needs service: DURATION (the mean service time, e.g. 20ms)"),
+	field("dist", func(k *stubserver.Capacity) *string { return &k.Dist }, choice(stubserver.DistNames()...), always),
+	field("discipline", func(k *stubserver.Capacity) *string { return &k.Discipline }, choice(stubserver.DisciplineNames()...), always),
+	field("cancel_on_disconnect", func(k *stubserver.Capacity) *bool { return &k.CancelOnDisconnect }, boolKind, always),
+}
 
-// quota reads server.quota: the short form (one limit's keys, see
-// limitKeys) or layered limits, tiers, and in either form costs, backend
-// and on_error. The stub's Validate judges the combinations (limits with
-// tiers, mode without leaky-bucket, two default tiers, a cost no limit can
-// hold, ...); validateServer places its errors.
+// limitTable is one limit's keys; need is the error of a limit without a
+// rate. The short form of a quota, quota: {rate: 100/s, ...}, is one
+// limit's keys in the quota itself.
+func limitTable(need string) keys[stubserver.Limit] {
+	return keys[stubserver.Limit]{
+		field("name", func(l *stubserver.Limit) *string { return &l.Name }, strKind, omitZero),
+		field("algorithm", func(l *stubserver.Limit) *string { return &l.Algorithm }, choice(stubserver.AlgorithmNames()...), always),
+		custom("rate", func(m *mapping, n ast.Node, path string, l *stubserver.Limit) {
+			if n != nil {
+				l.Limit, l.Per = m.d.rateValue(n, path)
+			}
+		}, func(l *stubserver.Limit) any { return formatRate(l.Limit, l.Per) }, nil).needs(need),
+		field("burst", func(l *stubserver.Limit) *int { return &l.Burst }, integer(0, 1_000_000_000), omitZero),
+		field("key", func(l *stubserver.Limit) *string { return &l.Key }, choice(stubserver.KeyNames()...), always),
+		field("mode", func(l *stubserver.Limit) *string { return &l.Mode }, choice(stubserver.ModeNames()...), omitZero),
+		field("max_delay", func(l *stubserver.Limit) *time.Duration { return &l.MaxDelay }, duration(0, MaxDuration), omitZero),
+		field("status", func(l *stubserver.Limit) *int { return &l.Status }, integer(100, 599), omitZero),
+	}
+}
+
+var limitKeys = limitTable("a limit needs a rate (e.g. rate: 100/s)")
+
+// limitDefaults fills the defaults of a limit the loader spells out, as
+// the stub resolves them: algorithm, key and a leaky bucket's mode.
+func limitDefaults(l *stubserver.Limit) {
+	r := l.Resolved()
+	l.Algorithm, l.Key, l.Mode = r.Algorithm, r.Key, r.Mode
+}
+
+// quotaKeys are server.quota's keys beside the short form's.
+var quotaKeys = keys[stubserver.Quota]{
+	list("limits", func(q *stubserver.Quota) *[]stubserver.Limit { return &q.Limits }, limitKeys, limitDefaults, omitZero).
+		unless(shortQuota),
+	list("tiers", func(q *stubserver.Quota) *[]stubserver.Tier { return &q.Tiers }, tierKeys, nil, omitZero),
+	list("costs", func(q *stubserver.Quota) *[]stubserver.Cost { return &q.Costs }, costKeys, nil, omitZero),
+	field("backend", func(q *stubserver.Quota) *string { return &q.Backend }, strKind, omitZero),
+	field("on_error", func(q *stubserver.Quota) *string { return &q.OnError }, choice(stubserver.OnErrorNames()...), omitZero),
+}
+
+// shortQuota: a quota of one limit and no tiers is written in the short
+// form.
+func shortQuota(q *stubserver.Quota) bool { return len(q.Limits) == 1 && len(q.Tiers) == 0 }
+
+// quota reads server.quota: the short form (one limit's keys) or layered
+// limits, tiers, and in either form costs, backend and on_error. The
+// stub's Validate judges the combinations (limits with tiers, mode without
+// leaky-bucket, two default tiers, a cost no limit can hold, ...);
+// validateServer places its errors.
 func (d *decoder) quota(n ast.Node, path string) *stubserver.Quota {
 	q := &stubserver.Quota{}
 	m := d.mapping(n, path)
 	if m.has("limits") || m.has("tiers") {
-		for _, k := range limitKeys {
-			if m.has(k) {
-				f := m.field(k)
+		for _, k := range limitKeys.names() {
+			if f := m.field(k); f != nil {
 				m.take(k)
 				d.fail(f.keyNode, join(path, k), "%s belongs to a limit: with limits or tiers, write it in each limit", k)
 			}
 		}
 	} else {
-		written := slices.ContainsFunc(limitKeys, m.has)
-		l, hasRate := d.limit(m)
-		switch {
-		case hasRate:
+		need := "quota needs a rate (e.g. rate: 100/s), limits or tiers"
+		if slices.ContainsFunc(limitKeys.names(), m.has) {
+			need = "quota needs a rate (e.g. rate: 100/s)"
+		}
+		var l stubserver.Limit
+		limitTable(need).read(m, &l)
+		limitDefaults(&l)
+		if l.Per > 0 {
 			q.Limits = []stubserver.Limit{l}
 			d.singleQuota = true
-		case written:
-			d.fail(n, path, "quota needs a rate (e.g. rate: 100/s)")
-		default:
-			d.fail(n, path, "quota needs a rate (e.g. rate: 100/s), limits or tiers")
 		}
 	}
-	ln, lpath := m.take("limits")
-	q.Limits = append(q.Limits, d.limits(ln, lpath)...)
-	tn, tpath := m.take("tiers")
-	for i, item := range d.sequence(tn, tpath) {
-		p := fmt.Sprintf("%s[%d]", tpath, i)
-		d.places[p] = position(item)
-		q.Tiers = append(q.Tiers, d.tier(item, p))
-	}
-	cn, cpath := m.take("costs")
-	for i, item := range d.sequence(cn, cpath) {
-		p := fmt.Sprintf("%s[%d]", cpath, i)
-		d.places[p] = position(item)
-		q.Costs = append(q.Costs, d.cost(item, p))
-	}
-	m.str("backend", &q.Backend)
-	m.oneOf("on_error", &q.OnError, stubserver.OnErrorClosed, stubserver.OnErrorOpen)
+	quotaKeys.read(m, q)
 	m.done()
 	return q
 }
 
-// limit reads one limit's keys (limitKeys) from m, filling the defaults
-// the stub would apply (algorithm token-bucket, key global, a leaky
-// bucket's mode meter); hasRate is whether m holds a rate.
-func (d *decoder) limit(m *mapping) (l stubserver.Limit, hasRate bool) {
-	l = stubserver.Limit{Algorithm: stubserver.AlgTokenBucket, Key: stubserver.KeyGlobal}
-	m.str("name", &l.Name)
-	m.oneOf("algorithm", &l.Algorithm, stubserver.AlgTokenBucket, stubserver.AlgFixedWindow, stubserver.AlgSlidingWindow,
-		stubserver.AlgSlidingWindowLog, stubserver.AlgLeakyBucket)
-	if rn, rpath := m.take("rate"); rn != nil {
-		hasRate = true
-		l.Limit, l.Per = d.rateValue(rn, rpath)
+func encodeQuota(q *stubserver.Quota) object {
+	var o object
+	if shortQuota(q) {
+		o = limitKeys.encode(&q.Limits[0])
 	}
-	m.integer("burst", &l.Burst, 0, 1_000_000_000)
-	m.oneOf("key", &l.Key, stubserver.KeyGlobal, stubserver.KeyClient, stubserver.KeyAPIKey, stubserver.KeyEndpoint)
-	m.oneOf("mode", &l.Mode, stubserver.ModeMeter, stubserver.ModeShape)
-	if l.Mode == "" && l.Algorithm == stubserver.AlgLeakyBucket {
-		l.Mode = stubserver.ModeMeter
-	}
-	m.duration("max_delay", &l.MaxDelay, 0, MaxDuration)
-	m.integer("status", &l.Status, 100, 599)
-	return l, hasRate
+	return append(o, quotaKeys.encode(q)...)
 }
 
-// limits reads a sequence of limits (quota.limits, a tier's limits).
-func (d *decoder) limits(n ast.Node, path string) []stubserver.Limit {
-	var out []stubserver.Limit
-	for i, item := range d.sequence(n, path) {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		d.places[p] = position(item)
-		m := d.mapping(item, p)
-		l, hasRate := d.limit(m)
-		if !hasRate {
-			d.fail(item, p, "a limit needs a rate (e.g. rate: 100/s)")
+var tierKeys = keys[stubserver.Tier]{
+	field("name", func(t *stubserver.Tier) *string { return &t.Name }, strKind, always),
+	custom("keys", func(m *mapping, n ast.Node, path string, t *stubserver.Tier) {
+		for i, item := range m.d.sequence(n, path) {
+			p := m.d.item(path, i, item)
+			if s, ok := scalarText(m.d.resolve(item, p)); ok {
+				t.Keys = append(t.Keys, s)
+			} else {
+				m.d.fail(item, p, "want an API key or a prefix ending in *, got %s", describe(m.d.resolve(item, p)))
+			}
 		}
-		m.done()
-		out = append(out, l)
-	}
-	return out
+	}, func(t *stubserver.Tier) any { return t.Keys }, func(t *stubserver.Tier) bool { return len(t.Keys) == 0 }),
+	list("limits", func(t *stubserver.Tier) *[]stubserver.Limit { return &t.Limits }, limitKeys, limitDefaults, always),
+	field("default", func(t *stubserver.Tier) *bool { return &t.Default }, boolKind, omitZero),
+	field("anonymous", func(t *stubserver.Tier) *bool { return &t.Anonymous }, boolKind, omitZero),
 }
 
-// tier reads one of quota.tiers: {name, keys, limits, default, anonymous}.
-func (d *decoder) tier(n ast.Node, path string) stubserver.Tier {
-	var t stubserver.Tier
-	m := d.mapping(n, path)
-	m.str("name", &t.Name)
-	kn, kpath := m.take("keys")
-	for i, item := range d.sequence(kn, kpath) {
-		p := fmt.Sprintf("%s[%d]", kpath, i)
-		d.places[p] = position(item)
-		if s, ok := scalarText(d.resolve(item, p)); ok {
-			t.Keys = append(t.Keys, s)
-		} else {
-			d.fail(item, p, "want an API key or a prefix ending in *, got %s", describe(d.resolve(item, p)))
+// pathKind is a cost's path pattern.
+var pathKind = kind[string]{
+	read: func(d *decoder, n ast.Node, path string) (string, bool) {
+		s, ok := scalarText(n)
+		if !ok || !strings.HasPrefix(s, "/") {
+			d.fail(n, path, "want a path pattern below /c/{client}/r/{n}, starting with / (e.g. /search, /items/*), got %s", quoteNode(n))
+			return "", false
 		}
-	}
-	ln, lpath := m.take("limits")
-	t.Limits = d.limits(ln, lpath)
-	m.boolean("default", &t.Default)
-	m.boolean("anonymous", &t.Anonymous)
-	m.done()
-	return t
+		return s, true
+	},
+	write: func(s string) any { return s },
 }
 
-// cost reads one of quota.costs: {method, path, cost}.
-func (d *decoder) cost(n ast.Node, path string) stubserver.Cost {
-	var c stubserver.Cost
-	m := d.mapping(n, path)
-	if mn, mpath := m.take("method"); mn != nil {
-		c.Method, _ = d.method(mn, mpath)
-	}
-	if pn, ppath := m.take("path"); pn != nil {
-		if s, ok := scalarText(pn); !ok || !strings.HasPrefix(s, "/") {
-			d.fail(pn, ppath, "want a path pattern below /c/{client}/r/{n}, starting with / (e.g. /search, /items/*), got %s", quoteNode(pn))
-		} else {
-			c.Path = s
-		}
-	}
-	if un, upath := m.take("cost"); un == nil {
-		d.fail(n, path, "a cost needs cost: N (the units each matching request spends)")
-	} else if v, ok := d.intValue(un, upath, 1, 1_000_000_000); ok {
-		c.Cost = v
-	}
-	m.done()
-	return c
-}
-
-// method reads an upper-case HTTP method.
-func (d *decoder) method(n ast.Node, path string) (string, bool) {
-	s, _ := scalarText(n)
-	if !methodRE.MatchString(s) {
-		d.fail(n, path, "want an upper-case HTTP method like GET or POST, got %s", quoteNode(n))
-		return "", false
-	}
-	return s, true
+var costKeys = keys[stubserver.Cost]{
+	field("method", func(c *stubserver.Cost) *string { return &c.Method }, methodKind, omitZero),
+	field("path", func(c *stubserver.Cost) *string { return &c.Path }, pathKind, omitZero),
+	field("cost", func(c *stubserver.Cost) *int { return &c.Cost }, integer(1, 1_000_000_000), always).
+		needs("a cost needs cost: N (the units each matching request spends)"),
 }
 
 // rateValue reads "100/s" (or a bare number: per second).
@@ -460,36 +441,53 @@ func (d *decoder) rateValue(n ast.Node, path string) (float64, time.Duration) {
 	return count, per
 }
 
-func (d *decoder) phase(n ast.Node, path string, last bool) stubserver.Phase {
-	var ph stubserver.Phase
-	m := d.mapping(n, path)
-	m.str("name", &ph.Name)
-	m.duration("for", &ph.For, 0, MaxDuration)
-	if !last && ph.For == 0 && !d.failed() {
-		d.fail(n, path, "every phase but the last needs a positive `for` (e.g. for: 5s)")
+// shareKind is a phase's share of the capacity: 30% or 0.3, in (0, 1].
+var shareKind = kind[float64]{
+	read: func(d *decoder, n ast.Node, path string) (float64, bool) {
+		const want = "want a share of the workers like 30% or 0.3, in (0, 1]"
+		s, ok := scalarText(n)
+		if _, isBool := n.(*ast.BoolNode); !ok || isBool {
+			d.fail(n, path, "%s, got %s", want, describe(n))
+			return 0, false
+		}
+		v, err := parseShare(s)
+		if err != nil {
+			d.fail(n, path, "%s: %v", want, err)
+			return 0, false
+		}
+		return v, true
+	},
+	write: func(v float64) any { return v },
+}
+
+// phaseKeys is a phase's table; every phase but the last needs a for.
+func phaseKeys(last bool) keys[stubserver.Phase] {
+	return keys[stubserver.Phase]{
+		field("name", func(p *stubserver.Phase) *string { return &p.Name }, strKind, always),
+		field("for", func(p *stubserver.Phase) *time.Duration { return &p.For }, duration(0, MaxDuration), omitZero).
+			then(func(m *mapping, _ string, p *stubserver.Phase) {
+				if !last && p.For == 0 && !m.d.failed() {
+					m.d.fail(m.node, m.path, "every phase but the last needs a positive `for` (e.g. for: 5s)")
+				}
+			}),
+		custom("respond", func(m *mapping, n ast.Node, path string, p *stubserver.Phase) {
+			if n != nil {
+				p.Respond = m.d.respond(n, path)
+			}
+		}, func(p *stubserver.Phase) any { return encodeRespond(p.Respond) }, nil),
+		custom("retry_after", func(m *mapping, n ast.Node, path string, p *stubserver.Phase) {
+			p.RetryAfter = m.d.retryAfter(n, path)
+		}, func(p *stubserver.Phase) any { return retryAfterKeys.encode(&p.RetryAfter) },
+			func(p *stubserver.Phase) bool { return p.RetryAfter == stubserver.RetryAfter{} }),
+		field("latency", func(p *stubserver.Phase) *time.Duration { return &p.Latency }, duration(0, time.Hour), omitZero),
+		field("capacity", func(p *stubserver.Phase) *float64 { return &p.Capacity }, shareKind, omitZero),
 	}
-	rn, rpath := m.take("respond")
-	ph.Respond = d.respond(rn, rpath)
-	if rn == nil {
-		ph.Respond.Kind = stubserver.RespondOK
-	}
-	an, apath := m.take("retry_after")
-	ph.RetryAfter = d.retryAfter(an, apath)
-	m.duration("latency", &ph.Latency, 0, time.Hour)
-	if cn, cpath := m.take("capacity"); cn != nil {
-		ph.Capacity = d.share(cn, cpath)
-	}
-	m.done()
-	return ph
 }
 
 // respond reads ok | quota | passthrough | {status: N} (with rate_limit:
 // true, a rate limit) | {mix: {...}} | {fault: F}.
 func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 	var r stubserver.Respond
-	if n == nil {
-		return r
-	}
 	const want = "want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: reset|hang}"
 	if s, ok := scalarText(n); ok {
 		switch s {
@@ -521,15 +519,15 @@ func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 	switch kinds[0] {
 	case "status":
 		r.Kind = stubserver.RespondStatus
-		m.integer("status", &r.Status, 200, 599)
-		m.boolean("rate_limit", &r.RateLimit)
+		get(m, "status", integer(200, 599), &r.Status)
+		get(m, "rate_limit", boolKind, &r.RateLimit)
 	case "mix":
 		r.Kind = stubserver.RespondMix
 		mn, mpath := m.take("mix")
 		r.Mix = d.mix(mn, mpath)
 	case "fault":
 		r.Kind = stubserver.RespondFault
-		m.oneOf("fault", &r.Fault, stubserver.FaultReset, stubserver.FaultHang)
+		get(m, "fault", choice(stubserver.FaultNames()...), &r.Fault)
 	default:
 		m.take("status")
 		m.take("mix")
@@ -541,6 +539,36 @@ func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 	}
 	m.done()
 	return r
+}
+
+// encodeRespond writes r as respond reads it.
+func encodeRespond(r stubserver.Respond) any {
+	switch r.Kind {
+	case stubserver.RespondStatus:
+		o := object{{"status", r.Status}}
+		if r.RateLimit {
+			o = append(o, kv{"rate_limit", true})
+		}
+		return o
+	case stubserver.RespondMix:
+		var mix object
+		for _, w := range r.Mix {
+			k := w.Fault
+			switch {
+			case w.Passthrough:
+				k = stubserver.RespondPassthrough
+			case k == "":
+				k = strconv.Itoa(w.Status)
+			}
+			mix = append(mix, kv{k, w.Weight})
+		}
+		return object{{"mix", mix}}
+	case stubserver.RespondFault:
+		return object{{"fault", r.Fault}}
+	case "":
+		return stubserver.RespondOK
+	}
+	return r.Kind
 }
 
 // mix reads {200: 90, 500: 5, reset: 2}: statuses or faults to weights.
@@ -586,180 +614,237 @@ func (d *decoder) mix(n ast.Node, path string) []stubserver.Weighted {
 	return out
 }
 
+// retryAfterKeys is a phase's retry_after: {form, value, spread}.
+var retryAfterKeys = keys[stubserver.RetryAfter]{
+	field("form", func(ra *stubserver.RetryAfter) *string { return &ra.Form }, choice(stubserver.FormNames()...), omitZero),
+	custom("value", (*mapping).retryAfterValue, func(ra *stubserver.RetryAfter) any {
+		if ra.Value == stubserver.ValueFixed {
+			return ra.Fixed.String()
+		}
+		return ra.Value
+	}, func(ra *stubserver.RetryAfter) bool { return ra.Value == "" }),
+	field("spread", func(ra *stubserver.RetryAfter) *time.Duration { return &ra.Spread }, duration(0, MaxDuration), omitZero),
+}
+
 // retryAfter reads {form, value, spread}; a bare string is the form.
 func (d *decoder) retryAfter(n ast.Node, path string) stubserver.RetryAfter {
 	var ra stubserver.RetryAfter
 	if n == nil {
 		return ra
 	}
-	forms := []string{stubserver.FormNone, stubserver.FormDelta, stubserver.FormDate, stubserver.FormNegative,
-		stubserver.FormGarbage, stubserver.FormPastDate, stubserver.FormFractional, stubserver.FormHuge}
 	if s, ok := scalarText(n); ok {
-		if !slices.Contains(forms, s) {
+		if forms := stubserver.FormNames(); !slices.Contains(forms, s) {
 			d.fail(n, path, "want one of %s, got %q", strings.Join(forms, ", "), s)
 		}
 		ra.Form = s
 		return ra
 	}
-	m := d.mapping(n, path)
-	m.oneOf("form", &ra.Form, forms...)
-	if vn, vpath := m.take("value"); vn != nil {
-		if ra.Form == "" || ra.Form == stubserver.FormNone {
-			d.fail(vn, vpath, "value given but form is none")
-		}
-		switch s, _ := scalarText(vn); {
-		case s == stubserver.ValueLimiter || s == stubserver.ValuePhaseEnd:
-			ra.Value = s
-		default:
-			ra.Value = stubserver.ValueFixed
-			if _, isNum := vn.(*ast.IntegerNode); isNum {
-				if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
-					ra.Fixed = time.Duration(secs) * time.Second
-				}
-			} else if _, isFloat := vn.(*ast.FloatNode); isFloat {
-				if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
-					ra.Fixed = time.Duration(secs * float64(time.Second))
-				}
-			} else if _, isStr := vn.(*ast.StringNode); isStr {
-				if v, err := parseDuration(s); err == nil {
-					if v < 0 || v > MaxDuration {
-						d.fail(vn, vpath, "duration %s is out of range [0s, %s]", v, MaxDuration)
-					}
-					ra.Fixed = v
-				} else {
-					d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %q", s)
-				}
-			} else {
-				d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %s", describe(vn))
-			}
-		}
-	}
-	m.duration("spread", &ra.Spread, 0, MaxDuration)
-	m.done()
+	retryAfterKeys.decode(d, n, path, &ra)
 	return ra
 }
 
-func (d *decoder) fleet(n ast.Node, path string) Fleet {
-	f := Fleet{
-		Clients:  DefaultClients,
-		Start:    Arrival{Kind: ArrivalBurst},
-		Requests: DefaultRequests,
-		Method:   DefaultMethod,
-		Timeout:  DefaultTimeout,
+// retryAfterValue reads a Retry-After value: seconds (2, 1.5), a
+// duration, limiter or phase-end.
+func (m *mapping) retryAfterValue(vn ast.Node, vpath string, ra *stubserver.RetryAfter) {
+	d := m.d
+	if vn == nil {
+		return
 	}
-	m := d.mapping(n, path)
-	m.integer("clients", &f.Clients, 1, MaxClients)
-	if sn, spath := m.take("start"); sn != nil {
-		if s, ok := scalarText(sn); !ok {
-			d.fail(sn, spath, "want burst, ramp DURATION or poisson RATE, got %s", describe(sn))
-		} else if a, err := parseArrival(s); err != nil {
-			d.fail(sn, spath, "%v", err)
+	if ra.Form == "" || ra.Form == stubserver.FormNone {
+		d.fail(vn, vpath, "value given but form is none")
+	}
+	switch s, _ := scalarText(vn); {
+	case s == stubserver.ValueLimiter || s == stubserver.ValuePhaseEnd:
+		ra.Value = s
+	default:
+		ra.Value = stubserver.ValueFixed
+		if _, isNum := vn.(*ast.IntegerNode); isNum {
+			if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
+				ra.Fixed = time.Duration(secs) * time.Second
+			}
+		} else if _, isFloat := vn.(*ast.FloatNode); isFloat {
+			if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
+				ra.Fixed = time.Duration(secs * float64(time.Second))
+			}
+		} else if _, isStr := vn.(*ast.StringNode); isStr {
+			if v, err := parseDuration(s); err == nil {
+				if v < 0 || v > MaxDuration {
+					d.fail(vn, vpath, "duration %s is out of range [0s, %s]", v, MaxDuration)
+				}
+				ra.Fixed = v
+			} else {
+				d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %q", s)
+			}
 		} else {
-			f.Start = a
+			d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %s", describe(vn))
 		}
 	}
-	m.integer("requests", &f.Requests, 1, MaxRequests)
-	m.duration("think", &f.Think, 0, MaxDuration)
-	if mn, mpath := m.take("method"); mn != nil {
-		if s, ok := d.method(mn, mpath); ok {
-			f.Method = s
+}
+
+// arrivalKind is a fleet's start: burst, ramp DURATION or poisson RATE.
+var arrivalKind = kind[Arrival]{
+	read: func(d *decoder, n ast.Node, path string) (Arrival, bool) {
+		s, ok := scalarText(n)
+		if !ok {
+			d.fail(n, path, "want burst, ramp DURATION or poisson RATE, got %s", describe(n))
+			return Arrival{}, false
 		}
-	}
-	m.duration("timeout", &f.Timeout, time.Nanosecond, MaxDuration)
-	m.duration("attempt_timeout", &f.AttemptTimeout, 0, MaxDuration)
-	kn, kpath := m.take("api_keys")
-	items := d.sequence(kn, kpath)
-	if kn != nil && len(items) == 0 {
-		d.fail(kn, kpath, "want at least one {prefix: P}, or leave api_keys out")
+		a, err := parseArrival(s)
+		if err != nil {
+			d.fail(n, path, "%v", err)
+			return Arrival{}, false
+		}
+		return a, true
+	},
+	write: func(a Arrival) any { return a.String() },
+}
+
+var fleetKeys = keys[Fleet]{
+	field("clients", func(f *Fleet) *int { return &f.Clients }, integer(1, MaxClients), always),
+	field("start", func(f *Fleet) *Arrival { return &f.Start }, arrivalKind, always),
+	field("requests", func(f *Fleet) *int { return &f.Requests }, integer(1, MaxRequests), always),
+	field("think", func(f *Fleet) *time.Duration { return &f.Think }, duration(0, MaxDuration), always),
+	field("method", func(f *Fleet) *string { return &f.Method }, methodKind, always),
+	field("timeout", func(f *Fleet) *time.Duration { return &f.Timeout }, duration(time.Nanosecond, MaxDuration), always),
+	field("attempt_timeout", func(f *Fleet) *time.Duration { return &f.AttemptTimeout }, duration(0, MaxDuration), omitZero),
+	custom("api_keys", (*mapping).apiKeys, func(f *Fleet) any {
+		out := make([]object, 0, len(f.APIKeys))
+		for i := range f.APIKeys {
+			out = append(out, keyGroupKeys(nil, "").encode(&f.APIKeys[i]))
+		}
+		return out
+	}, func(f *Fleet) bool { return len(f.APIKeys) == 0 }),
+}
+
+// apiKeys reads fleet.api_keys: groups of {prefix, share}.
+func (m *mapping) apiKeys(n ast.Node, path string, f *Fleet) {
+	d := m.d
+	items := d.sequence(n, path)
+	if n != nil && len(items) == 0 {
+		d.fail(n, path, "want at least one {prefix: P}, or leave api_keys out")
 	}
 	if len(items) > MaxKeyGroups {
-		d.fail(kn, kpath, "%d groups, at most %d", len(items), MaxKeyGroups)
+		d.fail(n, path, "%d groups, at most %d", len(items), MaxKeyGroups)
 		items = nil
 	}
 	var prefixes []string
 	for i, item := range items {
-		p := fmt.Sprintf("%s[%d]", kpath, i)
+		p := fmt.Sprintf("%s[%d]", path, i)
 		g := KeyGroup{Share: 1}
-		km := d.mapping(item, p)
-		if pn, ppath := km.take("prefix"); pn == nil {
-			d.fail(item, p, "a key group needs a prefix (e.g. prefix: free-)")
-		} else if s, ok := scalarText(pn); !ok || !keyPrefixRE.MatchString(s) {
-			d.fail(pn, ppath, "want a key prefix of 1-64 letters, digits or -._~+/, got %s", quoteNode(pn))
-		} else if j := slices.IndexFunc(prefixes, func(p string) bool { return p != "" && (strings.HasPrefix(s, p) || strings.HasPrefix(p, s)) }); j >= 0 {
-			d.fail(pn, ppath, "prefix %q and prefix %q of %s[%d] could make the same key; make neither begin the other", s, prefixes[j], kpath, j)
-		} else {
-			g.Prefix = s
-		}
+		keyGroupKeys(prefixes, path).decode(d, item, p, &g)
 		prefixes = append(prefixes, g.Prefix)
-		km.integer("share", &g.Share, 1, 1_000_000)
-		km.done()
 		f.APIKeys = append(f.APIKeys, g)
 	}
-	m.done()
-	return f
 }
 
-func (d *decoder) subject(n ast.Node, path string) SubjectSpec {
-	s := SubjectSpec{Name: DefaultSubject}
-	m := d.mapping(n, path)
-	if nn, npath := m.take("name"); nn != nil {
-		name, _ := scalarText(nn)
+// keyGroupKeys is a key group's table; a prefix must not begin, nor be
+// begun by, one of prev, the prefixes of the groups before it in the
+// sequence at seq.
+func keyGroupKeys(prev []string, seq string) keys[KeyGroup] {
+	prefix := kind[string]{
+		read: func(d *decoder, n ast.Node, path string) (string, bool) {
+			s, ok := scalarText(n)
+			if !ok || !keyPrefixRE.MatchString(s) {
+				d.fail(n, path, "want a key prefix of 1-64 letters, digits or -._~+/, got %s", quoteNode(n))
+				return "", false
+			}
+			if j := slices.IndexFunc(prev, func(p string) bool { return p != "" && (strings.HasPrefix(s, p) || strings.HasPrefix(p, s)) }); j >= 0 {
+				d.fail(n, path, "prefix %q and prefix %q of %s[%d] could make the same key; make neither begin the other", s, prev[j], seq, j)
+				return "", false
+			}
+			return s, true
+		},
+		write: func(s string) any { return s },
+	}
+	return keys[KeyGroup]{
+		field("prefix", func(g *KeyGroup) *string { return &g.Prefix }, prefix, always).needs("a key group needs a prefix (e.g. prefix: free-)"),
+		field("share", func(g *KeyGroup) *int { return &g.Share }, integer(1, 1_000_000), always),
+	}
+}
+
+// subjectKind is a subjects.Lookup name.
+var subjectKind = kind[string]{
+	read: func(d *decoder, n ast.Node, path string) (string, bool) {
+		name, _ := scalarText(n)
 		if _, err := subjects.Lookup(name); err != nil {
-			d.fail(nn, npath, "unknown subject %s (known: %s, exec:COMMAND)", quoteNode(nn), strings.Join(subjects.Names(), ", "))
-		} else {
-			s.Name = name
+			d.fail(n, path, "unknown subject %s (known: %s, exec:COMMAND)", quoteNode(n), strings.Join(subjects.Names(), ", "))
+			return "", false
 		}
-	}
-	pn, ppath := m.take("policy")
-	pm := d.mapping(pn, ppath)
-	p := &s.Policy
-	pm.duration("base", &p.Base, 0, MaxDuration)
-	pm.duration("cap", &p.Cap, 0, MaxDuration)
-	pm.integer("max_attempts", &p.MaxAttempts, 0, 1_000_000)
-	pm.duration("budget", &p.Budget, 0, MaxDuration)
-	pm.oneOf("jitter", &p.Jitter, JitterKinds...)
-	if rn, rpath := pm.take("rate"); rn != nil {
-		if count, per := d.rateValue(rn, rpath); per > 0 {
-			p.Rate = count / per.Seconds()
-		}
-	}
-	pm.integer("burst", &p.Burst, 0, 1_000_000_000)
-	pm.duration("timeout", &p.Timeout, 0, MaxDuration)
-	pm.done()
-	if p.Base > 0 && p.Cap > 0 && p.Cap < p.Base && !d.failed() {
-		d.failAt(d.places[ppath+".cap"], ppath+".cap", "cap %s is below base %s", p.Cap, p.Base)
-	}
-	m.done()
-	return s
+		return name, true
+	},
+	write: func(s string) any { return s },
 }
 
-// expect reads the expect block, validated against the analyzer's check
+var subjectKeys = keys[SubjectSpec]{
+	field("name", func(s *SubjectSpec) *string { return &s.Name }, subjectKind, always),
+	sub("policy", func(s *SubjectSpec) *subjects.Policy { return &s.Policy }, policyKeys, omitZero).
+		then(func(m *mapping, path string, s *SubjectSpec) {
+			if p := s.Policy; p.Base > 0 && p.Cap > 0 && p.Cap < p.Base && !m.d.failed() {
+				m.d.failAt(m.d.places[path+".cap"], path+".cap", "cap %s is below base %s", p.Cap, p.Base)
+			}
+		}),
+}
+
+// perSecond is a rate read as N/interval and kept per second.
+var perSecond = kind[float64]{
+	read: func(d *decoder, n ast.Node, path string) (float64, bool) {
+		count, per := d.rateValue(n, path)
+		return count / per.Seconds(), per > 0
+	},
+	write: func(r float64) any { return formatFloat(r) + "/s" },
+}
+
+var policyKeys = keys[subjects.Policy]{
+	field("base", func(p *subjects.Policy) *time.Duration { return &p.Base }, duration(0, MaxDuration), omitZero),
+	field("cap", func(p *subjects.Policy) *time.Duration { return &p.Cap }, duration(0, MaxDuration), omitZero),
+	field("max_attempts", func(p *subjects.Policy) *int { return &p.MaxAttempts }, integer(0, 1_000_000), omitZero),
+	field("budget", func(p *subjects.Policy) *time.Duration { return &p.Budget }, duration(0, MaxDuration), omitZero),
+	field("jitter", func(p *subjects.Policy) *string { return &p.Jitter }, choice(JitterKinds...), omitZero),
+	field("rate", func(p *subjects.Policy) *float64 { return &p.Rate }, perSecond, omitZero),
+	field("burst", func(p *subjects.Policy) *int { return &p.Burst }, integer(0, 1_000_000_000), omitZero),
+	field("timeout", func(p *subjects.Policy) *time.Duration { return &p.Timeout }, duration(0, MaxDuration), omitZero),
+}
+
+// expectKeys is the expect block, validated against the analyzer's check
 // schema.
-func (d *decoder) expect(n ast.Node, path string) Expect {
-	var e Expect
-	ids := analyzer.CheckIDs()
-	m := d.mapping(n, path)
-	e.Checks = m.stringList("checks", ids)
-	e.Skip = m.stringList("skip", ids)
-	for _, id := range e.Skip {
-		if slices.Contains(e.Checks, id) {
-			d.failAt(d.places[join(path, "skip")], join(path, "skip"), "check %q is both in checks and in skip", id)
+var expectKeys = keys[Expect]{
+	checkList("checks", func(e *Expect) *[]string { return &e.Checks }),
+	checkList("skip", func(e *Expect) *[]string { return &e.Skip }).then(func(m *mapping, path string, e *Expect) {
+		for _, id := range e.Skip {
+			if slices.Contains(e.Checks, id) {
+				m.d.failAt(m.d.places[path], path, "check %q is both in checks and in skip", id)
+			}
 		}
-	}
-	e.Require = m.stringList("require", ids)
-	for _, id := range e.Require {
-		if slices.Contains(e.Skip, id) {
-			d.failAt(d.places[join(path, "require")], join(path, "require"), "check %q is both required and skipped", id)
+	}),
+	checkList("require", func(e *Expect) *[]string { return &e.Require }).then(func(m *mapping, path string, e *Expect) {
+		for _, id := range e.Require {
+			if slices.Contains(e.Skip, id) {
+				m.d.failAt(m.d.places[path], path, "check %q is both required and skipped", id)
+			}
 		}
-	}
-	m.boolean("allow_unexercised", &e.AllowUnexercised)
-	tn, tpath := m.take("thresholds")
-	tm := d.mapping(tn, tpath)
+	}),
+	custom("thresholds", (*mapping).thresholds, func(e *Expect) any { return e.Thresholds },
+		func(e *Expect) bool { return len(e.Thresholds) == 0 }),
+	field("allow_unexercised", func(e *Expect) *bool { return &e.AllowUnexercised }, boolKind, omitZero),
+}
+
+// checkList is a key whose value is a list of distinct check ids.
+func checkList(name string, at func(*Expect) *[]string) key[Expect] {
+	return custom(name, func(m *mapping, n ast.Node, path string, e *Expect) {
+		*at(e) = m.d.stringList(n, path, analyzer.CheckIDs())
+	}, func(e *Expect) any { return *at(e) }, func(e *Expect) bool { return len(*at(e)) == 0 })
+}
+
+// thresholds reads expect.thresholds: "ID" or "ID.PARAM" to a value of
+// the parameter's kind.
+func (m *mapping) thresholds(n ast.Node, path string, e *Expect) {
+	d := m.d
+	tm := d.mapping(n, path)
 	for _, f := range tm.pairs() {
-		p := join(tpath, f.key)
+		p := join(path, f.key)
 		c, param, err := analyzer.ThresholdKey(f.key)
 		if errors.Is(err, analyzer.ErrUnknownCheck) {
-			d.fail(f.keyNode, p, "unknown check %q (want one of %s, optionally .PARAM)", f.key, strings.Join(ids, ", "))
+			d.fail(f.keyNode, p, "unknown check %q (want one of %s, optionally .PARAM)", f.key, strings.Join(analyzer.CheckIDs(), ", "))
 			continue
 		}
 		if err != nil {
@@ -779,8 +864,6 @@ func (d *decoder) expect(n ast.Node, path string) Expect {
 			e.Thresholds[f.key] = x
 		}
 	}
-	m.done()
-	return e
 }
 
 // thresholdValue reads a value of expect.thresholds of a parameter of
