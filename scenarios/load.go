@@ -58,22 +58,10 @@ func Load(path string) (*Scenario, error) {
 // without a quota, ...) are errors naming file:line:col. Up to ten problems
 // are reported, in file order.
 //
-// Defaults, for keys left out (an empty value means the same): name from
-// the file name; duration 60s; server: no added latency, no rate-limit
-// headers, no quota, one `ok` phase; a limit's algorithm token-bucket, key
-// global, burst equal to its limit, a leaky bucket's mode meter, status
-// 429; a phase's name phase-N, respond ok, no Retry-After; fleet: 10
-// clients started in a burst, 1 request each, no think time, GET, a 30s
-// watchdog, no API keys; a capacity's queue 0, dist fixed, discipline
-// fifo, cancel_on_disconnect false, and a phase's capacity all the
-// workers; subject retrylab with its own policy defaults;
-// expect: the analyzer's default checks and thresholds. A quota is one
-// limit's keys ({rate: 100/s, burst: 20}) or layered limits or tiers (see
-// README.md). Durations are Go durations (250ms, 1m30s; a bare 0 is
-// allowed); rates are N/interval (100/s, 100/1m, 5/100ms, 10000/1d; a bare
-// number is per second); a Retry-After value is seconds (2, 1.5), a
-// duration, limiter or phase-end; a phase's capacity is a share of the
-// workers, 30% or 0.3.
+// The keys, their kinds and defaults are the tables below (scenarioKeys
+// and the ones it holds; docs/scenarios.md describes them); a key left
+// out or empty takes its default: the Default constants, the stub's own
+// (stubserver), the subject's and the analyzer's.
 // Anchors, aliases and merge keys (<<: *base, <<: [*a, *b]) work as in
 // YAML: a mapping's own keys win over merged ones, earlier sources over
 // later ones.
@@ -223,13 +211,8 @@ var serverKeys = keys[stubserver.Config]{
 			capacityKeys.decode(m.d, n, path, c.Capacity)
 		}
 	}, func(c *stubserver.Config) any { return capacityKeys.encode(c.Capacity) }, func(c *stubserver.Config) bool { return c.Capacity == nil }),
-	custom("phases", (*mapping).phases, func(c *stubserver.Config) any {
-		out := make([]object, 0, len(c.Phases))
-		for i := range c.Phases {
-			out = append(out, phaseKeys(false).encode(&c.Phases[i]))
-		}
-		return out
-	}, func(c *stubserver.Config) bool { return len(c.Phases) == 0 }),
+	custom("phases", (*mapping).phases, func(c *stubserver.Config) any { return encodeAll(c.Phases, phaseKeys(false)) },
+		func(c *stubserver.Config) bool { return len(c.Phases) == 0 }),
 }
 
 // phases reads server.phases into cfg, whose quota and upstream are read.
@@ -313,8 +296,11 @@ func limitTable(need string) keys[stubserver.Limit] {
 		field("name", func(l *stubserver.Limit) *string { return &l.Name }, strKind, omitZero),
 		field("algorithm", func(l *stubserver.Limit) *string { return &l.Algorithm }, choice(stubserver.AlgorithmNames()...), always),
 		custom("rate", func(m *mapping, n ast.Node, path string, l *stubserver.Limit) {
-			if n != nil {
-				l.Limit, l.Per = m.d.rateValue(n, path)
+			if n == nil {
+				return
+			}
+			if r, ok := rateKind.read(m.d, n, path); ok {
+				l.Limit, l.Per = r.count, r.per
 			}
 		}, func(l *stubserver.Limit) any { return formatRate(l.Limit, l.Per) }, nil).needs(need),
 		field("burst", func(l *stubserver.Limit) *int { return &l.Burst }, integer(0, 1_000_000_000), omitZero),
@@ -416,7 +402,6 @@ var pathKind = kind[string]{
 		}
 		return s, true
 	},
-	write: func(s string) any { return s },
 }
 
 var costKeys = keys[stubserver.Cost]{
@@ -426,20 +411,17 @@ var costKeys = keys[stubserver.Cost]{
 		needs("a cost needs cost: N (the units each matching request spends)"),
 }
 
-// rateValue reads "100/s" (or a bare number: per second).
-func (d *decoder) rateValue(n ast.Node, path string) (float64, time.Duration) {
-	s, ok := scalarText(n)
-	if !ok {
-		d.fail(n, path, "want a rate like 100/s, got %s", describe(n))
-		return 0, 0
-	}
-	count, per, err := parseRate(s)
-	if err != nil {
-		d.fail(n, path, "%v", err)
-		return 0, 0
-	}
-	return count, per
+// rate is a rate as written: count per interval.
+type rate struct {
+	count float64
+	per   time.Duration
 }
+
+// rateKind reads "100/s" (or a bare number: per second).
+var rateKind = parsed("a rate like 100/s", func(s string) (rate, error) {
+	count, per, err := parseRate(s)
+	return rate{count, per}, err
+}, nil)
 
 // shareKind is a phase's share of the capacity: 30% or 0.3, in (0, 1].
 var shareKind = kind[float64]{
@@ -457,7 +439,6 @@ var shareKind = kind[float64]{
 		}
 		return v, true
 	},
-	write: func(v float64) any { return v },
 }
 
 // phaseKeys is a phase's table; every phase but the last needs a for.
@@ -658,46 +639,25 @@ func (m *mapping) retryAfterValue(vn ast.Node, vpath string, ra *stubserver.Retr
 		ra.Value = s
 	default:
 		ra.Value = stubserver.ValueFixed
-		if _, isNum := vn.(*ast.IntegerNode); isNum {
-			if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
-				ra.Fixed = time.Duration(secs) * time.Second
-			}
-		} else if _, isFloat := vn.(*ast.FloatNode); isFloat {
+		switch vn.(type) {
+		case *ast.IntegerNode, *ast.FloatNode: // seconds (n*1e9 is exact for a whole n <= 1e9)
 			if secs, ok := d.numberValue(vn, vpath, 0, 1e9); ok {
 				ra.Fixed = time.Duration(secs * float64(time.Second))
 			}
-		} else if _, isStr := vn.(*ast.StringNode); isStr {
-			if v, err := parseDuration(s); err == nil {
-				if v < 0 || v > MaxDuration {
-					d.fail(vn, vpath, "duration %s is out of range [0s, %s]", v, MaxDuration)
-				}
-				ra.Fixed = v
-			} else {
+		case *ast.StringNode:
+			if v, err := parseDuration(s); err != nil {
 				d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %q", s)
+			} else if ra.Fixed = v; v < 0 || v > MaxDuration {
+				d.fail(vn, vpath, "duration %s is out of range [0s, %s]", v, MaxDuration)
 			}
-		} else {
+		default:
 			d.fail(vn, vpath, "want seconds, a duration, limiter or phase-end, got %s", describe(vn))
 		}
 	}
 }
 
 // arrivalKind is a fleet's start: burst, ramp DURATION or poisson RATE.
-var arrivalKind = kind[Arrival]{
-	read: func(d *decoder, n ast.Node, path string) (Arrival, bool) {
-		s, ok := scalarText(n)
-		if !ok {
-			d.fail(n, path, "want burst, ramp DURATION or poisson RATE, got %s", describe(n))
-			return Arrival{}, false
-		}
-		a, err := parseArrival(s)
-		if err != nil {
-			d.fail(n, path, "%v", err)
-			return Arrival{}, false
-		}
-		return a, true
-	},
-	write: func(a Arrival) any { return a.String() },
-}
+var arrivalKind = parsed("burst, ramp DURATION or poisson RATE", parseArrival, func(a Arrival) any { return a.String() })
 
 var fleetKeys = keys[Fleet]{
 	field("clients", func(f *Fleet) *int { return &f.Clients }, integer(1, MaxClients), always),
@@ -707,13 +667,8 @@ var fleetKeys = keys[Fleet]{
 	field("method", func(f *Fleet) *string { return &f.Method }, methodKind, always),
 	field("timeout", func(f *Fleet) *time.Duration { return &f.Timeout }, duration(time.Nanosecond, MaxDuration), always),
 	field("attempt_timeout", func(f *Fleet) *time.Duration { return &f.AttemptTimeout }, duration(0, MaxDuration), omitZero),
-	custom("api_keys", (*mapping).apiKeys, func(f *Fleet) any {
-		out := make([]object, 0, len(f.APIKeys))
-		for i := range f.APIKeys {
-			out = append(out, keyGroupKeys(nil, "").encode(&f.APIKeys[i]))
-		}
-		return out
-	}, func(f *Fleet) bool { return len(f.APIKeys) == 0 }),
+	custom("api_keys", (*mapping).apiKeys, func(f *Fleet) any { return encodeAll(f.APIKeys, keyGroupKeys(nil, "")) },
+		func(f *Fleet) bool { return len(f.APIKeys) == 0 }),
 }
 
 // apiKeys reads fleet.api_keys: groups of {prefix, share}.
@@ -754,7 +709,6 @@ func keyGroupKeys(prev []string, seq string) keys[KeyGroup] {
 			}
 			return s, true
 		},
-		write: func(s string) any { return s },
 	}
 	return keys[KeyGroup]{
 		field("prefix", func(g *KeyGroup) *string { return &g.Prefix }, prefix, always).needs("a key group needs a prefix (e.g. prefix: free-)"),
@@ -772,7 +726,6 @@ var subjectKind = kind[string]{
 		}
 		return name, true
 	},
-	write: func(s string) any { return s },
 }
 
 var subjectKeys = keys[SubjectSpec]{
@@ -786,13 +739,10 @@ var subjectKeys = keys[SubjectSpec]{
 }
 
 // perSecond is a rate read as N/interval and kept per second.
-var perSecond = kind[float64]{
-	read: func(d *decoder, n ast.Node, path string) (float64, bool) {
-		count, per := d.rateValue(n, path)
-		return count / per.Seconds(), per > 0
-	},
-	write: func(r float64) any { return formatFloat(r) + "/s" },
-}
+var perSecond = parsed("a rate like 100/s", func(s string) (float64, error) {
+	count, per, err := parseRate(s)
+	return count / per.Seconds(), err
+}, func(r float64) any { return formatFloat(r) + "/s" })
 
 var policyKeys = keys[subjects.Policy]{
 	field("base", func(p *subjects.Policy) *time.Duration { return &p.Base }, duration(0, MaxDuration), omitZero),

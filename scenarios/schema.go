@@ -113,10 +113,40 @@ const (
 	omitZero omit = true
 )
 
-// kind is how a value of type F is read from a node and written back.
+// kind is how a value of type F is read from a node and written back
+// (write nil: as it is).
 type kind[F comparable] struct {
 	read  func(d *decoder, n ast.Node, path string) (F, bool)
 	write func(F) any
+}
+
+func (k kind[F]) encode(x F) any {
+	if k.write == nil {
+		return x
+	}
+	return k.write(x)
+}
+
+// parsed is a kind read from a scalar's text by parse; want names what
+// it takes ("a rate like 100/s").
+func parsed[F comparable](want string, parse func(string) (F, error), write func(F) any) kind[F] {
+	return kind[F]{
+		read: func(d *decoder, n ast.Node, path string) (F, bool) {
+			var zero F
+			s, ok := scalarText(n)
+			if !ok {
+				d.fail(n, path, "want %s, got %s", want, describe(n))
+				return zero, false
+			}
+			v, err := parse(s)
+			if err != nil {
+				d.fail(n, path, "%v", err)
+				return zero, false
+			}
+			return v, true
+		},
+		write: write,
+	}
 }
 
 // field is a key whose value is one Go field, at(v), of kind k.
@@ -134,7 +164,7 @@ func field[T any, F comparable](name string, at func(*T) *F, k kind[F], o omit) 
 		enc: func(v *T) (any, bool) {
 			var zero F
 			x := *at(v)
-			return k.write(x), o == always || x != zero
+			return k.encode(x), o == always || x != zero
 		},
 	}
 }
@@ -184,14 +214,17 @@ func list[T, S any](name string, at func(*T) *[]S, ks keys[S], fill func(*S), o 
 				*at(v) = append(*at(v), s)
 			}
 		},
-		enc: func(v *T) (any, bool) {
-			out := make([]object, 0, len(*at(v)))
-			for i := range *at(v) {
-				out = append(out, ks.encode(&(*at(v))[i]))
-			}
-			return out, o == always || len(out) > 0
-		},
+		enc: func(v *T) (any, bool) { return encodeAll(*at(v), ks), o == always || len(*at(v)) > 0 },
 	}
+}
+
+// encodeAll writes each of xs by table ks.
+func encodeAll[S any](xs []S, ks keys[S]) []object {
+	out := make([]object, 0, len(xs))
+	for i := range xs {
+		out = append(out, ks.encode(&xs[i]))
+	}
+	return out
 }
 
 // The kinds of plain values.
@@ -205,7 +238,6 @@ var (
 			}
 			return s, ok
 		},
-		write: func(s string) any { return s },
 	}
 	boolKind = kind[bool]{
 		read: func(d *decoder, n ast.Node, path string) (bool, bool) {
@@ -216,7 +248,6 @@ var (
 			}
 			return b.Value, true
 		},
-		write: func(b bool) any { return b },
 	}
 	// methodKind: an upper-case HTTP method.
 	methodKind = kind[string]{
@@ -228,7 +259,6 @@ var (
 			}
 			return s, true
 		},
-		write: func(s string) any { return s },
 	}
 )
 
@@ -243,15 +273,13 @@ func choice(allowed ...string) kind[string] {
 			}
 			return s, true
 		},
-		write: func(s string) any { return s },
 	}
 }
 
 // integer: an integer in [lo, hi].
 func integer(lo, hi int) kind[int] {
 	return kind[int]{
-		read:  func(d *decoder, n ast.Node, path string) (int, bool) { return d.intValue(n, path, lo, hi) },
-		write: func(i int) any { return i },
+		read: func(d *decoder, n ast.Node, path string) (int, bool) { return d.intValue(n, path, lo, hi) },
 	}
 }
 
