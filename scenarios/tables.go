@@ -318,7 +318,7 @@ func phaseKeys(last bool) keys[stubserver.Phase] {
 // true, a rate limit) | {mix: {...}} | {fault: F}.
 func (d *decoder) respond(n ast.Node, path string) stubserver.Respond {
 	var r stubserver.Respond
-	const want = "want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: reset|hang}"
+	want := "want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: " + strings.Join(stubserver.FaultNames(), "|") + "}"
 	if s, ok := scalarText(n); ok {
 		switch s {
 		case stubserver.RespondOK, stubserver.RespondQuota, stubserver.RespondPassthrough:
@@ -404,20 +404,21 @@ func encodeRespond(r stubserver.Respond) any {
 // mix reads {200: 90, 500: 5, reset: 2}: statuses or faults to weights.
 func (d *decoder) mix(n ast.Node, path string) []stubserver.Weighted {
 	m := d.mapping(n, path)
+	faults := stubserver.FaultNames()
 	var out []stubserver.Weighted
 	for _, f := range m.pairs() {
 		p := join(path, f.key)
 		w := stubserver.Weighted{}
-		switch f.key {
-		case stubserver.FaultReset, stubserver.FaultHang:
+		switch {
+		case slices.Contains(faults, f.key):
 			w.Fault = f.key
-		case stubserver.RespondPassthrough:
+		case f.key == stubserver.RespondPassthrough:
 			w.Passthrough = true
 			d.places[p] = position(f.keyNode)
 		default:
 			st, err := strconv.Atoi(f.key)
 			if err != nil || st < 200 || st > 599 {
-				d.fail(f.keyNode, p, "want a status 200-599, a fault (reset, hang) or passthrough, got %q", f.key)
+				d.fail(f.keyNode, p, "want a status 200-599, a fault (%s) or passthrough, got %q", strings.Join(faults, ", "), f.key)
 				continue
 			}
 			w.Status = st

@@ -7,9 +7,6 @@ import "slices"
 // its choices from here rather than listing them again. Each call returns
 // a fresh slice.
 
-// HeaderNames lists Config.Headers' values.
-func HeaderNames() []string { return slices.Clone(headerNames) }
-
 // AlgorithmNames lists Limit.Algorithm's values.
 func AlgorithmNames() []string { return slices.Clone(algorithmNames) }
 
