@@ -24,7 +24,8 @@ type key[T any] struct {
 	dec func(m *mapping, n ast.Node, path string, v *T)
 	// enc returns the value to write for v, and whether to write it.
 	enc func(v *T) (any, bool)
-	// need, when set, is the error a mapping without the key gets.
+	// need, when set, is the error of a mapping without the key (or with
+	// it empty).
 	need string
 }
 
@@ -61,6 +62,7 @@ func (ks keys[T]) encode(v *T) object {
 	return o
 }
 
+// names are the table's keys, in order.
 func (ks keys[T]) names() []string {
 	out := make([]string, len(ks))
 	for i, k := range ks {
