@@ -122,15 +122,9 @@ func metaCapacity(k *stubserver.Capacity) *timeline.Capacity {
 	if k == nil {
 		return nil
 	}
-	c := &timeline.Capacity{Concurrency: k.Concurrency, Queue: k.Queue, Service: int64(k.Service),
-		Dist: k.Dist, Discipline: k.Discipline, CancelOnDisconnect: k.CancelOnDisconnect}
-	if c.Dist == "" {
-		c.Dist = stubserver.DistFixed
-	}
-	if c.Discipline == "" {
-		c.Discipline = stubserver.DisciplineFIFO
-	}
-	return c
+	return &timeline.Capacity{Concurrency: k.Concurrency, Queue: k.Queue, Service: int64(k.Service),
+		Dist: cmp.Or(k.Dist, stubserver.DistFixed), Discipline: cmp.Or(k.Discipline, stubserver.DisciplineFIFO),
+		CancelOnDisconnect: k.CancelOnDisconnect}
 }
 
 // metaLimits lists every limit of quota, every tier's, as the timeline
@@ -180,26 +174,18 @@ func metaLimits(quota *stubserver.Quota) (pacing *timeline.Quota, all []timeline
 	return &q, all
 }
 
-// metaLimit is one limit as the timeline records it (see metaLimits).
+// metaLimit is one limit as the timeline records it (see metaLimits): its
+// defaults as the stub resolves them (stubserver.Limit.Resolved), but for
+// a window's burst, which is its whole limit: Resolved keeps a burst
+// written on a window, which no limiter reads.
 func metaLimit(tier string, l stubserver.Limit) timeline.Quota {
-	per := l.Per
-	if per <= 0 {
-		per = time.Second
-	}
+	r := l.Resolved()
 	q := timeline.Quota{
-		Name: l.Name, Tier: tier, Algorithm: cmp.Or(l.Algorithm, stubserver.AlgTokenBucket),
-		Rate: l.Limit / per.Seconds(), Key: cmp.Or(l.Key, stubserver.KeyGlobal),
-		Limit: max(1, int(l.Limit)), Window: int64(per), Mode: l.Mode,
+		Name: l.Name, Tier: tier, Algorithm: r.Algorithm, Rate: r.Limit / r.Per.Seconds(), Key: r.Key,
+		Limit: max(1, int(r.Limit)), Window: int64(r.Per), Mode: r.Mode, Burst: r.Burst,
 	}
-	q.Burst = q.Limit // a window admits its whole limit at once
-	switch q.Algorithm {
-	case stubserver.AlgLeakyBucket:
-		q.Mode = cmp.Or(q.Mode, stubserver.ModeMeter)
-		fallthrough
-	case stubserver.AlgTokenBucket:
-		if l.Burst > 0 {
-			q.Burst = l.Burst
-		}
+	if r.Algorithm != stubserver.AlgTokenBucket && r.Algorithm != stubserver.AlgLeakyBucket {
+		q.Burst = q.Limit
 	}
 	return q
 }

@@ -175,11 +175,11 @@ type mapping struct {
 	d      *decoder
 	path   string
 	node   ast.Node
-	fields []*field
+	fields []*entry
 	known  []string
 }
 
-type field struct {
+type entry struct {
 	key     string
 	keyNode ast.Node
 	value   ast.Node
@@ -204,7 +204,7 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 		return m
 	}
 	seen := map[string]bool{}
-	var merged []*field
+	var merged []*entry
 	for _, mv := range values {
 		if _, ok := mv.Key.(*ast.MergeKeyNode); ok {
 			merged = append(merged, d.merge(mv.Value, path)...)
@@ -221,7 +221,7 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 			continue
 		}
 		seen[text] = true
-		m.fields = append(m.fields, &field{key: text, keyNode: mv.Key, value: mv.Value})
+		m.fields = append(m.fields, &entry{key: text, keyNode: mv.Key, value: mv.Value})
 	}
 	// A merge key (<<: *base or <<: [*a, *b]) adds the keys the mapping
 	// does not set itself; earlier sources win over later ones.
@@ -236,14 +236,14 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 
 // merge returns the fields a merge key's value brings: a mapping's, or
 // those of a sequence of mappings in order.
-func (d *decoder) merge(n ast.Node, path string) []*field {
+func (d *decoder) merge(n ast.Node, path string) []*entry {
 	if d.merges++; d.merges > 1000 {
 		d.fail(n, path, "merge keys nested too deep")
 		return nil
 	}
 	n = d.resolve(n, path)
 	if s, ok := n.(*ast.SequenceNode); ok {
-		var out []*field
+		var out []*entry
 		for _, item := range s.Values {
 			out = append(out, d.merge(item, path)...)
 		}
@@ -274,7 +274,7 @@ func (m *mapping) take(key string) (ast.Node, string) {
 
 // field returns key's field, nil when the mapping has no such key; it does
 // not take it.
-func (m *mapping) field(key string) *field {
+func (m *mapping) field(key string) *entry {
 	for _, f := range m.fields {
 		if f.key == key {
 			return f
@@ -297,7 +297,7 @@ func (m *mapping) done() {
 
 // pairs returns the mapping's keys and value nodes in file order, marking
 // all used (for mappings whose keys are data, like a mix).
-func (m *mapping) pairs() []*field {
+func (m *mapping) pairs() []*entry {
 	for _, f := range m.fields {
 		f.used = true
 	}
@@ -340,64 +340,11 @@ func scalarText(n ast.Node) (string, bool) {
 	return "", false
 }
 
-// str reads a string; numbers and booleans are taken as written.
-func (m *mapping) str(key string, dst *string) {
-	n, path := m.take(key)
-	if n == nil {
-		return
-	}
-	s, ok := scalarText(n)
-	if !ok {
-		m.d.fail(n, path, "want a string, got %s", describe(n))
-		return
-	}
-	*dst = s
-}
-
-// oneOf reads a string that must be one of allowed.
-func (m *mapping) oneOf(key string, dst *string, allowed ...string) {
-	n, path := m.take(key)
-	if n == nil {
-		return
-	}
-	s, ok := scalarText(n)
-	if !ok || !slices.Contains(allowed, s) {
-		m.d.fail(n, path, "want one of %s, got %s", strings.Join(allowed, ", "), quoteNode(n))
-		return
-	}
-	*dst = s
-}
-
 func quoteNode(n ast.Node) string {
 	if s, ok := scalarText(n); ok {
 		return fmt.Sprintf("%q", s)
 	}
 	return describe(n)
-}
-
-// boolean reads true or false.
-func (m *mapping) boolean(key string, dst *bool) {
-	n, path := m.take(key)
-	if n == nil {
-		return
-	}
-	b, ok := n.(*ast.BoolNode)
-	if !ok {
-		m.d.fail(n, path, "want true or false, got %s", quoteNode(n))
-		return
-	}
-	*dst = b.Value
-}
-
-// integer reads an integer in [lo, hi].
-func (m *mapping) integer(key string, dst *int, lo, hi int) {
-	n, path := m.take(key)
-	if n == nil {
-		return
-	}
-	if v, ok := m.d.intValue(n, path, lo, hi); ok {
-		*dst = v
-	}
 }
 
 func (d *decoder) intValue(n ast.Node, path string, lo, hi int) (int, bool) {
@@ -447,18 +394,8 @@ func (d *decoder) numberValue(n ast.Node, path string, lo, hi float64) (float64,
 	return v, true
 }
 
-// duration reads a Go duration ("250ms", "1m30s") in [lo, hi]; a bare 0 is
-// allowed, other bare numbers are errors (missing unit).
-func (m *mapping) duration(key string, dst *time.Duration, lo, hi time.Duration) {
-	n, path := m.take(key)
-	if n == nil {
-		return
-	}
-	if v, ok := m.d.durationValue(n, path, lo, hi); ok {
-		*dst = v
-	}
-}
-
+// durationValue reads a Go duration ("250ms", "1m30s") in [lo, hi]; a
+// bare 0 is allowed, other bare numbers are errors (missing unit).
 func (d *decoder) durationValue(n ast.Node, path string, lo, hi time.Duration) (time.Duration, bool) {
 	s, ok := scalarText(n)
 	if !ok {
@@ -494,21 +431,28 @@ func (d *decoder) sequence(n ast.Node, path string) []ast.Node {
 	return s.Values
 }
 
+// item records the place of a sequence's i-th item n and returns its
+// path.
+func (d *decoder) item(path string, i int, n ast.Node) string {
+	p := fmt.Sprintf("%s[%d]", path, i)
+	d.places[p] = position(n)
+	return p
+}
+
 // stringList reads a sequence of distinct strings, each one of allowed.
-func (m *mapping) stringList(key string, allowed []string) []string {
-	n, path := m.take(key)
+func (d *decoder) stringList(n ast.Node, path string, allowed []string) []string {
 	var out []string
-	for i, item := range m.d.sequence(n, path) {
+	for i, item := range d.sequence(n, path) {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		orig := item
-		item = m.d.resolve(item, p)
+		item = d.resolve(item, p)
 		s, ok := scalarText(item)
 		if !ok || !slices.Contains(allowed, s) {
-			m.d.fail(orig, p, "want one of %s, got %s", strings.Join(allowed, ", "), quoteNode(item))
+			d.fail(orig, p, "want one of %s, got %s", strings.Join(allowed, ", "), quoteNode(item))
 			continue
 		}
 		if slices.Contains(out, s) {
-			m.d.fail(orig, p, "%q listed twice", s)
+			d.fail(orig, p, "%q listed twice", s)
 			continue
 		}
 		out = append(out, s)
