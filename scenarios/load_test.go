@@ -665,7 +665,7 @@ func TestAttemptTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := sc.subjectParams(3, nil, false)
+		p := sc.SubjectParams(3, nil, false)
 		if p.AttemptTimeout != tt.attempt || p.Policy.Timeout != tt.pol || p.Client != 3 {
 			t.Errorf("%q: Params attempt timeout %v, policy timeout %v, client %d; want %v, %v, 3", tt.yaml, p.AttemptTimeout, p.Policy.Timeout, p.Client, tt.attempt, tt.pol)
 		}

@@ -3,7 +3,6 @@ package scenarios
 import (
 	"cmp"
 	"encoding/json"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"time"
@@ -94,7 +93,7 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	if s := o.Subject; s != nil {
 		m.Subject = s.Name()
 		if d, ok := s.(subjects.Describer); ok {
-			info := d.Describe(sc.subjectParams(0, nil, o.Virtual))
+			info := d.Describe(sc.SubjectParams(0, nil, o.Virtual))
 			m.SubjectVersion, m.Summary = info.Version, info.Summary
 			if st := info.Stated; st != nil {
 				m.Policy = &timeline.Policy{
@@ -105,14 +104,6 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		}
 	}
 	return m
-}
-
-// SubjectParams are the Params a run gives client id's subject: the
-// scenario's policy, its timeout defaulting to the fleet's
-// attempt_timeout, the attempt timeout itself, r as the client's jitter
-// source, and whether the run is virtual.
-func (sc *Scenario) SubjectParams(id int, r *rand.Rand, virtual bool) subjects.Params {
-	return sc.subjectParams(id, r, virtual)
 }
 
 // metaCapacity is the stub's finite capacity as the timeline records it,

@@ -1,6 +1,6 @@
-// Package scenarios owns retrylab's scenario files — their YAML schema, the
-// strict loader, the built-in scenarios — and the runner that plays one: the
-// stub server, the fleet of simulated clients and the timeline recording.
+// Package scenarios owns retrylab's scenario files: their YAML schema (one
+// table per struct, tables.go), the strict loader, the built-in scenarios
+// and the timeline's meta record. The runner package plays one.
 package scenarios
 
 import (
@@ -84,10 +84,11 @@ type Fleet struct {
 	APIKeys []KeyGroup
 }
 
-// subjectParams are the Params of client id's subject: the scenario's
-// policy, its timeout defaulting to the fleet's attempt_timeout, and the
-// attempt timeout itself.
-func (sc *Scenario) subjectParams(id int, r *rand.Rand, virtual bool) subjects.Params {
+// SubjectParams are the Params a run gives client id's subject: the
+// scenario's policy, its timeout defaulting to the fleet's
+// attempt_timeout, the attempt timeout itself, r as the client's jitter
+// source, and whether the run is virtual.
+func (sc *Scenario) SubjectParams(id int, r *rand.Rand, virtual bool) subjects.Params {
 	p := sc.Subject.Policy
 	if p.Timeout == 0 {
 		p.Timeout = sc.Fleet.AttemptTimeout
