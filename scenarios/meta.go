@@ -166,17 +166,12 @@ func metaLimits(quota *stubserver.Quota) (pacing *timeline.Quota, all []timeline
 }
 
 // metaLimit is one limit as the timeline records it (see metaLimits): its
-// defaults as the stub resolves them (stubserver.Limit.Resolved), but for
-// a window's burst, which is its whole limit: Resolved keeps a burst
-// written on a window, which no limiter reads.
+// defaults as the stub resolves them (stubserver.Limit.Resolved).
 func metaLimit(tier string, l stubserver.Limit) timeline.Quota {
 	r := l.Resolved()
 	q := timeline.Quota{
 		Name: l.Name, Tier: tier, Algorithm: r.Algorithm, Rate: r.Limit / r.Per.Seconds(), Key: r.Key,
 		Limit: max(1, int(r.Limit)), Window: int64(r.Per), Mode: r.Mode, Burst: r.Burst,
-	}
-	if r.Algorithm != stubserver.AlgTokenBucket && r.Algorithm != stubserver.AlgLeakyBucket {
-		q.Burst = q.Limit
 	}
 	return q
 }

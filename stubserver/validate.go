@@ -432,7 +432,8 @@ func Named(ls []Limit) []Limit {
 }
 
 // Resolved returns l with its defaults spelled out: Algorithm, Per, Burst
-// (for every algorithm: the bucket's capacity, else Limit at least 1) and
+// (a bucket's capacity: Burst, else Limit at least 1; a window's: its whole
+// Limit, at least 1, whatever Burst says, since no window reads it) and
 // Key; for a leaky bucket its Mode, and for a shaper MaxDelay. A Limiter
 // other than the memory one reads its limits through it, so the defaults
 // are decided in one place.
@@ -440,6 +441,9 @@ func (l Limit) Resolved() Limit {
 	l.Algorithm = l.algorithm()
 	l.Per = l.per()
 	l.Burst = l.burst()
+	if l.Algorithm != AlgTokenBucket && l.Algorithm != AlgLeakyBucket {
+		l.Burst = max(1, int(l.Limit))
+	}
 	if l.Key == "" {
 		l.Key = KeyGlobal
 	}

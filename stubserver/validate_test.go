@@ -135,6 +135,11 @@ func TestLimitResolved(t *testing.T) {
 			Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, Per: time.Minute, Burst: 3, Key: KeyGlobal, MaxDelay: time.Minute}},
 		{Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, MaxDelay: time.Millisecond, Name: "n", Status: 403},
 			Limit{Algorithm: AlgLeakyBucket, Mode: ModeShape, Limit: 3, Per: time.Second, Burst: 3, Key: KeyGlobal, MaxDelay: time.Millisecond, Name: "n", Status: 403}},
+		// A window's burst is its whole limit, whatever was written.
+		{Limit{Algorithm: AlgFixedWindow, Limit: 100, Per: time.Minute, Burst: 5},
+			Limit{Algorithm: AlgFixedWindow, Limit: 100, Per: time.Minute, Burst: 100, Key: KeyGlobal}},
+		{Limit{Algorithm: AlgSlidingWindowLog, Limit: 0.5, Per: time.Second},
+			Limit{Algorithm: AlgSlidingWindowLog, Limit: 0.5, Per: time.Second, Burst: 1, Key: KeyGlobal}},
 	} {
 		if got := tt.in.Resolved(); got != tt.want {
 			t.Errorf("%+v.Resolved() = %+v; want %+v", tt.in, got, tt.want)
