@@ -17,7 +17,7 @@ for tl in "$dir"/L*.ndjson; do
   seed=${name##*-}
   rest=${name#*-}; rest=${rest%-*}
   subj=""
-  for s in exp-no-jitter no-retry no-backoff retrylab; do
+  for s in exp-no-jitter no-retry-budget no-retry no-backoff retrylab; do
     case $rest in *-"$s") subj=$s; sc=${rest%-"$s"} ;; esac
     [ -n "$subj" ] && break
   done
