@@ -22,21 +22,14 @@ const (
 var controlNames []string
 
 // controlBase is what every negative control is built on: the reference
-// client (the retrylab subject: client.New, configured from the Policy)
-// with its retry budget off, and nothing else changed. It is itself the
-// no-retry-budget control. Each other control is controlBase with one
-// mistake more, made of the client's own parts (a Config field the client
-// lets one set, or one client.Variant field), so it can differ from the
-// reference only where it says. Its retry budget is off so that each
-// control is judged by the per-call checks its mistake breaks: under
-// sustained overload (metastable) every control that retries fails the
-// capacity checks as no-retry-budget does, which the validation matrix
-// states for each.
-var controlBase = retrylabSubject{
-	name:    "no-retry-budget",
-	budget:  client.NoRetryBudget,
-	mistake: "our client with its retry budget off: under sustained overload every failed request still makes all its attempts",
-}
+// client itself (the retrylab subject: client.New, configured from the
+// Policy), retry budget included. Each control is controlBase with one
+// mistake, made of the client's own parts (a Config field the client lets
+// one set, or one client.Variant field), so it keeps everything of the
+// reference but its mistake and can differ from it only where it says.
+// Only the controls whose mistake is a missing bound (no-retry-budget,
+// unbounded) have no retry budget.
+var controlBase = retrylabSubject{name: "retrylab"}
 
 // control is a negative control: controlBase with one mistake.
 type control struct {
@@ -60,13 +53,6 @@ type control struct {
 func registerControl(c *control) {
 	controlNames = append(controlNames, c.name)
 	register(c)
-}
-
-// registerClientControl registers a negative control that is not a
-// control value (no-retry-budget, controlBase itself).
-func registerClientControl(s Subject) {
-	controlNames = append(controlNames, s.Name())
-	register(s)
 }
 
 func (c *control) Name() string { return c.name }

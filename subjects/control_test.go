@@ -270,28 +270,28 @@ var properties = []struct {
 
 // TestControlsHaveOneMistake measures every property on the reference
 // client (all hold) and on each control: exactly the properties its
-// documented mistake breaks fail, and no other, but for the retry budget
-// that every control lacks (they are built on no-retry-budget; no-retry,
-// which never retries, needs none).
+// documented mistake breaks fail, and no other: every control keeps the
+// reference's retry budget, so only no-retry-budget and unbounded, whose
+// mistake is a missing bound, fail to bound retries across calls.
 func TestControlsHaveOneMistake(t *testing.T) {
 	const budget = "bounds retries across calls"
 	breaks := map[string][]string{
 		"retrylab":           nil,
 		"no-retry-budget":    {budget},
-		"fixed-delay":        {budget, "jitters", "backs off exponentially"},
-		"exp-no-jitter":      {budget, "jitters"},
-		"ignore-retry-after": {budget, "honours Retry-After", "waits exactly what Retry-After says"},
-		"retry-4xx":          {budget, "does not retry 4xx"},
+		"fixed-delay":        {"jitters", "backs off exponentially"},
+		"exp-no-jitter":      {"jitters"},
+		"ignore-retry-after": {"honours Retry-After", "waits exactly what Retry-After says"},
+		"retry-4xx":          {"does not retry 4xx"},
 		"unbounded":          {budget, "caps attempts", "keeps its budget"},
 		// issue 11: waves controls
-		"discrete-delays":           {budget, "jitters", "backs off exponentially"},
-		"clock-aligned":             {budget, "jitters", "backs off exponentially"},
-		"capped-lockstep":           {budget, "backs off exponentially"},
-		"retry-after-plus-constant": {budget, "waits exactly what Retry-After says"},
+		"discrete-delays":           {"jitters", "backs off exponentially"},
+		"clock-aligned":             {"jitters", "backs off exponentially"},
+		"capped-lockstep":           {"backs off exponentially"},
+		"retry-after-plus-constant": {"waits exactly what Retry-After says"},
 		"no-retry":                  {"honours Retry-After", "retries 429/5xx and errors", "backs off exponentially", "jitters", "waits exactly what Retry-After says", "waits before retrying without Retry-After", "sends POST retries with one Idempotency-Key"},
-		"no-backoff":                {budget, "backs off exponentially", "jitters", "waits before retrying without Retry-After"},
-		"no-idempotency-key":        {budget, "sends POST retries with one Idempotency-Key"},
-		"no-pacing":                 {budget, "paces with the policy's rate"},
+		"no-backoff":                {"backs off exponentially", "jitters", "waits before retrying without Retry-After"},
+		"no-idempotency-key":        {"sends POST retries with one Idempotency-Key"},
+		"no-pacing":                 {"paces with the policy's rate"},
 	}
 	cs := controlsUnderTest(t)
 	if len(cs) != len(breaks) {

@@ -22,10 +22,7 @@ import (
 // one; it never comes near that in the built-in scenarios but metastable,
 // whose sustained overload it is there for.
 type retrylabSubject struct {
-	name   string
-	budget client.RetryBudget // the zero value: the client's default
-	// mistake, for a control built on the client: its Info.Summary.
-	mistake string
+	name string
 }
 
 func init() { register(retrylabSubject{name: "retrylab"}) }
@@ -45,7 +42,6 @@ func (s retrylabSubject) clientConfig(p Params) client.Config {
 		AttemptTimeout:    p.Policy.Timeout,
 		Rate:              p.Policy.Rate,
 		Burst:             p.Policy.Burst,
-		RetryBudget:       s.budget,
 		AddIdempotencyKey: true,
 		Rand:              p.Rand,
 	}
@@ -61,9 +57,6 @@ func (s retrylabSubject) Describe(p Params) Info {
 	}
 	summary := fmt.Sprintf("client.New: %s jitter, base %v, cap %v, %d attempts, budget %v, %s, Idempotency-Key added",
 		e.Jitter, e.Base, e.Cap, e.MaxAttempts, e.Budget, rb)
-	if s.mistake != "" {
-		summary = "negative control: " + s.mistake
-	}
 	return Info{
 		Version: "(devel)",
 		Stated: &Stated{Base: e.Base, Cap: e.Cap, MaxAttempts: e.MaxAttempts, Budget: e.Budget,

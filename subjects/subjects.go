@@ -2,6 +2,13 @@
 // "subject") behind one interface: the project's own client, negative
 // controls with one deliberate mistake each, real third-party retry
 // libraries at their defaults, and exec for programs in any language.
+//
+// Each negative control is the reference client (the retrylab subject)
+// built from its own parts with its one mistake: it keeps everything of
+// the reference, its retry budget included, but that mistake, so it can
+// differ from the reference only where its mistake says. Only the
+// controls whose mistake is a missing bound, no-retry-budget and
+// unbounded, have no retry budget.
 package subjects
 
 import (

@@ -8,17 +8,18 @@ import (
 )
 
 // unbounded is a negative control whose one mistake is having no bounds:
-// the client with no attempt cap and no time budget (MaxAttempts and
-// Budget at their largest; like every control it has no retry budget), so
-// it retries until its context ends (the attempts and budget checks; the
+// the client with no attempt cap, no time budget and no retry budget
+// (MaxAttempts and Budget at their largest, client.NoRetryBudget), so it
+// retries until its context ends (the attempts and budget checks; the
 // harness watchdog records it hung). Its waits are the client's jittered
 // backoff, Retry-After honoured.
 func init() {
 	registerControl(&control{
 		name:    "unbounded",
-		mistake: "no attempt cap and no budget: retries until its context ends",
+		mistake: "no attempt cap, no budget and no retry budget: retries until its context ends",
 		config: func(cfg *client.Config) {
 			cfg.MaxAttempts, cfg.Budget = math.MaxInt, time.Duration(math.MaxInt64)
+			cfg.RetryBudget = client.NoRetryBudget
 		},
 	})
 }

@@ -51,7 +51,7 @@ func TestWavesControls(t *testing.T) {
 				t.Errorf("%s × retry-after-plus-constant, seed %d: no %s warning", sc, seed, analyzer.WarnServerSync)
 			}
 			// retry-4xx is the reference client in these scenarios (they
-			// send no 4xx, and its missing retry budget is never reached):
+			// send no 4xx, and it keeps the reference's retry budget):
 			// the same attempts, and the same warnings, the reference's own
 			// obeying Retry-After exactly among them. The control's warning
 			// is its own only in what it adds: a constant, never a spread.
