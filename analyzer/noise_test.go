@@ -189,3 +189,58 @@ func TestNoiseBatch(t *testing.T) {
 		t.Errorf("lockstep, its wave stamped 35 at once, p99 20 ms: waves = %s (%s; noise %q); want fail, read again at the p99", c.Status, c.Reason, c.Noise)
 	}
 }
+
+// TestNoiseRecovery: under measured noise, recovery counts as goodput the
+// attempts the stub served within the attempt timeout whose clients had
+// gone (the host delivered them late): a fleet that recovers but for
+// them PASSes, with both readings; a storm that keeps the queue past the
+// timeout still FAILs, even on a host short of CPU; and
+// load-amplification, whose lockstep waves noise breaks up, vouches for
+// nothing there, a PASS included.
+func TestNoiseRecovery(t *testing.T) {
+	noisy := func(recs []timeline.Record) {
+		recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
+		n := noiseOf(5 * ms)
+		n.CPUPressure = 60
+		recs[len(recs)-1].End.Noise = n
+	}
+	judgeRecs := func(recs []timeline.Record) *Verdict {
+		an := New(recs[0].Meta, Options{})
+		for i := 1; i < len(recs); i++ {
+			an.Add(&recs[i])
+		}
+		return an.Result()
+	}
+
+	// A retry budget recovers; then the host delivers every other
+	// in-time success after the trigger too late for its client.
+	recs := metastableSim(1, budget10).records()
+	noisy(recs)
+	late := 0
+	for i := range recs {
+		a := &recs[i].Attempt
+		if recs[i].Type == timeline.TypeAttempt && a.Fault == "" && a.Status == 200 && a.At > int64(15*s1) && a.At < int64(35*s1) && a.Queue+a.Service <= int64(250*ms) && i%2 == 0 {
+			a.Fault = timeline.FaultAbandoned
+			late++
+		}
+	}
+	if late == 0 {
+		t.Fatal("no in-time success to deliver late")
+	}
+	v := judgeRecs(recs)
+	c := v.Check(CheckRecovery)
+	if c.Status != StatusPass || !strings.Contains(c.Reason, "as recorded: fail") || !strings.Contains(c.Reason, "the host delivered them late") {
+		t.Errorf("a budget, %d in-time successes delivered late: recovery = %s (%s); want pass, with the reading as recorded", late, c.Status, c.Reason)
+	}
+	if c := v.Check(CheckLoadAmplification); c.Status != StatusSkip || c.Noise == "" {
+		t.Errorf("load-amplification at 60%% CPU pressure = %s (%s); want a skip with the noise, whatever it read", c.Status, c.Reason)
+	}
+
+	// Five attempts, no budget: the storm outlives its trigger with the
+	// queue past the timeout; no late delivery explains that.
+	recs = metastableSim(1, jitter5).records()
+	noisy(recs)
+	if c := judgeRecs(recs).Check(CheckRecovery); c.Status != StatusFail || !strings.Contains(c.Reason, "still fails") {
+		t.Errorf("no budget, at 60%% CPU pressure: recovery = %s (%s; noise %q); want fail, judged again", c.Status, c.Reason, c.Noise)
+	}
+}
