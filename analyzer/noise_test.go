@@ -244,3 +244,28 @@ func TestNoiseRecovery(t *testing.T) {
 		t.Errorf("no budget, at 60%% CPU pressure: recovery = %s (%s; noise %q); want fail, judged again", c.Status, c.Reason, c.Noise)
 	}
 }
+
+// TestNoiseRecoveryWithoutRetries: a fleet that never retries cannot make
+// a storm; an overload that outlives the trigger on a starved host, with
+// the load not amplified, is the host's (at 16 CPU hogs, no-retry FAILed
+// metastable's recovery as recorded and judged again).
+func TestNoiseRecoveryWithoutRetries(t *testing.T) {
+	recs := metastableSim(1, noRetry).records()
+	recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
+	n := noiseOf(50 * ms)
+	n.CPUPressure = 100
+	recs[len(recs)-1].End.Noise = n
+	for i := range recs {
+		if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Fault == "" && a.Status == 200 && a.At > int64(15*s1) {
+			a.Fault, a.Queue = timeline.FaultAbandoned, int64(300*ms) // delivered too late, and queued past the timeout
+		}
+	}
+	an := New(recs[0].Meta, Options{})
+	for i := 1; i < len(recs); i++ {
+		an.Add(&recs[i])
+	}
+	v := an.Result()
+	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
+		t.Errorf("no retries on a starved host: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	}
+}

@@ -487,7 +487,13 @@ func (a *Analyzer) judgeRecoveryUnderNoise() CheckResult {
 		return lr
 	case StatusFail:
 		lr.Reason += "; " + widened + ", and it still fails"
-		return lr
+		// A storm is made of retries: an overload that outlived its
+		// trigger with the load not amplified (a fleet that never
+		// retries, on a host 16 CPU hogs starved) is the host's.
+		if amp := float64(lj.ampAttempts) / float64(max(lj.ampFirst, 1)); amp > defaultLoadAmp {
+			return lr
+		}
+		return a.noiseSkipIfCapacity(lr)
 	}
 	return a.noiseSkipIfCapacity(r)
 }
