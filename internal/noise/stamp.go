@@ -38,8 +38,8 @@ type Stamps struct {
 	mu      sync.Mutex
 	raw     map[uint32]uint64 // readings in ms → arrivals
 	n       uint64
-	tick    atomic.Uint32 // smallest non-zero reading so far, ms
-	winAt   time.Time     // the current batch window's first late stamp
+	tick    uint32    // smallest non-zero reading so far, ms
+	winAt   time.Time // the current batch window's first late stamp
 	winN    int
 	batch   int
 	unknown atomic.Uint64 // arrivals the kernel gave no reading for
@@ -71,17 +71,11 @@ func (s *Stamps) Observe(ctx context.Context, at time.Time) {
 		s.unknown.Add(1)
 		return
 	}
-	if ms > 0 {
-		for {
-			t := s.tick.Load()
-			if (t != 0 && t <= ms) || s.tick.CompareAndSwap(t, ms) {
-				break
-			}
-		}
-	}
-	tick := s.tick.Load()
-	late := tick > 0 && ms >= 2*tick // waited at least a tick for sure
 	s.mu.Lock()
+	if ms > 0 && (s.tick == 0 || ms < s.tick) {
+		s.tick = ms
+	}
+	late := s.tick > 0 && ms >= 2*s.tick // waited at least a tick for sure
 	s.raw[ms]++
 	s.n++
 	if late {
@@ -105,7 +99,7 @@ func (s *Stamps) source() (source, int, bool) {
 	if s.n == 0 {
 		return source{}, 0, false
 	}
-	tick := s.tick.Load()
+	tick := s.tick
 	type bin struct {
 		late int64 // ns, lower bound
 		n    uint64

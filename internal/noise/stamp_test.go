@@ -62,7 +62,7 @@ func TestStampsBatchOfLateArrivals(t *testing.T) {
 	c0.Write([]byte("x"))
 	first := waitReading(t, s0, 1)
 	s.Observe(ConnContext(context.Background(), s0), time.Now())
-	tick := s.tick.Load() // the reading Observe saw: later, so no smaller
+	tick := s.tick // the reading Observe saw: later, so no smaller
 	if tick < first {
 		t.Fatalf("tick %d ms, below the first reading %d", tick, first)
 	}
@@ -108,7 +108,7 @@ func TestStampsOnTimeCountNothing(t *testing.T) {
 		t.Skip("TCP_INFO's last_data_recv is Linux's")
 	}
 	s := NewStamps()
-	s.tick.Store(4)
+	s.tick = 4
 	// Arrivals read a tick late at most (a tick fell between receipt and
 	// stamp) are on time, however many share an instant: a lockstep fleet.
 	at := time.Now()
@@ -152,7 +152,7 @@ func TestMeterJoinsStamps(t *testing.T) {
 	st := NewStamps()
 	st.raw[12] = 10
 	st.n = 10
-	st.tick.Store(4)
+	st.tick = 4
 	st.batch = 7
 	m := Start(Options{Stamps: st})
 	n := m.Stop()
