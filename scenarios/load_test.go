@@ -164,6 +164,12 @@ func TestParseValues(t *testing.T) {
 		{"server: {phases: [{respond: {status: 403, rate_limit: true}, retry_after: {form: delta, value: 60}}]}", func(sc *Scenario) (any, any) {
 			return sc.Server.Phases[0].Respond, stubserver.Respond{Kind: "status", Status: 403, RateLimit: true}
 		}},
+		{"fleet: {clients: 10, processes: 3}", func(sc *Scenario) (any, any) {
+			return []int{sc.Fleet.Processes, sc.Fleet.ProcessCount(), sc.Fleet.ProcessOf(0), sc.Fleet.ProcessOf(4), sc.Fleet.ProcessOf(9)}, []int{3, 3, 0, 1, 0}
+		}},
+		{"fleet: {clients: 2, processes: 5}", func(sc *Scenario) (any, any) {
+			return []int{sc.Fleet.ProcessCount(), sc.Fleet.ProcessOf(1)}, []int{2, 1}
+		}},
 		{"fleet: {clients: 4, api_keys: [{prefix: free-, share: 3}, {prefix: paid-}]}", func(sc *Scenario) (any, any) {
 			return sc.Fleet.APIKeys, []KeyGroup{{Prefix: "free-", Share: 3}, {Prefix: "paid-", Share: 1}}
 		}},
@@ -349,6 +355,7 @@ func TestParseErrors(t *testing.T) {
 		{"fleet:\n  start: gradual\n", `t.yaml:2:10: fleet.start: bad start "gradual" (want burst, ramp DURATION or poisson RATE)`},
 		{"fleet:\n  method: post\n", `t.yaml:2:11: fleet.method: want an upper-case HTTP method like GET or POST, got "post"`},
 		{"fleet:\n  timeout: 0s\n", `t.yaml:2:12: fleet.timeout: duration 0s is out of range [1ns, 24h0m0s]`},
+		{"fleet:\n  processes: 0\n", `t.yaml:2:14: fleet.processes: 0 is out of range [1, 1000000]`},
 		{"fleet:\n  attempt_timeout: -1s\n", `t.yaml:2:20: fleet.attempt_timeout: negative duration "-1s"`},
 		{"subject:\n  policy: {jitter: lots}\n", `t.yaml:2:20: subject.policy.jitter: want one of full, equal, decorrelated, got "lots"`},
 		{"subject:\n  policy: {base: 1s, cap: 100ms}\n", `t.yaml:2:27: subject.policy.cap: cap 100ms is below base 1s`},

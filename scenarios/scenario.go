@@ -82,6 +82,33 @@ type Fleet struct {
 	// APIKeys gives the clients API keys, for quotas keyed or tiered by
 	// API key (none when empty); see APIKey.
 	APIKeys []KeyGroup
+	// Processes groups the clients into that many processes, each with
+	// one instance of the subject (one Transport, one retry budget, one
+	// limiter) shared by all of its clients' goroutines, the way a
+	// service instance shares one http.Client; see ProcessOf. 0 (the
+	// default) means one process per client.
+	Processes int
+}
+
+// ProcessCount is how many subject instances the fleet runs: Processes,
+// at most one per client; 0 or unset means one per client.
+func (f *Fleet) ProcessCount() int {
+	if f.Processes <= 0 || f.Processes >= f.Clients {
+		return f.Clients
+	}
+	return f.Processes
+}
+
+// ProcessOf is the process client id belongs to: the clients are dealt
+// to the processes in turn (client i to process i mod ProcessCount), so
+// every process gets clients from the whole arrival schedule. With one
+// process per client, a client is its own process.
+func (f *Fleet) ProcessOf(id int) int {
+	n := f.ProcessCount()
+	if n <= 0 {
+		return id
+	}
+	return id % n
 }
 
 // SubjectParams are the Params a run gives client id's subject: the

@@ -87,7 +87,7 @@ func TestUnknownKeysFromTables(t *testing.T) {
 			t.Errorf("Parse(%q) = %v; want ...%s", tt.yaml, err, want)
 		}
 	}
-	if got := strings.Join(fleetKeys.names(), " "); got != "clients start requests think method timeout attempt_timeout api_keys" {
+	if got := strings.Join(fleetKeys.names(), " "); got != "clients start requests think method timeout attempt_timeout processes api_keys" {
 		t.Errorf("fleet keys = %s", got)
 	}
 	_, err := Parse("t.yaml", []byte("server: {quota: {rate: 1/s, algorithm: gcra}}\n"))

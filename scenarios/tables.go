@@ -517,6 +517,7 @@ var fleetKeys = keys[Fleet]{
 	field("method", func(f *Fleet) *string { return &f.Method }, methodKind, always),
 	field("timeout", func(f *Fleet) *time.Duration { return &f.Timeout }, duration(time.Nanosecond, MaxDuration), always),
 	field("attempt_timeout", func(f *Fleet) *time.Duration { return &f.AttemptTimeout }, duration(0, MaxDuration), omitZero),
+	field("processes", func(f *Fleet) *int { return &f.Processes }, integer(1, MaxClients), omitZero),
 	custom("api_keys", (*mapping).apiKeys, func(f *Fleet) any { return encodeAll(f.APIKeys, keyGroupKeys(nil, "")) },
 		func(f *Fleet) bool { return len(f.APIKeys) == 0 }),
 }
