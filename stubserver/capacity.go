@@ -175,7 +175,12 @@ func (s *Server) nextChange(at int64) int64 {
 // is still there. It returns what happened and the time queued and served.
 // order ranks the request among those arriving at the same instant of a
 // virtual run (see inTurn).
-func (s *Server) serve(ctx context.Context, order string) (adm admission, queued, service time.Duration) {
+//
+// waited is how long the request waited in its socket before the stub
+// read it (Attempt.Waited): the pool takes it as arriving that much
+// earlier, when the kernel received it, so the stub's own lateness in
+// reading its sockets neither queues requests nor shrinks its capacity.
+func (s *Server) serve(ctx context.Context, order string, waited time.Duration) (adm admission, queued, service time.Duration) {
 	p := s.pool
 	if p.cancel && ctx.Err() != nil {
 		p.dropped.Add(1)
@@ -184,7 +189,7 @@ func (s *Server) serve(ctx context.Context, order string) (adm admission, queued
 	if s.isStopping() {
 		return released, 0, 0
 	}
-	arrived := int64(time.Since(s.start))
+	arrived := max(0, int64(time.Since(s.start)-waited))
 	var (
 		h *hold
 		w *waiter

@@ -44,16 +44,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.handled()
-	s.stamps.Observe(r.Context(), arrive)
-	arrive, ok := s.arrival(w, r, arrive)
+	// Stamp the arrival at the kernel's receipt: a stub short of CPU
+	// reads its sockets late, and its lateness must move no arrival.
+	// It answers as of the receipt (the phase, its capacity's queue),
+	// but counts its quota and dates its Retry-After when it reads the
+	// request: a quota's clock must not run backwards.
+	waited := s.stamps.Observe(r.Context(), arrive)
+	if s.started.Load() {
+		waited = min(waited, max(0, arrive.Sub(s.start)))
+	}
+	read := arrive
+	arrive, ok := s.arrival(w, r, arrive.Add(-waited))
 	if !ok {
 		return
+	}
+	if !arrive.Equal(read.Add(-waited)) { // it waited for the start
+		read, waited = arrive, 0
 	}
 	if bad := tooLong(r, s.quota != nil && s.quota.endpoint); bad != "" {
 		s.reject(w, r, arrive, bad)
 		return
 	}
 	a := s.newAttempt(r, arrive)
+	a.Waited = int64(waited)
 	pi, ph := s.phaseAt(a.At)
 	a.Phase = ph.Name
 	status, fault, forward := s.respond(ph, &a)
@@ -70,7 +83,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	v := verdict{status: status, now: arrive, nowRun: a.At}
+	v := verdict{status: status, now: read, nowRun: int64(read.Sub(s.start))}
 	if ph.latency > 0 {
 		v.setNow(s.start)
 	}
@@ -252,7 +265,7 @@ func (s *Server) work(r *http.Request, a *timeline.Attempt, v *verdict) {
 	if s.pool.virtual {
 		order = a.Client + "\x00" + a.Key + "\x00" + strconv.Itoa(int(a.Attempt))
 	}
-	adm, queued, service := s.serve(r.Context(), order)
+	adm, queued, service := s.serve(r.Context(), order, time.Duration(a.Waited))
 	a.Queue, a.Service = int64(queued), int64(service)
 	if adm == rejected || adm == released {
 		v.status = http.StatusServiceUnavailable

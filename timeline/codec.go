@@ -172,6 +172,10 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 		b = append(b, `,"upstream":`...)
 		b = appendString(b, a.Upstream)
 	}
+	if a.Waited != 0 {
+		b = append(b, `,"waited":`...)
+		b = strconv.AppendInt(b, a.Waited, 10)
+	}
 	return append(b, '}')
 }
 

@@ -43,7 +43,7 @@ func sampleAttempts() []Attempt {
 		{Client: "x\"y\\z\n\u00e9", Key: "idem:ä", Attempt: 3, Method: "GET", Path: "/odd path?q=\x01", At: 0, Done: 0, Status: 429, NotBefore: 0, HasNotBefore: true},
 		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
 		{Client: "127.0.0.1", Key: "POST /v1/orders 127.0.0.1", Attempt: 1, Method: "POST", Path: "/v1/orders", At: 7, Done: 9, Status: 201, Upstream: UpstreamRelayed},
-		{Client: "127.0.0.1", Key: "POST /v1/orders 127.0.0.1", Attempt: 2, Method: "POST", Path: "/v1/orders", At: 11, Done: 12, Status: 502, Upstream: UpstreamFailed},
+		{Client: "127.0.0.1", Key: "POST /v1/orders 127.0.0.1", Attempt: 2, Method: "POST", Path: "/v1/orders", At: 11, Done: 12, Status: 502, Upstream: UpstreamFailed, Waited: 8_000_000},
 	}
 }
 

@@ -120,6 +120,8 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.Service, err = p.int64()
 		case "upstream":
 			a.Upstream, err = p.strCached(&p.last.upstream)
+		case "waited":
+			a.Waited, err = p.int64()
 		case "scheduled":
 			o.Scheduled, err = p.int64()
 		case "start":

@@ -241,7 +241,7 @@ type Attempt struct {
 	Attempt int    `json:"attempt"` // 1-based, by arrival order per logical request
 	Method  string `json:"method"`
 	Path    string `json:"path"`
-	At      int64  `json:"at"`   // arrival, ns since the run's start
+	At      int64  `json:"at"`   // arrival, ns since the run's start: the kernel's receipt of the request (see Waited)
 	Done    int64  `json:"done"` // response written (or fault applied), ns
 	Status  int    `json:"status,omitempty"`
 	Fault   string `json:"fault,omitempty"` // reset | hang, instead of a status
@@ -280,6 +280,13 @@ type Attempt struct {
 	// Upstream is UpstreamRelayed or UpstreamFailed for a request the stub
 	// forwarded to its upstream, "" for one the stub answered itself.
 	Upstream string `json:"upstream,omitempty"`
+	// Waited is how long the request surely waited in its socket before
+	// the stub read it, ns (a lower bound from the kernel's receipt
+	// clock, Linux TCP_INFO; 0 when under a tick or not measured). At is
+	// the stub's reading less Waited, so the stub's own lateness moves no
+	// arrival; the stub answered as of At, and its capacity queued the
+	// request from At (Queue includes the wait).
+	Waited int64 `json:"waited,omitempty"`
 }
 
 // Latency is how long the server held the request.
@@ -387,6 +394,14 @@ type Noise struct {
 	// sockets: its evidence that it read a backlog at once, bunching what
 	// the clients sent apart (0 when unmeasured or none).
 	Batch int `json:"batch,omitempty"`
+	// SocketP90 and SocketP99 are how long the stub's arrivals waited in
+	// their sockets before it read them (ns, lower bounds from the
+	// kernel; 0 when unmeasured): how far behind the stub ran. Each
+	// arrival is stamped at the kernel's receipt (Attempt.Waited), so
+	// these waits are in no lateness above. Recordings made before they
+	// were measured counted them as the stamp source's lateness.
+	SocketP90 int64 `json:"socket_p90,omitempty"`
+	SocketP99 int64 `json:"socket_p99,omitempty"`
 }
 
 // JoinNoise is the noise of a run made of the runs measured a and b (nil
@@ -404,7 +419,8 @@ func JoinNoise(a, b *Noise) *Noise {
 		return &c
 	}
 	c := Noise{P50: max(a.P50, b.P50), P90: max(a.P90, b.P90), P99: max(a.P99, b.P99), Max: max(a.Max, b.Max), Samples: a.Samples + b.Samples,
-		CPUPressure: max(a.CPUPressure, b.CPUPressure), Batch: max(a.Batch, b.Batch), Source: a.Source}
+		CPUPressure: max(a.CPUPressure, b.CPUPressure), Batch: max(a.Batch, b.Batch), Source: a.Source,
+		SocketP90: max(a.SocketP90, b.SocketP90), SocketP99: max(a.SocketP99, b.SocketP99)}
 	for _, s := range strings.Split(b.Source, "+") {
 		if s != "" && !slices.Contains(strings.Split(c.Source, "+"), s) {
 			if c.Source != "" {

@@ -17,9 +17,12 @@
 //     with RETRYLAB_NOISE_PROBE set, caught by this package's init) doing
 //     the same loop, so the measurement is what a child process sees: for
 //     exec fleets, whose clients are child processes.
-//   - stamp (Options.Stamps): how late the stub stamped its arrivals
-//     behind the kernel's receipt of them, and how many late ones it
-//     stamped at once (Noise.Batch); see Stamps.
+//   - stamp (Options.Stamps): how long the stub's arrivals waited in
+//     their sockets before it read them (Noise.SocketP90, SocketP99) and
+//     how many late ones fell together (Noise.Batch); see Stamps. The
+//     stub stamps each arrival at its receipt, so these waits are not in
+//     the lateness quantiles: the source is named, with its samples, and
+//     adds no lateness.
 //   - CPU pressure: /proc/pressure/cpu "some" total over the run as a share
 //     of wall time (0 where the kernel does not report it).
 //
@@ -135,10 +138,15 @@ func (m *Meter) stop() *timeline.Noise {
 	}
 	st, batch, ok := m.stamps.source()
 	if ok {
-		srcs = append(srcs, st)
+		// The arrivals are stamped at their receipts (see Stamps): the
+		// waits are the stub's lateness, not the arrivals'.
+		srcs = append(srcs, source{name: st.name, samples: st.samples})
 	}
 	n := combine(srcs)
 	n.Batch = batch
+	if ok {
+		n.SocketP90, n.SocketP99 = st.p90, st.p99
+	}
 	n.CPUPressure = pressure(m.psi0, psi1, wall1.Sub(m.wall0))
 	return n
 }

@@ -12,28 +12,35 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-// Stamps measures how late a server stamps its arrivals behind the
-// kernel's receipt of them: the evidence a recording without a fleet has
-// (serve --record), and the stub's own view in a run. A server short of
-// CPU leaves requests in its sockets and then reads a backlog of them at
-// once: their stamps bunch, though the clients sent them apart.
+// Stamps measures how long a server's arrivals waited in their sockets
+// before it read them, and tells it each one's wait so that it can stamp
+// the arrival at the kernel's receipt instead: the stub's own lateness
+// then moves no arrival. A server short of CPU leaves requests in its
+// sockets and then reads a backlog of them at once; stamped when read,
+// they would bunch though the clients sent them apart, and arrive late by
+// the server's lateness, not the clients'.
 //
 // For each arrival, Observe asks the kernel how long ago the request's
 // connection last received data (Linux TCP_INFO tcpi_last_data_recv, in
 // whole kernel ticks: 4 ms at HZ=250). A reading of k ticks means the
-// request waited between k-1 and k+1 ticks; Stamps keeps the lower bound,
-// so an arrival read a tick late only because a tick fell between its
-// receipt and its stamp counts as on time. The tick is the smallest
-// non-zero reading seen.
+// request waited between k-1 and k+1 ticks; Observe returns the lower
+// bound, so an arrival moved back by it is never placed before its
+// receipt, and an arrival read a tick late only because a tick fell
+// between its receipt and its stamp is not moved. The tick is the
+// smallest non-zero reading seen (never below the true tick, so the bound
+// stays a lower bound before the true tick has been seen).
 //
-// Batch is the most arrivals stamped within BatchWindow of each other that
-// each waited at least a tick: stamps bunched by the server, not by the
-// clients (on time, a lockstep fleet's arrivals bunch too, and count
-// nothing).
+// The waits are evidence of how far behind the server ran (Noise.SocketP90
+// and SocketP99); they are not lateness of the arrivals, which are
+// stamped without them. Batch is the most arrivals that each waited at
+// least a tick and whose receipts fall within BatchWindow of each other:
+// what is left of a backlog once moved back to its receipts, at the
+// kernel's tick resolution (on time, a lockstep fleet's arrivals bunch
+// too, and count nothing).
 //
 // Where the kernel does not say (another OS, a connection that is not a
-// socket: memnet, a synctest bubble), Observe counts nothing. A nil
-// *Stamps observes nothing.
+// socket: memnet, a synctest bubble), Observe counts nothing and returns
+// 0. A nil *Stamps observes nothing.
 type Stamps struct {
 	mu      sync.Mutex
 	raw     map[uint32]uint64 // readings in ms → arrivals
@@ -60,36 +67,41 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // Observe records the arrival stamped at `at` of the request whose context
-// ConnContext filled.
-func (s *Stamps) Observe(ctx context.Context, at time.Time) {
+// ConnContext filled, and returns how long it surely waited in its socket
+// (0 when the kernel does not say, or less than a tick): at minus the
+// wait is no earlier than the kernel's receipt of the request.
+func (s *Stamps) Observe(ctx context.Context, at time.Time) time.Duration {
 	if s == nil {
-		return
+		return 0
 	}
 	c, _ := ctx.Value(connKey{}).(net.Conn)
 	ms, ok := sinceReceipt(c)
 	if !ok {
 		s.unknown.Add(1)
-		return
+		return 0
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if ms > 0 && (s.tick == 0 || ms < s.tick) {
 		s.tick = ms
 	}
-	late := s.tick > 0 && ms >= 2*s.tick // waited at least a tick for sure
 	s.raw[ms]++
 	s.n++
-	if late {
-		if s.winN == 0 || at.Sub(s.winAt) > BatchWindow {
-			s.winAt, s.winN = at, 0
-		}
-		s.winN++
-		s.batch = max(s.batch, s.winN)
+	if s.tick == 0 || ms < 2*s.tick { // not surely a tick late
+		return 0
 	}
-	s.mu.Unlock()
+	wait := time.Duration(ms-s.tick) * time.Millisecond
+	receipt := at.Add(-wait)
+	if s.winN == 0 || receipt.Sub(s.winAt).Abs() > BatchWindow {
+		s.winAt, s.winN = receipt, 0
+	}
+	s.winN++
+	s.batch = max(s.batch, s.winN)
+	return wait
 }
 
-// source is the stamps' lateness (the lower bounds) as a noise source,
-// and the batch; false when no arrival had a reading.
+// source is the stamps' socket waits (the lower bounds) as a noise
+// source, and the batch; false when no arrival had a reading.
 func (s *Stamps) source() (source, int, bool) {
 	if s == nil {
 		return source{}, 0, false

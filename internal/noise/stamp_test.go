@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,13 @@ func TestStampsBatchOfLateArrivals(t *testing.T) {
 	}
 	at := time.Now()
 	for i, sv := range servers {
-		s.Observe(ConnContext(context.Background(), sv), at.Add(time.Duration(i)*BatchWindow/10))
+		// Each is surely at least two ticks in its socket: Observe says
+		// so, and no more than the kernel's reading.
+		got := s.Observe(ConnContext(context.Background(), sv), at.Add(time.Duration(i)*BatchWindow/10))
+		ms, _ := sinceReceipt(sv)
+		if got < time.Duration(2*tick)*time.Millisecond || got > time.Duration(ms)*time.Millisecond {
+			t.Errorf("arrival %d: wait %v, want at least two ticks (%d ms) and at most the reading %d ms", i, got, 2*tick, ms)
+		}
 	}
 	src, batch, ok := s.source()
 	if !ok {
@@ -120,7 +127,9 @@ func TestStampsOnTimeCountNothing(t *testing.T) {
 		if ms, _ := sinceReceipt(sv); ms >= 2*4 {
 			t.Skipf("host too busy: a fresh socket read %d ms", ms)
 		}
-		s.Observe(ConnContext(context.Background(), sv), at)
+		if w := s.Observe(ConnContext(context.Background(), sv), at); w != 0 {
+			t.Errorf("an on-time arrival moved back by %v", w)
+		}
 	}
 	src, batch, ok := s.source()
 	if !ok || batch != 0 || src.p99 != 0 {
@@ -133,7 +142,9 @@ func TestStampsWithoutSocket(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	s.Observe(ConnContext(context.Background(), b), time.Now())
+	if w := s.Observe(ConnContext(context.Background(), b), time.Now()); w != 0 {
+		t.Errorf("a pipe's arrival moved back by %v", w)
+	}
 	s.Observe(context.Background(), time.Now()) // no connection kept
 	if _, _, ok := s.source(); ok {
 		t.Error("a source from connections the kernel says nothing of")
@@ -159,7 +170,12 @@ func TestMeterJoinsStamps(t *testing.T) {
 	if n.Batch != 7 {
 		t.Errorf("Batch %d, want 7", n.Batch)
 	}
-	if n.P50 < int64(8*time.Millisecond) {
-		t.Errorf("p50 %v, want the stamps' 8ms at least", time.Duration(n.P50))
+	// The waits are the stub's, not the arrivals' (stamped at receipt):
+	// evidence beside the lateness, not in it.
+	if n.SocketP90 != int64(8*time.Millisecond) || n.SocketP99 != int64(8*time.Millisecond) {
+		t.Errorf("socket p90 %v, p99 %v; want the stamps' 8ms", time.Duration(n.SocketP90), time.Duration(n.SocketP99))
+	}
+	if n.P50 >= int64(8*time.Millisecond) || !strings.Contains(n.Source, timeline.NoiseStamp) {
+		t.Errorf("p50 %v from %q: want the stamp source named, its waits not in the lateness", time.Duration(n.P50), n.Source)
 	}
 }
