@@ -49,9 +49,10 @@ var DefaultRetryable = []int{
 }
 
 // Jitter selects how a computed backoff is randomized. Every mode draws from
-// Config.Rand (or the call's WithRand source); there is no mode without jitter, so a fixed-delay or
-// exponential-only policy cannot be configured (only a negative control
-// departs from it, through NewVariant). The zero value is JitterFull.
+// Config.Rand (or the call's own source, WithRand); there is no mode
+// without jitter, so a fixed-delay or exponential-only policy cannot be
+// configured (only a negative control departs from it, through
+// NewVariant). The zero value is JitterFull.
 type Jitter int
 
 // Jitter modes. For the wait before retry n (n = 1 for the first retry) let
