@@ -49,9 +49,10 @@ var DefaultRetryable = []int{
 }
 
 // Jitter selects how a computed backoff is randomized. Every mode draws from
-// Config.Rand; there is no mode without jitter, so a fixed-delay or
-// exponential-only policy cannot be configured (only a negative control
-// departs from it, through NewVariant). The zero value is JitterFull.
+// Config.Rand (or the call's own source, WithRand); there is no mode
+// without jitter, so a fixed-delay or exponential-only policy cannot be
+// configured (only a negative control departs from it, through
+// NewVariant). The zero value is JitterFull.
 type Jitter int
 
 // Jitter modes. For the wait before retry n (n = 1 for the first retry) let
@@ -206,7 +207,10 @@ type Config struct {
 	// Rand is the source of every jitter draw and generated key (nil: a
 	// source of the Transport's own, randomly seeded). Give a seeded source
 	// to replay a run. The Transport serializes its own draws; do not share
-	// one Rand with other users or between Transports.
+	// one Rand with other users or between Transports. When a request's
+	// context carries a source (WithRand), the Transport draws that call's
+	// jitter and key from it instead, so that calls sharing one Transport
+	// from many goroutines replay whatever order they run in.
 	Rand *rand.Rand
 }
 

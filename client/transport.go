@@ -165,6 +165,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// once per call.
 	actx := context.WithValue(ctx, layerKey{}, true)
 	cfg := &t.cfg
+	rnd := randOf(ctx) // the call's own source (WithRand), else nil: the Transport's
 	start := time.Now()
 	key := cfg.Key(req)
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
@@ -178,7 +179,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if header == nil {
 				header = make(http.Header)
 			}
-			header.Set("Idempotency-Key", t.newKey())
+			header.Set("Idempotency-Key", t.newKey(rnd))
 		default:
 			replayable = false
 		}
@@ -282,12 +283,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		serverPaced = hasRA && retryAfter > 0
 		if serverPaced {
 			if t.v.RetryAfterExtra != nil {
-				wait = satAdd(wait, t.retryAfterExtra())
+				wait = satAdd(wait, t.retryAfterExtra(rnd))
 			} else if cfg.RetryAfterJitter > 0 {
-				wait = satAdd(wait, t.uniform(cfg.RetryAfterJitter))
+				wait = satAdd(wait, t.uniform(rnd, cfg.RetryAfterJitter))
 			}
 		} else {
-			wait, src = t.delay(attempt, prev), SourceBackoff
+			wait, src = t.delay(rnd, attempt, prev), SourceBackoff
 			prev = wait
 			// A backoff draw that would cross the budget is redrawn, once
 			// per call, within what remains of the budget less the
@@ -297,7 +298,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// redraw is shorter than the draw, so within its jitter bounds.
 			if !lastChance && !now.Add(wait).Before(budgetEnd) {
 				if room := budgetEnd.Sub(now) - cfg.AttemptTimeout; room > 1 {
-					wait, lastChance = t.uniform(room-1), true
+					wait, lastChance = t.uniform(rnd, room-1), true
 				}
 			}
 		}
@@ -405,40 +406,57 @@ func (t *Transport) isRetryable(status int) bool {
 	return status >= 0 && status < 640 && t.retryable[status/64]&(1<<(status%64)) != 0
 }
 
+// The draws below take the call's own source r (WithRand), used without
+// a lock (one call's draws are sequential), or nil: the Transport's
+// source, under randMu.
+
 // delay draws the backoff before retry n.
-func (t *Transport) delay(retry int, prev time.Duration) time.Duration {
-	t.randMu.Lock()
-	defer t.randMu.Unlock()
-	if t.v.Backoff != nil {
-		return max(t.v.Backoff(t.rnd, retry, prev), 0)
+func (t *Transport) delay(r *rand.Rand, retry int, prev time.Duration) time.Duration {
+	if r == nil {
+		t.randMu.Lock()
+		defer t.randMu.Unlock()
+		r = t.rnd
 	}
-	return t.cfg.Jitter.Delay(t.rnd, t.cfg.Base, t.cfg.Cap, retry, prev)
+	if t.v.Backoff != nil {
+		return max(t.v.Backoff(r, retry, prev), 0)
+	}
+	return t.cfg.Jitter.Delay(r, t.cfg.Base, t.cfg.Cap, retry, prev)
 }
 
 // retryAfterExtra is a Variant's addition to a Retry-After wait.
-func (t *Transport) retryAfterExtra() time.Duration {
-	t.randMu.Lock()
-	defer t.randMu.Unlock()
-	return max(t.v.RetryAfterExtra(t.rnd), 0)
+func (t *Transport) retryAfterExtra(r *rand.Rand) time.Duration {
+	if r == nil {
+		t.randMu.Lock()
+		defer t.randMu.Unlock()
+		r = t.rnd
+	}
+	return max(t.v.RetryAfterExtra(r), 0)
 }
 
-func (t *Transport) uniform(d time.Duration) time.Duration {
-	t.randMu.Lock()
-	defer t.randMu.Unlock()
-	return uniform(t.rnd, d)
+func (t *Transport) uniform(r *rand.Rand, d time.Duration) time.Duration {
+	if r == nil {
+		t.randMu.Lock()
+		defer t.randMu.Unlock()
+		r = t.rnd
+	}
+	return uniform(r, d)
 }
 
-// newKey returns a fresh Idempotency-Key: 128 bits from the Transport's Rand.
-func (t *Transport) newKey() string {
+// newKey returns a fresh Idempotency-Key: 128 bits from the call's source
+// or the Transport's.
+func (t *Transport) newKey(r *rand.Rand) string {
+	if r == nil {
+		t.randMu.Lock()
+		defer t.randMu.Unlock()
+		r = t.rnd
+	}
 	var b [16]byte
-	t.randMu.Lock()
 	for i := 0; i < 16; i += 8 {
-		v := t.rnd.Uint64()
+		v := r.Uint64()
 		for j := range 8 {
 			b[i+j] = byte(v >> (8 * j))
 		}
 	}
-	t.randMu.Unlock()
 	return hex.EncodeToString(b[:])
 }
 

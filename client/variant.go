@@ -23,8 +23,9 @@ type Variant struct {
 	// Backoff, when set, replaces the jittered backoff (Config.Jitter's
 	// Delay): it returns the wait before retry n (1 for the first retry),
 	// given the call's previous backoff wait prev (0 before its first). r
-	// is the Transport's source (Config.Rand), held locked during the call:
-	// draw from it and nothing else, so a seeded run replays. A negative
+	// is the call's source (WithRand) when its context carries one, else
+	// the Transport's (Config.Rand), held locked during the call: draw from
+	// it and nothing else, so a seeded run replays. A negative
 	// wait counts as 0. The rest is the Transport's: a positive
 	// Retry-After still wins over the backoff, and a wait that would cross
 	// the budget is still redrawn once within what remains of it.

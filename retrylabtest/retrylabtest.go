@@ -137,6 +137,7 @@ type config struct {
 	requests int
 	duration time.Duration
 	stagger  time.Duration
+	procs    int
 	policy   *subjects.Policy
 	checks   []string
 	skip     []string
@@ -153,6 +154,11 @@ func WithRequests(n int) Option { return func(c *config) { c.requests = n } }
 
 // WithDuration replaces the scenario's duration cap (virtual time).
 func WithDuration(d time.Duration) Option { return func(c *config) { c.duration = d } }
+
+// WithProcesses groups the fleet's clients into n processes, each with
+// one instance of the subject shared by its clients, as the scenario's
+// fleet.processes does (which it replaces; n ≤ 0 leaves it).
+func WithProcesses(n int) Option { return func(c *config) { c.procs = n } }
 
 // WithPolicy replaces the scenario's subject policy.
 func WithPolicy(p subjects.Policy) Option { return func(c *config) { c.policy = &p } }
@@ -283,14 +289,15 @@ func runVirtual(t testing.TB, sc *scenarios.Scenario, subj subjects.Subject, cfg
 	t.Helper()
 	var buf bytes.Buffer
 	sum, err := runner.Run(context.Background(), sc, runner.RunOptions{
-		Subject:  subj,
-		Clients:  cfg.clients,
-		Requests: cfg.requests,
-		Duration: cfg.duration,
-		Seed:     cfg.seed,
-		Timeline: &buf,
-		Virtual:  true,
-		Stagger:  cfg.stagger,
+		Subject:   subj,
+		Clients:   cfg.clients,
+		Requests:  cfg.requests,
+		Processes: cfg.procs,
+		Duration:  cfg.duration,
+		Seed:      cfg.seed,
+		Timeline:  &buf,
+		Virtual:   true,
+		Stagger:   cfg.stagger,
 	})
 	if err != nil {
 		t.Fatalf("retrylabtest: %v", err)

@@ -433,3 +433,43 @@ func TestAssertFailsInconclusiveRun(t *testing.T) {
 		t.Errorf("AssertFails() of an INCONCLUSIVE run: errors %q; want one naming INCONCLUSIVE and its reasons %q", f.errs, res.Verdict.Inconclusive)
 	}
 }
+
+// TestEverySubjectReplays: every registered subject that says it replays
+// (Info.Replayable) and runs in virtual time gives the same timeline twice
+// with one seed, with one instance per client and with the clients
+// grouped into 4 processes sharing one instance each (fleet.processes),
+// whose calls interleave in any order: each logical request draws from
+// a source of its own, and a shared instance hears one instant's answers
+// in turn.
+func TestEverySubjectReplays(t *testing.T) {
+	for _, name := range subjects.Names() {
+		t.Run(name, func(t *testing.T) {
+			s, err := subjects.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := subjects.CheckVirtual(s); err != nil {
+				t.Skipf("real time only: %v", err)
+			}
+			for _, procs := range []int{0, 4} {
+				d, ok := s.(subjects.Describer)
+				if !ok {
+					t.Skipf("%s does not describe itself: whether it replays is unknown", name)
+				}
+				if !d.Describe(subjects.Params{Clients: max(1, 16/max(procs, 1))}).Replayable {
+					t.Skipf("%s says it does not replay (it draws from a source of its own)", name)
+				}
+				opts := []retrylabtest.Option{retrylabtest.WithClients(16), retrylabtest.WithRequests(2),
+					retrylabtest.WithSeed(5), retrylabtest.WithProcesses(procs)}
+				a := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered(name), opts...)
+				b := retrylabtest.Run(t, retrylabtest.Builtin("outage-delta"), retrylabtest.Registered(name), opts...)
+				if a.Hash != b.Hash {
+					t.Errorf("processes %d, two runs with seed 5: hashes %s and %s; want equal", procs, a.Hash, b.Hash)
+				}
+				if a.Summary.Requests != 32 || a.Summary.Unavailable503 == 0 {
+					t.Errorf("processes %d: %d requests, %d 503s; want 32 requests, some met the outage", procs, a.Summary.Requests, a.Summary.Unavailable503)
+				}
+			}
+		})
+	}
+}

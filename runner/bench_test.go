@@ -221,3 +221,69 @@ subject: {name: retrylab, policy: {max_attempts: 10, budget: 20s}}
 	b.ReportMetric(float64(early), "early")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkProcesses compares, in the same run, a real-time fleet of
+// 1,000 clients of the retrylab subject sharing 4 instances
+// (fleet.processes 4: one Transport, retry budget and set of buckets per
+// process, and a draw source per logical request) with the same fleet
+// with one instance per client: attempts/s of each and their ratio
+// (shared / own). The stub answers 503 for the first 200 ms, so the
+// clients retry and their retry budgets are charged and refunded, then
+// 200. Loopback only; each run is capped at a minute.
+//
+//	go test -run '^$' -bench BenchmarkProcesses -count 3 ./runner
+func BenchmarkProcesses(b *testing.B) {
+	sc, err := scenarios.Parse("procs.yaml", []byte(`
+name: procs
+duration: 1m
+server:
+  phases:
+    - {name: down, for: 200ms, respond: {status: 503}}
+    - {name: up, respond: ok}
+fleet: {clients: 1000, requests: 30, timeout: 30s}
+subject: {name: retrylab, policy: {base: 20ms, cap: 200ms, budget: 20s}}
+expect: {allow_unexercised: true}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "timeline.ndjson")
+	run := func(procs int) (time.Duration, int64) {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		sum, err := Run(context.Background(), sc, RunOptions{Timeline: f, Seed: 1, Processes: procs, MaxConns: fdBudget})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.Results["ok"] != sum.Planned {
+			b.Fatalf("processes %d: %v of %d; want every request ok (%s)", procs, sum.Results, sum.Planned, firstError(path))
+		}
+		return sum.Elapsed, sum.Attempts
+	}
+	var ownDur, sharedDur time.Duration
+	var ownN, sharedN int64
+	sharedFirst := true
+	for b.Loop() {
+		// Alternate which goes first, as BenchmarkFleet does.
+		sharedFirst = !sharedFirst
+		if sharedFirst {
+			d, n := run(4)
+			sharedDur, sharedN = sharedDur+d, sharedN+n
+		}
+		d, n := run(0)
+		ownDur, ownN = ownDur+d, ownN+n
+		if !sharedFirst {
+			d, n := run(4)
+			sharedDur, sharedN = sharedDur+d, sharedN+n
+		}
+	}
+	own := float64(ownN) / ownDur.Seconds()
+	shared := float64(sharedN) / sharedDur.Seconds()
+	b.ReportMetric(own, "own-attempts/s")
+	b.ReportMetric(shared, "shared-attempts/s")
+	b.ReportMetric(shared/own, "ratio")
+	b.ReportMetric(0, "ns/op")
+}

@@ -30,8 +30,13 @@ type RunOptions struct {
 	Clients  int
 	Requests int
 	Duration time.Duration
+	// Processes, when positive, replaces fleet.processes: the clients
+	// are grouped into that many processes, each with one instance of
+	// the subject that all its clients share (see subjects.Subject).
+	Processes int
 	// Seed derives every random draw: arrivals, each client's jitter source
-	// (subjects.Params.Rand) and the stub's mix and spread draws.
+	// (subjects.Params.Rand), with processes each logical request's
+	// (client.WithRand), and the stub's mix and spread draws.
 	Seed int64
 	// Timeline receives the NDJSON timeline (nil: nothing is recorded).
 	// Run does not close it; RunInDir gives a file of the run's directory.
@@ -232,6 +237,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 	}
 	if opts.Duration > 0 {
 		eff.Duration = opts.Duration
+	}
+	if opts.Processes > 0 {
+		eff.Fleet.Processes = opts.Processes
 	}
 	if eff.Fleet.Clients <= 0 || eff.Fleet.Requests <= 0 || eff.Duration <= 0 {
 		return nil, fmt.Errorf("scenarios: run %s: clients, requests and duration must be positive", sc.Name)

@@ -34,9 +34,17 @@ type result struct {
 // request to the next (its stack is grown once), so that the client can
 // walk away from a call that never returns: it then cancels that call's
 // context, abandons the worker and starts a new one for its next request.
-func (r *runner) client(ctx context.Context, id int, at time.Duration) {
+//
+// caller is the shared instance of the client's process
+// (fleet.processes), whose every logical request then carries a draw
+// source of its own (requestRand); nil: the client makes its own
+// instance, as one process of its own, drawing from its Params.Rand.
+func (r *runner) client(ctx context.Context, id int, at time.Duration, caller subjects.Caller) {
 	sc := r.sc
-	caller := r.subj.New(r.next, sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
+	shared := caller != nil
+	if !shared {
+		caller = r.subj.New(r.next, sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
+	}
 	clientID := strconv.Itoa(id)
 	apiKey := sc.Fleet.APIKey(id)
 	scheduled := int64(at)
@@ -77,7 +85,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration) {
 		if w == nil {
 			w = r.newWorker(ctx, caller)
 		}
-		res, ok := w.call(r, r.base+stubserver.RequestPath(id, seq), apiKey)
+		res, ok := w.call(r.withRequestRand(w.callCtx, shared, id, seq), r, r.base+stubserver.RequestPath(id, seq), apiKey)
 		if !ok {
 			w.abandon()
 			w = nil
@@ -143,15 +151,16 @@ func (w *worker) stop() {
 func (w *worker) abandon() { w.stop() }
 
 // call makes one logical request under the watchdog, with apiKey as its
-// Bearer token unless "". ok is false when the call did not return (hung,
-// or the run stopped): the worker is then busy and must be abandoned.
-func (w *worker) call(r *runner, url, apiKey string) (res result, ok bool) {
+// Bearer token unless "", in ctx (the worker's callCtx, or a context of
+// it). ok is false when the call did not return (hung, or the run
+// stopped): the worker is then busy and must be abandoned.
+func (w *worker) call(ctx context.Context, r *runner, url, apiKey string) (res result, ok bool) {
 	sc := r.sc
 	var body io.Reader
 	if sc.Fleet.Method != http.MethodGet && sc.Fleet.Method != http.MethodHead {
 		body = strings.NewReader("{}")
 	}
-	req, err := http.NewRequestWithContext(w.callCtx, sc.Fleet.Method, url, body)
+	req, err := http.NewRequestWithContext(ctx, sc.Fleet.Method, url, body)
 	if err != nil {
 		return result{result: timeline.ResultError, err: err.Error(), end: r.since()}, true
 	}

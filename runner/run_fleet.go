@@ -6,6 +6,7 @@ package runner
 import (
 	"context"
 	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/subjects"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -30,10 +31,13 @@ func (r *runner) fleet(ctx context.Context) {
 
 // launch starts every client at its arrival instant, until ctx ends. A
 // shard draws every client's arrival, in order, and starts its own: its
-// clients arrive when they would in the whole fleet's run.
+// clients arrive when they would in the whole fleet's run. With
+// processes (fleet.processes), the instance of a client's process is
+// made here, before its first client starts (processCaller).
 func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 	sc := r.sc
 	arrivals := newArrivals(sc.Fleet.Start, sc.Fleet.Clients, r.opts.Seed)
+	shared := r.shared()
 	for i := range sc.Fleet.Clients {
 		at := arrivals.next() + time.Duration(i)*r.opts.Stagger
 		if !r.opts.Shard.Has(i) {
@@ -59,12 +63,16 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 		if ctx.Err() != nil || r.sealed.Load() {
 			return
 		}
+		var caller subjects.Caller // nil: the client makes its own
+		if shared {
+			caller = r.processCaller(i)
+		}
 		wg.Add(1)
 		r.unstarted.Add(1)
 		go func() {
 			defer wg.Done()
 			r.unstarted.Add(-1)
-			r.client(ctx, i, at)
+			r.client(ctx, i, at, caller)
 		}()
 	}
 }

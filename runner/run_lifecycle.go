@@ -26,6 +26,9 @@ type runner struct {
 	sc   *scenarios.Scenario
 	opts RunOptions
 	subj subjects.Subject
+	// procs holds the shared instance of each process that has begun
+	// (fleet.processes; see processCaller), made by the launcher.
+	procs map[int]subjects.Caller
 
 	start time.Time
 	rec   *timeline.Recorder

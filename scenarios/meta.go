@@ -74,6 +74,9 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 			Timeout:        int64(sc.Fleet.Timeout),
 			AttemptTimeout: int64(sc.Fleet.AttemptTimeout),
 		}
+		if n := sc.Fleet.ProcessCount(); n < sc.Fleet.Clients {
+			m.Fleet.Processes = n
+		}
 		m.Scheduled = int64(sc.Fleet.Clients) * int64(sc.Fleet.Requests)
 		if sh, err := timeline.ParseShard(o.Shard); err == nil {
 			m.Scheduled = int64(sh.Clients(sc.Fleet.Clients)) * int64(sc.Fleet.Requests)
@@ -93,7 +96,12 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	if s := o.Subject; s != nil {
 		m.Subject = s.Name()
 		if d, ok := s.(subjects.Describer); ok {
-			info := d.Describe(sc.SubjectParams(0, nil, o.Virtual))
+			p := sc.SubjectParams(0, nil, o.Virtual)
+			if n := sc.Fleet.ProcessCount(); n < sc.Fleet.Clients {
+				// Process 0's instance, shared by its clients.
+				p.Clients = (sc.Fleet.Clients + n - 1) / n
+			}
+			info := d.Describe(p)
 			m.SubjectVersion, m.Summary = info.Version, info.Summary
 			if st := info.Stated; st != nil {
 				m.Policy = &timeline.Policy{

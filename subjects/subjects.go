@@ -32,22 +32,43 @@ type Caller func(ctx context.Context, req *http.Request) (*http.Response, error)
 
 // A Subject builds one simulated client's caller from the library under
 // test. next is the harness's transport; the subject wraps it and must not
-// bypass it. New is called once per simulated client; the Caller it returns
-// may be called concurrently unless the subject's doc says otherwise (the
-// harness calls it sequentially per client).
+// bypass it. New is called once per simulated client, or, when the fleet
+// is grouped into processes (fleet.processes), once per process: that one
+// instance (one Transport, one retry budget, one limiter) is then called
+// concurrently by the goroutines of every client of the process, as a
+// service instance shares one http.Client (see Params.Clients). The
+// Caller it returns may be called concurrently unless the subject's doc
+// says otherwise.
 type Subject interface {
 	Name() string
 	New(next http.RoundTripper, p Params) Caller
 }
 
-// Params configures one simulated client's caller.
+// Params configures one simulated client's caller, or one process's.
 type Params struct {
-	// Client is the simulated client's id.
+	// Client is the simulated client's id; for an instance shared by a
+	// process's clients, the process's first client (its lowest id).
 	Client int
+	// Process is the index of the process the instance serves (client i
+	// is in process i mod the process count), and Clients how many
+	// simulated clients of the whole fleet share it. Clients 0 or 1: the
+	// instance is Client's own (Process is then Client), as without
+	// fleet.processes. Clients above 1: a shared instance, whose Caller
+	// the clients of the process call at once.
+	Process int
+	Clients int
 	// Rand is the client's seed-derived source for jitter (nil: the
-	// subject's own, randomly seeded). Subjects whose library can take a
-	// source use it, so a run replays; it is not safe for concurrent use,
-	// so a subject that uses it serializes its draws.
+	// subject's own, randomly seeded); for a shared instance, the first
+	// client's. Subjects whose library can take a source use it, so a run
+	// replays; it is not safe for concurrent use, so a subject that uses
+	// it serializes its draws. A shared instance draws from it in the
+	// order its clients' calls reach it, which the scheduler decides:
+	// so the harness also gives each logical request a source of its own,
+	// seeded from the run's seed, the client and the request's number, on
+	// the request's context (client.WithRand), and subjects built on the
+	// client package draw that request's jitter and keys from it, in the
+	// same order every run. A subject whose library draws only from Rand
+	// is not replayable when shared (Info.Replayable false).
 	Rand *rand.Rand
 	// Policy holds the scenario's policy knobs. Zero fields mean the
 	// subject's defaults; libraries tested at their defaults ignore it.

@@ -201,6 +201,10 @@ type Fleet struct {
 	// AttemptTimeout is the application's per-attempt timeout given to
 	// every subject, ns (0: none).
 	AttemptTimeout int64 `json:"attempt_timeout,omitempty"`
+	// Processes is how many processes the clients were grouped into,
+	// each sharing one instance of the subject (fleet.processes); 0 (left
+	// out, as in timelines before it): one per client.
+	Processes int `json:"processes,omitempty"`
 }
 
 // Quota is the stub server's published quota, when it has one.

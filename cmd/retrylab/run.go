@@ -22,15 +22,16 @@ import (
 )
 
 type runOptions struct {
-	subject  string
-	clients  int
-	requests int
-	seed     int64
-	duration time.Duration
-	out      string
-	quiet    bool
-	noReport bool
-	verdict  verdictFlags
+	subject   string
+	clients   int
+	processes int
+	requests  int
+	seed      int64
+	duration  time.Duration
+	out       string
+	quiet     bool
+	noReport  bool
+	verdict   verdictFlags
 	// noDetach: wait for every run's fleet to wind down (compare runs
 	// again in the same process).
 	noDetach bool
@@ -50,6 +51,7 @@ func (o *runOptions) register(fs interface {
 }) {
 	fs.StringVar(&o.subject, "subject", "", "library under test: a `NAME` from 'retrylab subjects', or exec:COMMAND (default: the scenario's, else retrylab)")
 	fs.IntVar(&o.clients, "clients", 0, "simulated clients, at least 1 (default: the scenario's)")
+	fs.IntVar(&o.processes, "processes", 0, "group the clients into `N` processes, each sharing one instance of the subject, at least 1 (default: the scenario's fleet.processes, else one per client)")
 	fs.IntVar(&o.requests, "requests", 0, "logical requests per client, at least 1 (default: the scenario's)")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for arrivals, jitter sources and the stub's draws")
 	fs.DurationVar(&o.duration, "duration", 0, "hard cap on the run, above 0 (default: the scenario's); requests in flight then become canceled, and a run the cap cut short is INCONCLUSIVE (exit 3)")
@@ -65,6 +67,8 @@ func (o *runOptions) validate(set func(name string) bool) error {
 	switch {
 	case o.clients < 0 || o.clients > scenarios.MaxClients || (o.clients == 0 && set("clients")):
 		return usagef("--clients must be between 1 and %d, got %d (omit it for the scenario's)", scenarios.MaxClients, o.clients)
+	case o.processes < 0 || o.processes > scenarios.MaxClients || (o.processes == 0 && set("processes")):
+		return usagef("--processes must be between 1 and %d, got %d (omit it for the scenario's)", scenarios.MaxClients, o.processes)
 	case o.requests < 0 || o.requests > scenarios.MaxRequests || (o.requests == 0 && set("requests")):
 		return usagef("--requests must be between 1 and %d, got %d (omit it for the scenario's)", scenarios.MaxRequests, o.requests)
 	case o.duration < 0 || o.duration > scenarios.MaxDuration || (o.duration == 0 && set("duration")):
@@ -260,6 +264,7 @@ func runSetup(e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOption
 	ropts = runner.RunOptions{
 		Subject:    subj,
 		Clients:    o.clients,
+		Processes:  o.processes,
 		Requests:   o.requests,
 		Duration:   o.duration,
 		Seed:       o.seed,

@@ -5,4 +5,14 @@
 // that imports it — the retrylab command, and the tests that compare
 // libraries — links those libraries: a user of retrylabtest or subjects
 // does not inherit them.
+//
+// With fleet.processes each adapter's New is called once per process and
+// its Caller shared by the process's clients, as each library says to use
+// it: one retryablehttp.Client, one resty.Client ("goroutine concurrent
+// safe"), one failsafehttp round tripper, and for backoff, retry-go and
+// go-retry (retry functions called per request) one http.Client. None
+// keeps state across calls that decides when to retry, and none takes a
+// source per client: retryablehttp, failsafe and go-retry draw nothing
+// and replay shared as they do alone; backoff, resty and retry-go draw
+// from a source global to the program and replay in neither mode.
 package thirdparty

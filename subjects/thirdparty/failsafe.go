@@ -3,6 +3,7 @@ package thirdparty
 import (
 	"context"
 	"net/http"
+	"regexp"
 
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
@@ -49,8 +50,19 @@ func (failsafeSubject) New(next http.RoundTripper, p subjects.Params) subjects.C
 		}
 		c.Finish(resp)
 		if err != nil {
-			return nil, subjects.Failure(ctx, c, err)
+			return nil, subjects.Failure(ctx, c, stableError{err})
 		}
 		return resp, nil
 	}
 }
+
+// stableError is a failsafe-go error with the addresses its text holds
+// (retrypolicy.ExceededError prints the last response with %v, pointers
+// included) replaced by "0x…", so that the outcome's error, recorded in
+// the timeline, is the same in every run of a seed.
+type stableError struct{ err error }
+
+var pointer = regexp.MustCompile(`0x[0-9a-f]+`)
+
+func (e stableError) Error() string { return pointer.ReplaceAllString(e.err.Error(), "0x…") }
+func (e stableError) Unwrap() error { return e.err }
