@@ -88,6 +88,7 @@ type loadState struct {
 	rejectedN          int64 // capacity rejections
 	servedN            int64 // attempts given service
 	inTimeN            int64 // sum of inTime
+	inTimeWasted       int64 // ns of service given to the inTime attempts
 }
 
 func newLoadState(meta *timeline.Meta) *loadState {
@@ -212,6 +213,7 @@ func (l *loadState) add(r *timeline.Attempt) {
 		case r.Fault == timeline.FaultAbandoned && l.timeout > 0 && r.Queue+r.Service <= l.timeout:
 			l.inTime[i]++
 			l.inTimeN++
+			l.inTimeWasted += r.Service
 		}
 	}
 	if r.Queue > 0 {
@@ -368,6 +370,9 @@ type loadJudgement struct {
 	ampAttempts, ampFirst int64
 	ampRejected           int64
 	ampUntil              int64 // end of the after span
+	// baselineOver: the server was not keeping up before the trigger
+	// (rec.Skip says so).
+	baselineOver bool
 }
 
 // ampSpan is amplification over a span: totals and the worst window.
@@ -501,6 +506,7 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 		if f > 0 && float64(g) < j.rec.Share/100*float64(f) {
 			j.rec.Skip = fmt.Sprintf("the server was not keeping up before the trigger: goodput %.0f%% of the offered load over %s–%s (the fleet asks for more than the capacity; recovery from the trigger cannot be told from that)",
 				100*float64(g)/float64(f), fmtNS(int64(bA)*width), fmtNS(int64(bT)*width))
+			j.baselineOver = true
 			finishAmp(int64(endBin) * width)
 			return j
 		}

@@ -232,8 +232,34 @@ func TestNoiseRecovery(t *testing.T) {
 	if c.Status != StatusPass || !strings.Contains(c.Reason, "as recorded: fail") || !strings.Contains(c.Reason, "the host delivered them late") {
 		t.Errorf("a budget, %d in-time successes delivered late: recovery = %s (%s); want pass, with the reading as recorded", late, c.Status, c.Reason)
 	}
-	if c := v.Check(CheckLoadAmplification); c.Status != StatusSkip || c.Noise == "" {
-		t.Errorf("load-amplification at 60%% CPU pressure = %s (%s); want a skip with the noise, whatever it read", c.Status, c.Reason)
+	// Read over the trigger alone, the amplification is on the same side
+	// of the threshold: the host's moving the recovery does not decide it.
+	if c := v.Check(CheckLoadAmplification); c.Status != StatusPass || c.Noise != "" || !strings.Contains(c.Reason, "read over the trigger alone too") {
+		t.Errorf("load-amplification at 60%% CPU pressure = %s (%s; noise %q); want pass, read over the trigger too", c.Status, c.Reason, c.Noise)
+	}
+	// With a threshold between the two readings (window 1.03×, trigger
+	// 1.10×), what the host moved decides it: not vouched for. Without
+	// the late deliveries the recovery comes at once and the window reads
+	// 1.10×, a fail: the pass on the longer window was the host's.
+	between := Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.05"}}}}
+	judgeWith := func(recs []timeline.Record, o Options) *Verdict {
+		an := New(recs[0].Meta, o)
+		for i := 1; i < len(recs); i++ {
+			an.Add(&recs[i])
+		}
+		return an.Result()
+	}
+	if c := judgeWith(recs, between).Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Noise, "over the trigger alone it reads fail") {
+		t.Errorf("load-amplification 1.05 at 60%% CPU pressure = %s (%s; noise %q); want a skip: the trigger alone reads fail", c.Status, c.Reason, c.Noise)
+	}
+	quiet := metastableSim(1, budget10).records()
+	if c := judgeWith(quiet, between).Check(CheckLoadAmplification); c.Status != StatusFail {
+		t.Errorf("load-amplification 1.05 without noise nor late deliveries = %s (%s); want fail", c.Status, c.Reason)
+	}
+	// wasted-work: without the service the host's late delivery wasted,
+	// it reads the same: it stands.
+	if c := v.Check(CheckWastedWork); c.Status == StatusSkip || !strings.Contains(c.Reason, "late delivery wasted it reads the same") {
+		t.Errorf("wasted-work at 60%% CPU pressure = %s (%s; noise %q); want judged on both readings", c.Status, c.Reason, c.Noise)
 	}
 
 	// Five attempts, no budget: the storm outlives its trigger with the
@@ -267,5 +293,37 @@ func TestNoiseRecoveryWithoutRetries(t *testing.T) {
 	v := an.Result()
 	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
 		t.Errorf("no retries on a starved host: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	}
+}
+
+// TestNoiseBaselineOverloaded: on a host short of CPU, a server that was
+// not keeping up before the trigger (its successes before it all
+// delivered too late) leaves load-amplification unvouched for, whatever
+// it read: the host, not the scenario, overloaded it. Without noise the
+// same recording is judged as read.
+func TestNoiseBaselineOverloaded(t *testing.T) {
+	judge := func(noisy bool) *CheckResult {
+		recs := metastableSim(1, budget10).records()
+		for i := range recs {
+			if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Status == 200 && a.Fault == "" && a.At < int64(10*s1) {
+				a.Fault, a.Queue = timeline.FaultAbandoned, int64(300*ms)
+			}
+		}
+		if noisy {
+			n := noiseOf(5 * ms)
+			n.CPUPressure = 60
+			recs[len(recs)-1].End.Noise = n
+		}
+		an := New(recs[0].Meta, Options{})
+		for i := 1; i < len(recs); i++ {
+			an.Add(&recs[i])
+		}
+		return an.Result().Check(CheckLoadAmplification)
+	}
+	if c := judge(true); c.Status != StatusSkip || !strings.Contains(c.Noise, "not keeping up before the trigger") {
+		t.Errorf("baseline overloaded at 60%% CPU pressure: load-amplification = %s (%s; noise %q); want a skip naming the baseline", c.Status, c.Reason, c.Noise)
+	}
+	if c := judge(false); c.Status == StatusSkip {
+		t.Errorf("baseline overloaded, no noise: load-amplification = %s (%s); want it judged", c.Status, c.Reason)
 	}
 }
