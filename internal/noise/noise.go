@@ -22,7 +22,8 @@
 //     how many late ones fell together (Noise.Batch); see Stamps. The
 //     stub stamps each arrival at its receipt, so these waits are not in
 //     the lateness quantiles: the source is named, with its samples, and
-//     adds no lateness.
+//     adds no lateness — except with Options.StampsLate (serve: clients
+//     the meter cannot see), where they stand for the clients' lateness.
 //   - CPU pressure: /proc/pressure/cpu "some" total over the run as a share
 //     of wall time (0 where the kernel does not report it).
 //
@@ -61,6 +62,10 @@ type Options struct {
 	// Stamps, when not nil, is the stub's measurement of its arrivals'
 	// stamps (NewStamps), joined as the stamp source and the Batch.
 	Stamps *Stamps
+	// StampsLate counts the stamps' socket waits as lateness too: for a
+	// recording whose clients the meter cannot see (serve), how far
+	// behind the stub ran stands for how far behind they may have.
+	StampsLate bool
 }
 
 // lateLayout buckets lateness in µs, within 1/32 of exact above 32 µs.
@@ -78,6 +83,8 @@ type Meter struct {
 	sleep  *sleeper
 	probe  *probe // nil without Options.Probe or when it did not start
 	stamps *Stamps
+	// stampsLate: Options.StampsLate.
+	stampsLate bool
 }
 
 // Start starts measuring. It returns at once: the sleep loop runs on its
@@ -96,7 +103,7 @@ func start(opts Options, h hooks) *Meter {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	m := &Meter{wall0: time.Now(), sched0: readSched(), psi0: readPSI(), stamps: opts.Stamps}
+	m := &Meter{wall0: time.Now(), sched0: readSched(), psi0: readPSI(), stamps: opts.Stamps, stampsLate: opts.StampsLate}
 	m.sleep = startSleeper(period, h.sleepWant, h.sleepReached)
 	if opts.Probe {
 		m.probe, _ = startProbe(period, h.probeReady) // no probe: the in-process sources stand
@@ -139,8 +146,13 @@ func (m *Meter) stop() *timeline.Noise {
 	st, batch, ok := m.stamps.source()
 	if ok {
 		// The arrivals are stamped at their receipts (see Stamps): the
-		// waits are the stub's lateness, not the arrivals'.
-		srcs = append(srcs, source{name: st.name, samples: st.samples})
+		// waits are the stub's lateness, not the arrivals', unless they
+		// stand for clients the meter cannot see.
+		if m.stampsLate {
+			srcs = append(srcs, st)
+		} else {
+			srcs = append(srcs, source{name: st.name, samples: st.samples})
+		}
 	}
 	n := combine(srcs)
 	n.Batch = batch

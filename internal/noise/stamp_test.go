@@ -179,3 +179,16 @@ func TestMeterJoinsStamps(t *testing.T) {
 		t.Errorf("p50 %v from %q: want the stamp source named, its waits not in the lateness", time.Duration(n.P50), n.Source)
 	}
 }
+
+// TestMeterStampsLate: for clients the meter cannot see (serve), the
+// stamps' socket waits stand for their lateness.
+func TestMeterStampsLate(t *testing.T) {
+	st := NewStamps()
+	st.raw[12] = 10
+	st.n = 10
+	st.tick = 4
+	n := Start(Options{Stamps: st, StampsLate: true}).Stop()
+	if n.P50 < int64(8*time.Millisecond) || n.SocketP99 != int64(8*time.Millisecond) {
+		t.Errorf("p50 %v, socket p99 %v; want the stamps' 8ms in both", time.Duration(n.P50), time.Duration(n.SocketP99))
+	}
+}
