@@ -97,6 +97,13 @@ func (h *Hist) Add(v int64) {
 // N is the number of values added.
 func (h *Hist) N() uint64 { return h.n }
 
+// Clone returns a copy of h that shares nothing with it.
+func (h *Hist) Clone() *Hist {
+	c := *h
+	c.counts = append([]uint64(nil), h.counts...)
+	return &c
+}
+
 // Max is the largest value added (0 for none).
 func (h *Hist) Max() int64 { return h.max }
 

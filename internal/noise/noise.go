@@ -75,6 +75,7 @@ var lateLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 5}
 // safe for concurrent use; a nil Meter's Stop returns nil.
 type Meter struct {
 	once   sync.Once
+	mu     sync.Mutex // guards result for Peek
 	result *timeline.Noise
 
 	wall0  time.Time
@@ -119,8 +120,30 @@ func (m *Meter) Stop() *timeline.Noise {
 	if m == nil {
 		return nil
 	}
-	m.once.Do(func() { m.result = m.stop() })
+	m.once.Do(func() {
+		r := m.stop()
+		m.mu.Lock()
+		m.result = r
+		m.mu.Unlock()
+	})
 	return m.result
+}
+
+// Peek is what the Meter has measured so far, the measurement going on:
+// for a verdict on a recording that has not ended (serve's control API).
+// The probe reports only when stopped, so a Peek has no probe source.
+// After Stop it returns what Stop did.
+func (m *Meter) Peek() *timeline.Noise {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	r := m.result
+	m.mu.Unlock()
+	if r != nil {
+		return r
+	}
+	return m.measure(readSched(), readPSI(), time.Now(), m.sleep.peek(), nil)
 }
 
 func (m *Meter) stop() *timeline.Noise {
@@ -130,6 +153,12 @@ func (m *Meter) stop() *timeline.Noise {
 	if m.probe != nil {
 		pr = m.probe.stop(probeWait)
 	}
+	return m.measure(sched1, psi1, wall1, m.sleep.hist, pr)
+}
+
+// measure joins the sources read at wall1 (sched1, psi1, the sleep
+// loop's sleep, the probe's pr when not nil) with the stamps.
+func (m *Meter) measure(sched1 *metrics.Float64Histogram, psi1 int64, wall1 time.Time, sleep *loghist.Hist, pr *source) *timeline.Noise {
 
 	var srcs []source
 	if m.sched0 != nil && sched1 != nil {
@@ -137,7 +166,7 @@ func (m *Meter) stop() *timeline.Noise {
 			srcs = append(srcs, s)
 		}
 	}
-	if s, ok := histSource(timeline.NoiseSleep, m.sleep.hist); ok {
+	if s, ok := histSource(timeline.NoiseSleep, sleep); ok {
 		srcs = append(srcs, s)
 	}
 	if pr != nil {

@@ -289,8 +289,23 @@ func TestMeterNoProbe(t *testing.T) {
 	m := start(Options{Period: time.Millisecond}, hooks{sleepWant: 40, sleepReached: reached})
 	waitFor(t, reached, "40 wake-ups of the sleep loop")
 	pingPong(200)
-	if n := m.Stop(); n.Source != "sched+sleep" {
+	// Peek measures so far and goes on: the loop keeps counting.
+	p := m.Peek()
+	if p == nil || p.Source != "sched+sleep" || p.Samples < 40 {
+		t.Fatalf("Peek = %+v; want sched+sleep with 40 samples or more", p)
+	}
+	n := m.Stop()
+	if n.Source != "sched+sleep" {
 		t.Errorf("Source %q; want sched+sleep", n.Source)
+	}
+	if n.Samples < p.Samples {
+		t.Errorf("Stop's %d samples, fewer than Peek's %d before it", n.Samples, p.Samples)
+	}
+	if m.Peek() != n {
+		t.Error("Peek after Stop is not what Stop measured")
+	}
+	if (*Meter)(nil).Peek() != nil {
+		t.Error("a nil Meter's Peek is not nil")
 	}
 }
 

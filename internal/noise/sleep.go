@@ -2,6 +2,7 @@ package noise
 
 import (
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
@@ -12,6 +13,7 @@ import (
 type sleeper struct {
 	quit chan struct{}
 	done chan struct{}
+	mu   sync.Mutex    // guards hist while the loop runs (peek)
 	hist *loghist.Hist // the loop's until done is closed
 	// reached, when not nil, is closed once want wake-ups are counted.
 	reached chan struct{}
@@ -45,8 +47,12 @@ func (s *sleeper) loop(period time.Duration) {
 		if !nap(period) {
 			continue // cut short (a signal): no measure
 		}
-		s.hist.Add(int64(time.Since(asked) - period))
-		if s.reached != nil && s.hist.N() == max(s.want, 1) {
+		late := int64(time.Since(asked) - period)
+		s.mu.Lock()
+		s.hist.Add(late)
+		n := s.hist.N()
+		s.mu.Unlock()
+		if s.reached != nil && n == max(s.want, 1) {
 			close(s.reached)
 		}
 	}
@@ -57,4 +63,11 @@ func (s *sleeper) loop(period time.Duration) {
 func (s *sleeper) halt() {
 	close(s.quit)
 	<-s.done
+}
+
+// peek is a copy of the lateness counted so far, the loop going on.
+func (s *sleeper) peek() *loghist.Hist {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hist.Clone()
 }
