@@ -552,7 +552,14 @@ func (p Program) run(ctx context.Context, env []string, ready func(), check func
 		first[key] = n
 		lines = append(lines, l)
 	}
-	if err := sc.Err(); err != nil {
+	switch err := sc.Err(); {
+	case err == nil:
+	case errors.Is(err, os.ErrClosed) && ctx.Err() != nil:
+		// Killed at the deadline or by ctx, the program's pipe was closed
+		// under the reader (exec's WaitDelay) before it read the end of
+		// it: a slow reader on a loaded host, not a read failure; Killed
+		// says what happened.
+	default:
 		perr.Read = err
 		if errors.Is(err, bufio.ErrTooLong) {
 			perr.Read = fmt.Errorf("line %d is longer than %d KiB: %w", n+1, maxLine>>10, err)

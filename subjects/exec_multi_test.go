@@ -3,10 +3,15 @@ package subjects
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // RunClients gives the program its clients, their URL prefix and the
@@ -146,4 +151,27 @@ func FuzzParseClients(f *testing.F) {
 			t.Fatalf("round trip of %q via %q = %v, %v; want %v", s, FormatClients(ids), again, err, ids)
 		}
 	})
+}
+
+// A program killed at its deadline whose stdout is still held open (here
+// by a child that left its process group) has its pipe closed under the
+// reader: that is the kill (Killed), not a failure to read stdout.
+func TestProgramKilledPipeClosed(t *testing.T) {
+	needSh(t)
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	pidFile := t.TempDir() + "/pid"
+	p := Program{Path: "sh", Args: []string{"-c", `setsid sh -c 'echo $$ > "$PIDFILE"; exec sleep 30' & echo "ok /r/0"; exec sleep 30`},
+		Env: []string{"PIDFILE=" + pidFile}, Timeout: 300 * time.Millisecond}
+	lines, err := p.Run(context.Background(), "http://127.0.0.1:9/c/1", 1, 2, nil)
+	if b, rerr := os.ReadFile(pidFile); rerr == nil {
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
+			syscall.Kill(pid, syscall.SIGKILL) // the child that escaped
+		}
+	}
+	var pe *ProgramError
+	if !errors.As(err, &pe) || pe.Killed == nil || pe.Read != nil || len(lines) != 1 {
+		t.Errorf("Run = %d lines, %+v; want 1 line, Killed set, no Read error", len(lines), err)
+	}
 }
