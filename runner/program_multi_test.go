@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -299,20 +300,26 @@ func TestRunExecMultiBarrier(t *testing.T) {
 			sc := mustParse(t, multiScenario)
 			sc.Fleet.Processes, sc.Fleet.Requests = 3, 1
 			prog, dir := fakeMultiProgram(t, mode)
-			outs, end, _ := runExec(t, sc, RunOptions{Subject: prog})
+			var buf bytes.Buffer
+			sum, err := Run(t.Context(), sc, RunOptions{Subject: prog, Timeline: &buf})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got := len(processLists(t, dir)); got != 3 {
 				t.Errorf("%d processes ran; want 3", got)
 			}
-			for _, o := range outs {
-				if o.Result != timeline.ResultOK || o.Harness {
-					t.Errorf("outcome %+v; want ok", o)
-				}
+			if sum.Results[timeline.ResultOK] != 6 || sum.Harness != 0 {
+				t.Errorf("Summary = %+v; want 6 ok", sum)
+			}
+			_, atts, _ := decodeAll(t, buf.Bytes())
+			for _, a := range atts {
 				// Without the barrier process 2's requests would arrive at
-				// 500ms or later; the outcome ends after its only attempt.
-				if o.End > int64(300*time.Millisecond) {
-					t.Errorf("outcome %s ended at %v; want within 300ms of time zero", o.Key, time.Duration(o.End))
+				// 500ms or later.
+				if a.At < 0 || a.At > int64(300*time.Millisecond) {
+					t.Errorf("attempt %s arrived at %v; want within 300ms of time zero", a.Key, time.Duration(a.At))
 				}
 			}
+			_, end := decodeEnd(t, buf.Bytes())
 			if end.FleetReady != 1 || len(end.Errors) != 0 {
 				t.Errorf("end = %+v; want FleetReady 1 (ready at time zero), no errors", end)
 			}
