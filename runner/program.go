@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
@@ -20,8 +21,10 @@ import (
 // RunOptions.ReadyTimeout is zero.
 const DefaultReadyTimeout = 60 * time.Second
 
-// An exec fleet (subjects.Program) runs one process per simulated client.
-// Interpreters take seconds to start (100 Node or Python processes took
+// An exec fleet (subjects.Program) runs one process per simulated client,
+// or, with fleet.processes N below fleet.clients, N processes, process p
+// playing clients p, p+N, p+2N… (scenarios.Fleet.ProcessOf) through
+// subjects.Program.RunClients. Interpreters take seconds to start (100 Node or Python processes took
 // 7-47 s on 2 cores), so the runner starts every process first and opens
 // the scenario — time zero, when the stub's phase clock starts — only when
 // all are ready: the start barrier. A process is ready when it prints
@@ -41,8 +44,9 @@ type programFleet struct {
 	// DefaultReadyTimeout).
 	readyWait time.Duration
 	gate      *gateListener
-	clients   int
-	ready     []atomic.Bool
+	clients   int           // fleet.clients
+	multi     bool          // a process plays several clients (RunClients)
+	ready     []atomic.Bool // by process
 	nReady    atomic.Int64
 	allReady  chan struct{}
 	// readyAt is End.FleetReady: ns since time zero when the last process
@@ -57,14 +61,17 @@ type programFleet struct {
 	procs  []*process
 }
 
-// process is one client's program run.
+// process is one program run: one client's, or with fleet.processes,
+// several clients'.
 type process struct {
+	index   int   // the process's number, 0 … len(procs)-1
+	clients []int // the clients it plays, in increasing order
 	started time.Time
 	lines   []subjects.ProgramLine
 	err     error
 	ended   time.Time
 	done    chan struct{} // closed when the fields above are set
-	sent    atomic.Bool   // the stub saw a request from this client
+	sent    atomic.Bool   // the stub saw a request from one of its clients
 	// lateAtBarrier: the start barrier timed out before this process was
 	// ready, and opened without it.
 	lateAtBarrier atomic.Bool
@@ -77,7 +84,7 @@ var errWatchdog = errors.New("the fleet watchdog (requests × the fleet timeout)
 // startPrograms starts every process (they cannot be answered until the
 // barrier: the gate holds their connections) and returns the fleet.
 func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net.Listener) *programFleet {
-	n := r.sc.Fleet.Clients
+	n, nproc := r.sc.Fleet.Clients, r.sc.Fleet.ProcessCount()
 	readyWait := r.opts.ReadyTimeout
 	if readyWait <= 0 {
 		readyWait = DefaultReadyTimeout
@@ -85,25 +92,34 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 	requests, timeout := r.sc.Fleet.Requests, r.sc.Fleet.Timeout
 	prog.Timeout = programTimeout(prog.Timeout, readyWait, timeout*time.Duration(requests))
 	pf := &programFleet{prog: prog, requests: requests, timeout: timeout, readyWait: readyWait,
-		clients: n, ready: make([]atomic.Bool, n),
-		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, n)}
+		clients: n, multi: nproc < n, ready: make([]atomic.Bool, nproc),
+		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, nproc)}
 	pf.ctx, pf.cancel = context.WithCancelCause(ctx)
+	for i := range nproc {
+		pf.procs[i] = &process{index: i, done: make(chan struct{})}
+	}
 	for id := range n {
-		pf.procs[id] = &process{done: make(chan struct{})}
+		p := pf.procs[r.sc.Fleet.ProcessOf(id)]
+		p.clients = append(p.clients, id)
 	}
 	pf.gate = newGate(l, pf.sent)
-	base := strings.TrimSuffix(r.base+stubserver.RequestPath(0, 0), "/c/0/r/0")
-	for id, p := range pf.procs {
+	prefix := strings.TrimSuffix(r.base+stubserver.RequestPath(0, 0), "0/r/0") // …/c/
+	for i, p := range pf.procs {
 		p.started = time.Now()
 		pf.wg.Add(1)
 		go func() {
 			defer pf.wg.Done()
-			url := base + strings.TrimSuffix(stubserver.RequestPath(id, 0), "/r/0")
-			var env []string
-			if key := r.sc.Fleet.APIKey(id); key != "" {
-				env = []string{"RETRYLAB_API_KEY=" + key}
+			ready := func() { pf.markReady(i) }
+			if pf.multi {
+				p.lines, p.err = prog.RunClients(pf.ctx, prefix, p.clients, requests, apiKeysEnv(&r.sc.Fleet, p.clients), ready)
+			} else {
+				id := p.clients[0]
+				var env []string
+				if key := r.sc.Fleet.APIKey(id); key != "" {
+					env = []string{"RETRYLAB_API_KEY=" + key}
+				}
+				p.lines, p.err = prog.RunReady(pf.ctx, prefix+strconv.Itoa(id), id, requests, env, ready)
 			}
-			p.lines, p.err = prog.RunReady(pf.ctx, url, id, requests, env, func() { pf.markReady(id) })
 			p.ended = time.Now()
 			close(p.done)
 			// A process that exits before the barrier does not hold it up;
@@ -111,11 +127,29 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 			select {
 			case <-pf.opened:
 			default:
-				pf.markReady(id)
+				pf.markReady(i)
 			}
 		}()
 	}
 	return pf
+}
+
+// apiKeysEnv is a multi-client process's RETRYLAB_API_KEYS: its clients'
+// API keys, comma-separated in the order of RETRYLAB_CLIENTS (a key holds
+// no comma), or nothing when the scenario gives none.
+func apiKeysEnv(f *scenarios.Fleet, clients []int) []string {
+	if len(f.APIKeys) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("RETRYLAB_API_KEYS=")
+	for i, id := range clients {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(f.APIKey(id))
+	}
+	return []string{b.String()}
 }
 
 // programTimeout is the Timeout a fleet's Program runs with: its own when
@@ -129,21 +163,24 @@ func programTimeout(own, readyWait, watchdog time.Duration) time.Duration {
 	return readyWait + watchdog + time.Minute
 }
 
-// sent notes that client id's request reached the stub.
+// sent notes that client id's request reached the stub: its process is
+// ready.
 func (pf *programFleet) sent(id int) {
 	if id < 0 || id >= pf.clients {
 		return
 	}
-	pf.procs[id].sent.Store(true)
-	pf.markReady(id)
+	i := id % len(pf.procs) // scenarios.Fleet.ProcessOf
+	pf.procs[i].sent.Store(true)
+	pf.markReady(i)
 }
 
-func (pf *programFleet) markReady(id int) {
-	if pf.ready[id].Swap(true) {
+// markReady notes that process i is ready.
+func (pf *programFleet) markReady(i int) {
+	if pf.ready[i].Swap(true) {
 		return
 	}
 	pf.lastAt.Store(time.Now().UnixNano())
-	if pf.nReady.Add(1) == int64(pf.clients) {
+	if pf.nReady.Add(1) == int64(len(pf.procs)) {
 		close(pf.allReady)
 	}
 }
@@ -164,7 +201,7 @@ func (pf *programFleet) open(r *runner) {
 			}
 		}
 		if late > 0 { // else every process got ready just now
-			r.harnessError(fmt.Sprintf("start barrier: %d of %d exec processes were not ready (no \"ready\" line, no request, not exited) within its %v timeout; it opened without them", late, pf.clients, pf.readyWait))
+			r.harnessError(fmt.Sprintf("start barrier: %d of %d exec processes were not ready (no \"ready\" line, no request, not exited) within its %v timeout; it opened without them", late, len(pf.procs), pf.readyWait))
 		}
 	case <-pf.ctx.Done():
 	}
@@ -207,21 +244,21 @@ func (pf *programFleet) wait(runCtx context.Context, r *runner) {
 	} else {
 		pf.readyAt = 0 // some process never got ready: unknown
 	}
-	for id, p := range pf.procs {
+	for _, p := range pf.procs {
 		select {
 		case <-p.done:
-			r.programOutcomes(pf, id, p, runCtx.Err() != nil)
+			r.programOutcomes(pf, p, runCtx.Err() != nil)
 		default:
 			// Still running past the grace: its requests were in flight
 			// and get no outcome.
-			r.dropped.Add(int64(r.sc.Fleet.Requests))
+			r.dropped.Add(int64(r.sc.Fleet.Requests * len(p.clients)))
 		}
 	}
 	pf.cancel(nil)
 }
 
 // allReadyNow reports whether every process has got ready.
-func (pf *programFleet) allReadyNow() bool { return pf.nReady.Load() == int64(pf.clients) }
+func (pf *programFleet) allReadyNow() bool { return pf.nReady.Load() == int64(len(pf.procs)) }
 
 // abortPrograms kills the processes of a run that could not start.
 func (r *runner) abortPrograms(pf *programFleet) {
@@ -233,8 +270,9 @@ func (r *runner) abortPrograms(pf *programFleet) {
 	pf.wg.Wait()
 }
 
-// programOutcomes records one outcome per logical request of client id:
-// from its result lines, else from what happened to the process.
+// programOutcomes records one outcome per logical request of each
+// client of process p: from its result lines, else from what happened to
+// the process.
 //
 // A process that broke the exec contract (it could not start, printed a
 // line outside the protocol, its stdout could not be read, it exited
@@ -251,42 +289,102 @@ func (r *runner) abortPrograms(pf *programFleet) {
 // runStopped says the run stopped (cap, signal, write error) before every
 // process ended: a process killed then, not by the watchdog, was cut short
 // by the run and its missing requests are canceled.
-func (r *runner) programOutcomes(pf *programFleet, id int, p *process, runStopped bool) {
+//
+// A process playing several clients (fleet.processes) is judged as a
+// whole when it could not start, broke the line protocol, could not be
+// read or ended other than by exit status 0 or the fleet's kill: every
+// outcome of all its clients is Harness. Otherwise each client is judged
+// alone: a client with a line for every request is clean; one without is
+// Harness when the process exited 0 (or made no request and printed
+// nothing for it before the watchdog), else hung or canceled as above.
+// Whether a request was made is known per process.
+func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) {
 	sc := r.sc
-	clientID := strconv.Itoa(id)
 	start := max(0, p.started.Sub(r.start).Nanoseconds())
 	end := max(start, p.ended.Sub(r.start).Nanoseconds())
-	bySeq := make([]*subjects.ProgramLine, sc.Fleet.Requests)
-	printed := 0
+	pos := make(map[int]int, len(p.clients)) // client → its index in p.clients
+	for j, id := range p.clients {
+		pos[id] = j
+	}
+	bySeq := make([][]*subjects.ProgramLine, len(p.clients))
+	printed := make([]int, len(p.clients))
+	total := 0
+	for j := range bySeq {
+		bySeq[j] = make([]*subjects.ProgramLine, sc.Fleet.Requests)
+	}
 	for i := range p.lines {
-		if seq := p.lines[i].Seq(); seq >= 0 && seq < len(bySeq) && bySeq[seq] == nil {
-			bySeq[seq] = &p.lines[i]
-			printed++
+		j, ok := 0, true
+		if pf.multi {
+			j, ok = pos[p.lines[i].Client()]
+		}
+		if seq := p.lines[i].Seq(); ok && seq >= 0 && seq < sc.Fleet.Requests && bySeq[j][seq] == nil {
+			bySeq[j][seq] = &p.lines[i]
+			printed[j]++
+			total++
 		}
 	}
-	f := pf.fault(p, printed, runStopped)
 	prefix := "exec " + pf.prog.Path + ": "
-	for seq, l := range bySeq {
-		o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq), Start: start, End: end}
-		switch {
-		case l != nil:
-			o.Result = l.Result()
-			if !l.OK {
-				o.Error = l.Reason
+	whole := pf.multi && pf.brokeProcess(p)
+	if pf.multi {
+		prefix = fmt.Sprintf("exec %s (process %d of %d, %s): ", pf.prog.Path, p.index, len(pf.procs), plural(len(p.clients), "client"))
+	}
+	for j, id := range p.clients {
+		clientID := strconv.Itoa(id)
+		u := unit{requests: sc.Fleet.Requests * len(p.clients), printed: total, sent: p.sent.Load(),
+			req: func(seq int) string { return "/r/" + strconv.Itoa(seq) }}
+		if pf.multi {
+			u.req = func(seq int) string { return "/c/" + clientID + "/r/" + strconv.Itoa(seq) }
+			if !whole {
+				u.requests, u.printed, u.client = sc.Fleet.Requests, printed[j], true
 			}
-			if f.harness {
-				o.Harness, o.Error = true, prefix+f.summary+reasonSuffix(l)
-			}
-		default:
-			o.Result, o.Error = f.missing(seq)
-			o.Error = prefix + o.Error
-			o.Harness = f.harness
 		}
-		r.finish(&o)
+		f := pf.fault(p, u, runStopped)
+		for seq, l := range bySeq[j] {
+			o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq), Start: start, End: end}
+			switch {
+			case l != nil:
+				o.Result = l.Result()
+				if !l.OK {
+					o.Error = l.Reason
+				}
+				if f.harness {
+					o.Harness, o.Error = true, prefix+f.summary+reasonSuffix(l)
+				}
+			default:
+				o.Result, o.Error = f.missing(seq)
+				o.Error = prefix + o.Error
+				o.Harness = f.harness
+			}
+			r.finish(&o)
+		}
+		if f.harness {
+			r.plumbingError(prefix + f.summary)
+		}
 	}
-	if f.harness {
-		r.plumbingError(prefix + f.summary)
+}
+
+// brokeProcess reports whether process p broke the contract as a whole:
+// it could not start, broke the line protocol, could not be read, or
+// ended other than by exit status 0 or the fleet's kill.
+func (pf *programFleet) brokeProcess(p *process) bool {
+	var perr *subjects.ProgramError
+	if !errors.As(p.err, &perr) {
+		return p.err != nil
 	}
+	return perr.Start != nil || perr.Output != nil || perr.Read != nil ||
+		perr.Killed == nil && (perr.ExitCode != 0 || perr.Wait != nil)
+}
+
+// unit is what fault judges: a whole process, or one client of a process
+// that plays several.
+type unit struct {
+	requests int  // the result lines it owes
+	printed  int  // those it printed
+	sent     bool // the stub saw a request from the process
+	// client: one client of a process that plays several; the texts say
+	// "this client's" lines and "the process" made a request.
+	client bool
+	req    func(seq int) string // names request seq: /r/K, or /c/C/r/K
 }
 
 // plural says "1 request", "2 requests".
@@ -348,14 +446,25 @@ type processResult struct {
 //	the program printed no result line for /r/K within WATCHDOG; it had made a request, so its library is taken to have hung   (hung)
 //	the program printed no result line for /r/K within WATCHDOG; it had printed P result lines, so its library is taken to have hung   (hung)
 //	the run stopped (CAUSE) before the program printed a result line for /r/K   (canceled)
-func (pf *programFleet) fault(p *process, printed int, runStopped bool) processResult {
+//
+// For a process playing several clients every text starts "exec COMMAND
+// (process P of N, K clients): ", a request is named /c/C/r/K, and the
+// texts judged per client say "this client's" result lines ("after
+// printing 1 of this client's 2 result lines", "without printing a result
+// line for this client", "the program printed no result line for this
+// client within WATCHDOG and made no request at all", "…; the process had
+// made a request, so its library is taken to have hung").
+func (pf *programFleet) fault(p *process, u unit, runStopped bool) processResult {
 	var perr *subjects.ProgramError
 	errors.As(p.err, &perr)
 	if perr == nil && p.err != nil { // not expected: Run returns only *ProgramError
 		perr = &subjects.ProgramError{Read: p.err}
 	}
-	n := len(p.lines)
-	requests := pf.requests
+	requests, printed := u.requests, u.printed
+	whose, forIt, it := "its", "", "it"
+	if u.client {
+		whose, forIt, it = "this client's", " for this client", "the process"
+	}
 	var res processResult
 	fromSummary := false // res.missing quotes res.summary
 	stderr := ""         // quoted last in the texts of an exit or a signal
@@ -363,7 +472,7 @@ func (pf *programFleet) fault(p *process, printed int, runStopped bool) processR
 		res.harness, res.summary, fromSummary = true, summary, true
 		res.missing = func(seq int) (string, string) {
 			s := strings.TrimSuffix(res.summary, stderr)
-			return timeline.ResultError, fmt.Sprintf("%s; no result line for /r/%d%s", s, seq, stderr)
+			return timeline.ResultError, fmt.Sprintf("%s; no result line for %s%s", s, u.req(seq), stderr)
 		}
 	}
 	if perr != nil && (perr.ExitCode != 0 || perr.Wait != nil) && perr.Killed == nil {
@@ -374,11 +483,11 @@ func (pf *programFleet) fault(p *process, printed int, runStopped bool) processR
 	printedWhat := func() string {
 		switch {
 		case printed == requests:
-			return "after printing all its result lines"
+			return "after printing all " + whose + " result lines"
 		case printed == 0:
-			return "without printing a result line"
+			return "without printing a result line" + forIt
 		}
-		return fmt.Sprintf("after printing %d of its %s", printed, plural(requests, "result line"))
+		return fmt.Sprintf("after printing %d of %s %s", printed, whose, plural(requests, "result line"))
 	}
 	killed := perr != nil && perr.Killed != nil
 	watchdog := killed && errors.Is(perr.Killed, errWatchdog)
@@ -393,28 +502,28 @@ func (pf *programFleet) fault(p *process, printed int, runStopped bool) processR
 		plumbing("reading the program's stdout failed: " + perr.Read.Error())
 	case killed && runStopped && !watchdog:
 		res.missing = func(seq int) (string, string) {
-			return timeline.ResultCanceled, fmt.Sprintf("the run stopped (%v) before the program printed a result line for /r/%d", perr.Killed, seq)
+			return timeline.ResultCanceled, fmt.Sprintf("the run stopped (%v) before the program printed a result line for %s", perr.Killed, u.req(seq))
 		}
 	case killed:
 		bound := fmt.Sprintf("the fleet watchdog (%s × fleet.timeout %v = %v after the start barrier)",
-			plural(requests, "request"), pf.timeout, pf.timeout*time.Duration(requests))
+			plural(pf.requests, "request"), pf.timeout, pf.timeout*time.Duration(pf.requests))
 		if !watchdog {
 			bound = fmt.Sprintf("the exec program's own timeout (%v after it started)", pf.prog.Timeout)
 		}
-		if n == 0 && !p.sent.Load() {
+		if printed == 0 && !u.sent {
 			res.harness = true
-			res.summary = "the program printed no result line within " + bound + " and made no request at all"
+			res.summary = "the program printed no result line" + forIt + " within " + bound + " and made no request at all"
 			res.missing = func(seq int) (string, string) {
-				return timeline.ResultHung, fmt.Sprintf("the program printed no result line for /r/%d within %s and made no request at all", seq, bound)
+				return timeline.ResultHung, fmt.Sprintf("the program printed no result line for %s within %s and made no request at all", u.req(seq), bound)
 			}
 			break
 		}
-		did := "it had made a request"
-		if !p.sent.Load() {
-			did = "it had printed " + plural(printed, "result line")
+		did := it + " had made a request"
+		if !u.sent {
+			did = "it had printed " + plural(printed, "result line") + forIt
 		}
 		res.missing = func(seq int) (string, string) {
-			return timeline.ResultHung, fmt.Sprintf("the program printed no result line for /r/%d within %s; %s, so its library is taken to have hung", seq, bound, did)
+			return timeline.ResultHung, fmt.Sprintf("the program printed no result line for %s within %s; %s, so its library is taken to have hung", u.req(seq), bound, did)
 		}
 	case perr != nil && perr.ExitCode > 0:
 		plumbing(fmt.Sprintf("the program exited with status %d %s%s", perr.ExitCode, printedWhat(), stderr))
@@ -448,7 +557,7 @@ func (pf *programFleet) fault(p *process, printed int, runStopped bool) processR
 	}
 	if res.missing == nil {
 		res.missing = func(seq int) (string, string) { // not reached: a clean process printed every line
-			return timeline.ResultError, fmt.Sprintf("no result line for /r/%d", seq)
+			return timeline.ResultError, "no result line for " + u.req(seq)
 		}
 	}
 	return res

@@ -47,6 +47,9 @@ func TestMain(m *testing.M) {
 //	             the policy in $RETRYLAB_FAKE_POLICY (base,cap,budget), one
 //	             after the other, print a result line for each
 func fakeClient(mode string) int {
+	if list, ok := os.LookupEnv("RETRYLAB_CLIENTS"); ok {
+		return fakeMulti(mode, list)
+	}
 	base := os.Getenv("RETRYLAB_BASE_URL")
 	client, _ := strconv.Atoi(os.Getenv("RETRYLAB_CLIENT"))
 	n, _ := strconv.Atoi(os.Getenv("RETRYLAB_REQUESTS"))

@@ -42,6 +42,9 @@ var ErrProgramOutput = errors.New("subjects: bad program output")
 // timeline records its attempts.
 // It may first print ReadyLine ("ready") once it can send; the runner
 // opens the scenario when every process is ready (see RunReady).
+// With fleet.processes a process plays several clients instead (see
+// RunClients): it is told which by RETRYLAB_CLIENTS and
+// RETRYLAB_BASE_URL_PREFIX, and its result lines name their client.
 //
 // A Program runs in real time only: it talks to the stub over real TCP, so
 // a virtual-time run refuses it (see CheckVirtual). The zero Program has
@@ -328,6 +331,148 @@ func (p Program) Run(ctx context.Context, baseURL string, client, requests int, 
 // from Run's goroutine, when the program prints ReadyLine before any
 // result line. A ReadyLine after a result line is a protocol error.
 func (p Program) RunReady(ctx context.Context, baseURL string, client, requests int, env []string, ready func()) ([]ProgramLine, error) {
+	env = append(env[:len(env):len(env)],
+		"RETRYLAB_BASE_URL="+strings.TrimSuffix(baseURL, "/"),
+		"RETRYLAB_CLIENT="+strconv.Itoa(client),
+		"RETRYLAB_REQUESTS="+strconv.Itoa(requests),
+	)
+	check := func(seq, k int) string {
+		switch {
+		case seq >= requests:
+			return fmt.Sprintf("no such request: this client has %s", requestRange(requests))
+		case k >= 0 && k != client:
+			return fmt.Sprintf("PATH names client %d; this program is client %d", k, client)
+		}
+		return ""
+	}
+	return p.run(ctx, env, ready, check, false)
+}
+
+// MaxClientsEnv bounds the value of RETRYLAB_CLIENTS and of
+// RETRYLAB_API_KEYS (Linux refuses to start a program with one
+// environment string over 128 KiB): RunClients refuses to start a process
+// whose lists are longer.
+const MaxClientsEnv = 120 << 10
+
+// RunClients runs the program as several clients of one run at once (a
+// fleet with fleet.processes): clients, in increasing order, are the
+// clients it plays, urlPrefix the base URL of every client without its id
+// (ending in /c/), and each client has requests logical requests. Its
+// environment holds
+//
+//	RETRYLAB_CLIENTS          the clients, comma-separated, runs of
+//	                          consecutive ids as ranges: "0-3,8,12"
+//	RETRYLAB_BASE_URL_PREFIX  urlPrefix: client K's base URL is the prefix
+//	                          followed by K ("http://127.0.0.1:41234/c/17")
+//	RETRYLAB_REQUESTS         the number of logical requests per client
+//
+// (RETRYLAB_BASE_URL and RETRYLAB_CLIENT are not set: a program written
+// for one client fails at once instead of playing the wrong one), env
+// after p.Env. Each result line must name its client: its PATH is
+// /c/{client}/r/N or the request's URL; a bare r/N or /r/N, a client the
+// process does not play, a request at or past requests or a second line
+// for a request is a protocol error. Otherwise it is Run: the same
+// ReadyLine, errors and lines (a line's Client says whose it is).
+func (p Program) RunClients(ctx context.Context, urlPrefix string, clients []int, requests int, env []string, ready func()) ([]ProgramLine, error) {
+	list := FormatClients(clients)
+	if len(list) > MaxClientsEnv {
+		return nil, &ProgramError{Path: p.Path, Start: fmt.Errorf("RETRYLAB_CLIENTS would be %d KiB for %d clients, over the %d KiB an environment variable may safely hold: run more processes (fleet.processes)", len(list)>>10, len(clients), MaxClientsEnv>>10)}
+	}
+	for _, kv := range env {
+		if len(kv) > MaxClientsEnv {
+			name, _, _ := strings.Cut(kv, "=")
+			return nil, &ProgramError{Path: p.Path, Start: fmt.Errorf("%s would be %d KiB for %d clients, over the %d KiB an environment variable may safely hold: run more processes (fleet.processes)", name, len(kv)>>10, len(clients), MaxClientsEnv>>10)}
+		}
+	}
+	if !strings.HasSuffix(urlPrefix, "/") {
+		urlPrefix += "/"
+	}
+	env = append(env[:len(env):len(env)],
+		"RETRYLAB_CLIENTS="+list,
+		"RETRYLAB_BASE_URL_PREFIX="+urlPrefix,
+		"RETRYLAB_REQUESTS="+strconv.Itoa(requests),
+	)
+	plays := make(map[int]bool, len(clients))
+	for _, k := range clients {
+		plays[k] = true
+	}
+	check := func(seq, k int) string {
+		switch {
+		case k < 0:
+			return "PATH names no client: this process plays several clients (RETRYLAB_CLIENTS), so a result line must name one: /c/{client}/r/N or the request's URL"
+		case !plays[k]:
+			return fmt.Sprintf("PATH names client %d, which this process does not play (RETRYLAB_CLIENTS=%s)", k, clip(list))
+		case seq >= requests:
+			return fmt.Sprintf("no such request: each client has %s", requestRange(requests))
+		}
+		return ""
+	}
+	return p.run(ctx, env, ready, check, true)
+}
+
+// FormatClients writes client ids, in increasing order, as RETRYLAB_CLIENTS
+// does: comma-separated, a run of three or more consecutive ids as the
+// inclusive range "A-B".
+func FormatClients(ids []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(ids[i]))
+		switch {
+		case j-i >= 2:
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(ids[j]))
+		case j > i:
+			b.WriteByte(',')
+			b.WriteString(strconv.Itoa(ids[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// ParseClients parses a RETRYLAB_CLIENTS value (what a program in Go
+// would do): comma-separated decimal ids and inclusive ranges "A-B", in
+// increasing order without repeats; at most max ids. Errors name the
+// position (1-based byte column) of the bad item.
+func ParseClients(s string, max int) ([]int, error) {
+	var ids []int
+	col := 1
+	for item := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, b := decimal(lo), decimal(hi)
+		if !isRange {
+			b = a
+		}
+		switch {
+		case a < 0 || b < 0:
+			return nil, fmt.Errorf("RETRYLAB_CLIENTS col %d: %q: want a client id or a range A-B (decimal, no leading zero)", col, clip(item))
+		case b < a:
+			return nil, fmt.Errorf("RETRYLAB_CLIENTS col %d: %q: a range must not run backwards", col, clip(item))
+		case len(ids) > 0 && a <= ids[len(ids)-1]:
+			return nil, fmt.Errorf("RETRYLAB_CLIENTS col %d: %q: ids must increase", col, clip(item))
+		case len(ids)+(b-a+1) > max:
+			return nil, fmt.Errorf("RETRYLAB_CLIENTS col %d: %q: more than %d clients", col, clip(item), max)
+		}
+		for k := a; k <= b; k++ {
+			ids = append(ids, k)
+		}
+		col += len(item) + 1
+	}
+	return ids, nil
+}
+
+// run starts the program with env added and reads its result lines:
+// check says what is wrong with a line naming request seq of client k
+// (-1: none named), "" for nothing; multi says the program plays several
+// clients (a request is then its client's and its number, else its number).
+func (p Program) run(ctx context.Context, env []string, ready func(), check func(seq, k int) string, multi bool) ([]ProgramLine, error) {
 	if p.Path == "" {
 		return nil, &ProgramError{Start: errors.New("no program to run")}
 	}
@@ -341,11 +486,6 @@ func (p Program) RunReady(ctx context.Context, baseURL string, client, requests 
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Env = append(cmd.Env,
-		"RETRYLAB_BASE_URL="+strings.TrimSuffix(baseURL, "/"),
-		"RETRYLAB_CLIENT="+strconv.Itoa(client),
-		"RETRYLAB_REQUESTS="+strconv.Itoa(requests),
-	)
 	ownProcessGroup(cmd)
 	cmd.WaitDelay = time.Second // children that escaped the kill may hold the pipes open
 	stderr := &tailBuffer{max: 1 << 10}
@@ -362,7 +502,8 @@ func (p Program) RunReady(ctx context.Context, baseURL string, client, requests 
 	}
 
 	var lines []ProgramLine
-	first := make(map[int]int) // request number → line number of its result
+	type request struct{ seq, client int }
+	first := make(map[request]int) // request → line number of its result
 	fault := func(n int, text, problem string) {
 		if perr.Output == nil {
 			perr.Output = &LineError{Line: n, Text: clip(strings.TrimSuffix(text, "\r")), Problem: problem}
@@ -396,19 +537,29 @@ func (p Program) RunReady(ctx context.Context, baseURL string, client, requests 
 			continue
 		}
 		seq, k := l.Seq(), l.Client()
-		switch prev, dup := first[seq]; {
-		case seq >= requests:
-			fault(n, text, fmt.Sprintf("no such request: this client has %s", requestRange(requests)))
-		case k >= 0 && k != client:
-			fault(n, text, fmt.Sprintf("PATH names client %d; this program is client %d", k, client))
-		case dup:
-			fault(n, text, fmt.Sprintf("a second result line for /r/%d (the first was line %d): want one per request", seq, prev))
-		default:
-			first[seq] = n
-			lines = append(lines, l)
+		if problem := check(seq, k); problem != "" {
+			fault(n, text, problem)
+			continue
 		}
+		key, name := request{seq, k}, fmt.Sprintf("/c/%d/r/%d", k, seq)
+		if !multi { // one client: r/N and /c/K/r/N are the same request
+			key.client, name = 0, fmt.Sprintf("/r/%d", seq)
+		}
+		if prev, dup := first[key]; dup {
+			fault(n, text, fmt.Sprintf("a second result line for %s (the first was line %d): want one per request", name, prev))
+			continue
+		}
+		first[key] = n
+		lines = append(lines, l)
 	}
-	if err := sc.Err(); err != nil {
+	switch err := sc.Err(); {
+	case err == nil:
+	case errors.Is(err, os.ErrClosed) && ctx.Err() != nil:
+		// Killed at the deadline or by ctx, the program's pipe was closed
+		// under the reader (exec's WaitDelay) before it read the end of
+		// it: a slow reader on a loaded host, not a read failure; Killed
+		// says what happened.
+	default:
 		perr.Read = err
 		if errors.Is(err, bufio.ErrTooLong) {
 			perr.Read = fmt.Errorf("line %d is longer than %d KiB: %w", n+1, maxLine>>10, err)
