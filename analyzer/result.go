@@ -537,6 +537,21 @@ func (a *Analyzer) capacityPressed() string {
 	return ""
 }
 
+// pressedRead is where a capacity check read twice under CPU pressure
+// starts: twice is false when r stands as it is (skipped, no noise
+// measured, a host not short of CPU) or is settled by lateness of the
+// order of the service time (noiseSkipIfCapacity); why says what pressed.
+func (a *Analyzer) pressedRead(r CheckResult) (_ CheckResult, why string, twice bool) {
+	if r.Status == StatusSkip || !a.noiseMeasured() {
+		return r, "", false
+	}
+	if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
+		return a.noiseSkipIfCapacity(r), "", false
+	}
+	why = a.capacityPressed()
+	return r, why, why != ""
+}
+
 // loadAmpUnderNoise: load-amplification on a host short of CPU. Its
 // window runs from the trigger to the recovery, and the host's late
 // delivery moves the recovery later: the window takes in the first
@@ -551,14 +566,8 @@ func (a *Analyzer) capacityPressed() string {
 // than the capacity at rest got none of it). Lateness of the order of the
 // service time skips it as before (noiseSkipIfCapacity).
 func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
-	if r.Status == StatusSkip || !a.noiseMeasured() {
-		return r
-	}
-	if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
-		return a.noiseSkipIfCapacity(r)
-	}
-	why := a.capacityPressed()
-	if why == "" {
+	r, why, twice := a.pressedRead(r)
+	if !twice {
 		return r
 	}
 	j := a.ldJ
@@ -585,14 +594,8 @@ func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 // vouched for. Lateness of the order of the service time skips it as
 // before (noiseSkipIfCapacity).
 func (a *Analyzer) wastedUnderNoise(c *checkCfg, r CheckResult) CheckResult {
-	if r.Status == StatusSkip || !a.noiseMeasured() {
-		return r
-	}
-	if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
-		return a.noiseSkipIfCapacity(r)
-	}
-	why := a.capacityPressed()
-	if why == "" {
+	r, why, twice := a.pressedRead(r)
+	if !twice {
 		return r
 	}
 	l := a.load
