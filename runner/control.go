@@ -65,33 +65,16 @@ type ControlOptions struct {
 // recording's stub. A request the front hands a stub is recorded in that
 // recording even when a reset comes before it is answered: the reset
 // waits for it (and releases a hanging or delayed one at once, as
-// shutdown does).
+// shutdown does); one that reaches the stub only after the reset sealed
+// it is diverted back here, to the next recording's (stubserver.Options.
+// Divert). The front adds a prefix check and a pointer load to a
+// client's request, nothing it writes.
 func (s *Serving) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, ControlPrefix) || r.URL.Path == "/_retrylab" {
+	if p := r.URL.Path; len(p) > 1 && p[1] == '_' && (strings.HasPrefix(p, ControlPrefix) || p == "/_retrylab") {
 		s.control(w, r)
 		return
 	}
-	for {
-		g := s.cur.Load()
-		g.active.Add(1)
-		if !g.retired.Load() {
-			defer g.done()
-			g.srv.ServeHTTP(w, r)
-			return
-		}
-		g.done() // reset meanwhile: the next recording's
-	}
-}
-
-// done ends a request the front handed g's stub, waking a reset waiting
-// for it when it was the last.
-func (g *generation) done() {
-	if g.active.Add(-1) == 0 && g.retired.Load() {
-		select {
-		case g.idle <- struct{}{}:
-		default:
-		}
-	}
+	s.cur.Load().srv.ServeHTTP(w, r)
 }
 
 // apiError is every error's answer.
@@ -428,8 +411,7 @@ func (s *Serving) Reset(ctx context.Context, sc *scenarios.Scenario) (ResetAnswe
 	if s.measure && g.sink != nil {
 		g.meter = noise.Start(noise.Options{Stamps: g.stamps})
 	}
-	s.cur.Store(g)
-	old.retired.Store(true)
+	s.cur.Store(g) // before Seal: a request old diverts finds g
 	if err := s.retire(ctx, old, now); err != nil && s.opts.Logger != nil {
 		s.opts.Logger.Warn("serve: ending a recording at a reset", "recording", old.n, "err", err)
 	}
@@ -441,17 +423,18 @@ func (s *Serving) Reset(ctx context.Context, sc *scenarios.Scenario) (ResetAnswe
 }
 
 // retire ends old's recording at a reset at now, once the requests its
-// stub is handling are recorded.
+// stub is handling are recorded: Seal holds (diverts) new arrivals,
+// releases hanging and delayed requests and waits for the rest.
 func (s *Serving) retire(ctx context.Context, old *generation, now time.Time) error {
 	nz := old.meter.Stop()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := old.srv.Shutdown(wctx) // releases hanging and delayed requests
-	if werr := old.wait(wctx); err == nil {
-		err = werr
-	}
+	err := old.srv.Seal(wctx)
 	if eerr := old.end(s, now, timeline.End{Reason: timeline.EndCompleted, Noise: nz}); err == nil {
 		err = eerr
+	}
+	if serr := old.srv.Shutdown(wctx); err == nil {
+		err = serr
 	}
 	return err
 }

@@ -384,3 +384,25 @@ func FuzzResetRequest(f *testing.F) {
 		}
 	})
 }
+
+// A request that reaches the last recording's stub after a reset sealed
+// it (the front had handed it over just before) is diverted to the next
+// recording, not held nor lost.
+func TestControlResetDivertsLateRequests(t *testing.T) {
+	sv, rec1, _ := ctlServe(t, ctlScenario, ServeOptions{})
+	old := sv.Stub()
+	do(sv, "POST", "/_retrylab/reset", "", "")
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "/c/1/r/0", nil)
+	r.RemoteAddr = "127.0.0.1:40000"
+	old.ServeHTTP(w, r)
+	if w.Code != 503 {
+		t.Errorf("late request: %d; want 503 from the next recording's stub", w.Code)
+	}
+	if d := decode(t, rec1.Bytes()); len(d.atts) != 0 {
+		t.Errorf("recording 1 holds %d attempts; want none", len(d.atts))
+	}
+	if st := sv.Status(); st.Recording != 2 || st.Requests != 1 {
+		t.Errorf("status %+v; want recording 2 with the late request", st)
+	}
+}

@@ -107,12 +107,6 @@ type generation struct {
 	recErr   error
 	stopping bool // set before a clock that never started is begun at shutdown
 	ended    bool // the end record is written: rec is closed
-
-	// The front's count of the requests it handed this generation's stub,
-	// so a reset waits for them to be recorded before the end record.
-	active  atomic.Int64
-	retired atomic.Bool
-	idle    chan struct{}
 }
 
 // NewServe builds the stub that serves sc's server (opts.Server); its
@@ -161,7 +155,7 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 // records to w (nil: nowhere, or memory with the control API).
 func (s *Serving) newGeneration(n int, sc *scenarios.Scenario, cfg stubserver.Config, notes []string, noSource bool, w io.Writer, listened, epoch time.Time) (*generation, error) {
 	o := s.opts
-	g := &generation{n: n, sc: sc, cfg: cfg, notes: notes, noSource: noSource, epoch: epoch, listened: listened, idle: make(chan struct{}, 1)}
+	g := &generation{n: n, sc: sc, cfg: cfg, notes: notes, noSource: noSource, epoch: epoch, listened: listened}
 	if w != nil || o.Control != nil {
 		g.sink = newSink(w)
 		g.stamps = noise.NewStamps()
@@ -170,7 +164,12 @@ func (s *Serving) newGeneration(n int, sc *scenarios.Scenario, cfg stubserver.Co
 	if !epoch.IsZero() {
 		start = AnchorEpoch(epoch)
 	}
+	var divert http.Handler
+	if o.Control != nil {
+		divert = s // the front: a request that reaches g after a reset sealed it
+	}
 	srv, err := stubserver.New(cfg, stubserver.Options{
+		Divert:              divert,
 		Stamps:              g.stamps,
 		OnAttempt:           o.OnAttempt,
 		Start:               start,
@@ -319,9 +318,6 @@ func (s *Serving) stop(ctx context.Context, stopped time.Time, serveErr error) (
 	if err := s.httpSrv.Shutdown(shutCtx); err != nil && serveErr == nil {
 		serveErr = fmt.Errorf("stubserver: shutdown: %w", err)
 	}
-	if err := g.wait(shutCtx); err != nil && serveErr == nil {
-		serveErr = err
-	}
 	end := timeline.End{Reason: timeline.EndCompleted, Noise: nz}
 	switch {
 	case serveErr != nil && !errors.Is(serveErr, net.ErrClosed):
@@ -341,18 +337,6 @@ func (s *Serving) stop(ctx context.Context, stopped time.Time, serveErr error) (
 	st := addStats(s.past, g.srv.Stats())
 	s.mu.Unlock()
 	return st, serveErr
-}
-
-// wait waits until the requests the front handed g's stub are done.
-func (g *generation) wait(ctx context.Context) error {
-	for g.active.Load() > 0 {
-		select {
-		case <-g.idle:
-		case <-ctx.Done():
-			return fmt.Errorf("serve: recording %d: %w", g.n, ctx.Err())
-		}
-	}
-	return nil
 }
 
 // end closes g's recording with end (its At filled in from stopped):
