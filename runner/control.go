@@ -45,6 +45,8 @@ const MaxMemoryRecording = 64 << 20
 type ControlOptions struct {
 	// AllowRemote lets peers outside loopback use it (default: 403).
 	AllowRemote bool
+	// Output names where ServeOptions.Record goes, for the status.
+	Output string
 	// Prepare turns a reset's scenario into the stub's configuration and
 	// the meta record's notes (nil: its server section, ServeOptions.Notes);
 	// its error answers the reset 400.

@@ -131,6 +131,9 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.sink != nil && opts.Control != nil {
+		g.sink.where = opts.Control.Output
+	}
 	s.cur.Store(g)
 	var h http.Handler = g.srv
 	if opts.Control != nil {

@@ -182,7 +182,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		so.Record = file
 	}
 	so.Notes = serveNotes(cfg, name, o, newLimiter != nil)
-	ctl := &runner.ControlOptions{AllowRemote: o.allowRemote}
+	ctl := &runner.ControlOptions{AllowRemote: o.allowRemote, Output: o.record}
 	so.Control = ctl
 	start := listened
 	if !epoch.IsZero() {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,9 @@ func TestServeControlAPI(t *testing.T) {
 		}
 	}
 
+	if _, body := ctlCall(t, c, "GET", base+"/_retrylab/status", "", ""); !strings.Contains(string(body), `"output":`+strconv.Quote(out)) {
+		t.Errorf("status %s; want the output %s", body, out)
+	}
 	code, rec := ctlCall(t, c, "GET", base+"/_retrylab/recording", "", "")
 	if code != 200 {
 		t.Fatalf("GET recording: %d %s", code, rec)
@@ -101,9 +105,10 @@ func TestServeControlAPI(t *testing.T) {
 		Scenario  string
 		Recording int
 		Requests  int
+		Output    string
 	}
 	code, body = ctlCall(t, c, "GET", base+"/_retrylab/", "", "")
-	if err := json.Unmarshal(body, &st); err != nil || code != 200 || st.Scenario != "outage-bare" || st.Recording != 2 || st.Requests != 1 {
+	if err := json.Unmarshal(body, &st); err != nil || code != 200 || st.Scenario != "outage-bare" || st.Recording != 2 || st.Requests != 1 || st.Output != filepath.Join(dir, "t.2.ndjson") {
 		t.Errorf("status: %d %s; want outage-bare's recording 2 going on with 1 request", code, body)
 	}
 	if err := stop(); err != nil {
