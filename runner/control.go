@@ -58,8 +58,9 @@ type ControlOptions struct {
 	Open func(n int) (io.WriteCloser, string, error)
 	// Verdict are the analyzer's options for GET /_retrylab/verdict.
 	Verdict analyzer.Options
-	// OnReset, when set, sees each new recording once it serves.
-	OnReset func(n int, sc *scenarios.Scenario, where string)
+	// OnReset, when set, sees each new recording (its number, scenario,
+	// stub and output) just before it serves.
+	OnReset func(n int, sc *scenarios.Scenario, srv *stubserver.Server, where string)
 }
 
 // ServeHTTP is the front of a Serving with the control API: a request
@@ -413,14 +414,14 @@ func (s *Serving) Reset(ctx context.Context, sc *scenarios.Scenario) (ResetAnswe
 	if s.measure && g.sink != nil {
 		g.meter = noise.Start(noise.Options{Stamps: g.stamps})
 	}
+	if s.opts.Control.OnReset != nil {
+		s.opts.Control.OnReset(n, sc, g.srv, where)
+	}
 	s.cur.Store(g) // before Seal: a request old diverts finds g
 	if err := s.retire(ctx, old, now); err != nil && s.opts.Logger != nil {
 		s.opts.Logger.Warn("serve: ending a recording at a reset", "recording", old.n, "err", err)
 	}
 	s.past = addStats(s.past, old.srv.Stats())
-	if s.opts.Control.OnReset != nil {
-		s.opts.Control.OnReset(n, sc, where)
-	}
 	return ResetAnswer{Recording: n, Scenario: sc.Name}, http.StatusOK, nil
 }
 

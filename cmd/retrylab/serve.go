@@ -190,7 +190,6 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 	status := newServeStatus(e, runner.ServeMeta(sc, start, so))
 	so.OnAttempt = status.onAttempt
-	var sv *runner.Serving
 	ctl.Prepare = func(next *scenarios.Scenario) (stubserver.Config, []string, error) {
 		return resetConfig(next, name, o, newLimiter != nil)
 	}
@@ -204,14 +203,18 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 			return f, path, err
 		}
 	}
-	ctl.OnReset = func(n int, next *scenarios.Scenario, where string) {
-		status.srv.Store(sv.Stub())
+	ctl.OnReset = func(n int, next *scenarios.Scenario, stub *stubserver.Server, where string) {
+		zero := time.Now()
+		if t, ok := stub.Started(); ok {
+			zero = t
+		}
+		status.reset(stub, runner.ServeMeta(next, zero, runner.ServeOptions{Seed: so.Seed, Tool: so.Tool}))
 		if where == "" {
 			where = "memory"
 		}
 		fmt.Fprintf(e.stdout, "retrylab: reset: recording %d of %q (to %s)\n", n, next.Name, where)
 	}
-	sv, err = runner.NewServe(sc, so)
+	sv, err := runner.NewServe(sc, so)
 	if err != nil {
 		status.finish()
 		ln.Close()
