@@ -191,7 +191,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	status := newServeStatus(e, runner.ServeMeta(sc, start, so))
 	so.OnAttempt = status.onAttempt
 	ctl.Prepare = func(next *scenarios.Scenario) (stubserver.Config, []string, error) {
-		return resetConfig(next, name, o, newLimiter != nil)
+		return resetConfig(next, name, cfg.Upstream, o, newLimiter != nil)
 	}
 	if o.record != "" {
 		ctl.Open = func(n int) (io.WriteCloser, string, error) {
@@ -298,9 +298,15 @@ func serveNotes(cfg stubserver.Config, name string, o serveOptions, redis bool) 
 
 // resetConfig is the stub's configuration for a reset to sc, with serve's
 // --redis and --upstream, and the meta record's notes. serve started on
-// scenario name; redis says its quota is in Redis, under name's keys.
-func resetConfig(sc *scenarios.Scenario, name string, o serveOptions, redis bool) (stubserver.Config, []string, error) {
+// scenario name, forwarding to upstream ("": nowhere); redis says its
+// quota is in Redis, under name's keys. A reset cannot point serve at an
+// upstream of its own: a peer of the control API must not make serve
+// forward elsewhere.
+func resetConfig(sc *scenarios.Scenario, name, upstream string, o serveOptions, redis bool) (stubserver.Config, []string, error) {
 	cfg := sc.Server
+	if u := cfg.Upstream; u != "" && o.upstream == "" && u != upstream {
+		return cfg, nil, fmt.Errorf("scenario %q: server.upstream %s: a reset cannot point serve at an upstream it was not started with (serve --upstream, or its --scenario's)", sc.Name, redacted(u))
+	}
 	if o.redisSet {
 		if cfg.Quota == nil {
 			return cfg, nil, fmt.Errorf("scenario %q has no quota to keep in Redis (serve --redis)", sc.Name)

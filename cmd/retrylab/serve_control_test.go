@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/stubserver"
 )
 
 // ctlCall sends one request to serve's control API and returns the status
@@ -134,5 +137,57 @@ func TestServeControlAPI(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "t.3.ndjson")); string(b) != "keep\n" {
 		t.Errorf("t.3.ndjson was overwritten: %q", b)
+	}
+}
+
+// A reset's scenario gets serve's --redis and --upstream, and cannot
+// point serve at an upstream or a Redis it was not started with.
+func TestResetConfig(t *testing.T) {
+	parse := func(src string) *scenarios.Scenario {
+		t.Helper()
+		sc, err := scenarios.Parse("posted.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	plain := parse("name: plain\nserver: {phases: [{name: a, respond: ok}]}\n")
+	proxied := parse("name: proxied\nserver: {upstream: 'http://10.0.0.1:80', phases: [{name: a, respond: ok}]}\n")
+	quota := parse("name: q\nserver: {quota: {rate: 10/s, burst: 10}, phases: [{name: a, respond: quota}]}\n")
+	redisQuota := parse("name: q\nserver: {quota: {rate: 10/s, burst: 10, backend: 'redis://127.0.0.1:6379/0'}, phases: [{name: a, respond: quota}]}\n")
+	redisFlag := serveOptions{redis: "redis://127.0.0.1:6379/1", redisSet: true}
+	for _, tc := range []struct {
+		what     string
+		sc       *scenarios.Scenario
+		upstream string
+		o        serveOptions
+		redis    bool
+		want     string // "" for no error
+		check    func(stubserver.Config) bool
+	}{
+		{"plain", plain, "", serveOptions{}, false, "", func(c stubserver.Config) bool { return c.Upstream == "" }},
+		{"--upstream applies", plain, "http://127.0.0.1:9", serveOptions{upstream: "http://127.0.0.1:9"}, false, "", func(c stubserver.Config) bool { return c.Upstream == "http://127.0.0.1:9" }},
+		{"an upstream of its own", proxied, "", serveOptions{}, false, "cannot point serve at an upstream", nil},
+		{"the upstream serve has", proxied, "http://10.0.0.1:80", serveOptions{}, false, "", nil},
+		{"--upstream wins", proxied, "http://127.0.0.1:9", serveOptions{upstream: "http://127.0.0.1:9"}, false, "", func(c stubserver.Config) bool { return c.Upstream == "http://127.0.0.1:9" }},
+		{"--redis, no quota", plain, "", redisFlag, true, "no quota to keep in Redis", nil},
+		{"--redis, same scenario", quota, "", redisFlag, true, "", func(c stubserver.Config) bool { return c.Quota.Backend == redisFlag.redis }},
+		{"--redis, another scenario", quota, "", redisFlag, true, `under scenario "first"`, nil},
+		{"a Redis serve has not", redisQuota, "", serveOptions{}, false, "cannot start a backend", nil},
+		{"a memory quota on a Redis serve", quota, "", serveOptions{}, true, `under scenario "q"`, nil},
+	} {
+		name := "q" // the scenario serve started with
+		if tc.what == "--redis, another scenario" {
+			name = "first"
+		}
+		cfg, _, err := resetConfig(tc.sc, name, tc.upstream, tc.o, tc.redis)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.what, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v; want one containing %q", tc.what, err, tc.want)
+		case err == nil && tc.check != nil && !tc.check(cfg):
+			t.Errorf("%s: config %+v", tc.what, cfg)
+		}
 	}
 }
