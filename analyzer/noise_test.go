@@ -269,6 +269,15 @@ func TestNoiseRecovery(t *testing.T) {
 	if c := judgeRecs(recs).Check(CheckRecovery); c.Status != StatusFail || !strings.Contains(c.Reason, "still fails") {
 		t.Errorf("no budget, at 60%% CPU pressure: recovery = %s (%s; noise %q); want fail, judged again", c.Status, c.Reason, c.Noise)
 	}
+	// The same storm on a host whose lateness is of the order of the
+	// service time (p90 30 ms, service 50 ms): the host set the capacity,
+	// and the failure, amplified or not, is not vouched for.
+	recs = metastableSim(1, jitter5).records()
+	noisy(recs)
+	recs[len(recs)-1].End.Noise.P99 = int64(30 * ms)
+	if c := judgeRecs(recs).Check(CheckRecovery); c.Status != StatusSkip || !strings.Contains(c.Reason, "it read fail") || !strings.Contains(c.Noise, "half or more of the stub's mean service time") {
+		t.Errorf("no budget, lateness 30ms against a 50ms service: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	}
 }
 
 // TestNoiseRecoveryWithoutRetries: a fleet that never retries cannot make

@@ -19,7 +19,7 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-func mustParse(t *testing.T, src string) *scenarios.Scenario {
+func mustParse(t testing.TB, src string) *scenarios.Scenario {
 	t.Helper()
 	sc, err := scenarios.Parse("t.yaml", []byte(src))
 	if err != nil {

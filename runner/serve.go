@@ -1,6 +1,9 @@
 // Serve's recording lifecycle: a stub serving a scenario's server on a
 // listener until it is stopped, recording every request it sees, its
-// timeline closed by an end record with the host's noise.
+// timeline closed by an end record with the host's noise. With the
+// control API (ServeOptions.Control, control.go) a reset ends the
+// recording and starts the next one on a fresh stub: each is a
+// generation.
 
 package runner
 
@@ -13,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/noise"
@@ -38,8 +42,8 @@ type ServeOptions struct {
 	// Duration stops serving by itself, counted from time zero when it is
 	// ahead (0: only when ctx ends).
 	Duration time.Duration
-	// Record receives the NDJSON timeline (nil: nothing is recorded).
-	// Serve does not close it.
+	// Record receives the NDJSON timeline (nil: nothing is recorded, but
+	// with Control, which keeps it in memory). Serve does not close it.
 	Record io.Writer
 	// NoSource leaves the meta record without the scenario's source (the
 	// CLI's default server is no scenario file).
@@ -55,17 +59,45 @@ type ServeOptions struct {
 	Metrics    func(*stubserver.Server) http.Handler
 	Logger     *slog.Logger
 	OnAttempt  func(*timeline.Attempt)
+	// Control, when set, mounts the control API under ControlPrefix on
+	// the listener (see ControlOptions).
+	Control *ControlOptions
 }
 
 // A Serving is a stub made by NewServe, ready to Serve.
 type Serving struct {
-	sc    *scenarios.Scenario
 	opts  ServeOptions
-	start time.Time
-	srv   *stubserver.Server
-	// stamps measures how late the stub stamps arrivals, for the end
-	// record's noise (nil without a recording).
-	stamps *noise.Stamps
+	start time.Time // recording 1's time zero (unless first-request)
+
+	httpSrv  *http.Server
+	fresh    sync.Map // net.Conn → struct{}: connections that have not sent a request yet
+	stopping chan struct{}
+	stopOnce sync.Once
+	measure  bool // Serve runs: each recording measures the host's noise
+	now      func() time.Time
+
+	mu      sync.Mutex // resets, and the stop
+	cur     atomic.Pointer[generation]
+	stopped bool             // Serve is stopping: no more resets
+	past    stubserver.Stats // the retired recordings' counts
+}
+
+// A generation is one recording: its scenario, its stub (quota, limiters,
+// capacity queue, Retry-After clocks and mix draws of its own) and its
+// timeline.
+type generation struct {
+	n        int // 1 for the first recording, +1 each reset
+	sc       *scenarios.Scenario
+	cfg      stubserver.Config
+	notes    []string
+	noSource bool
+	epoch    time.Time // the first recording's only
+	listened time.Time // when it began: time zero but with first-request
+	srv      *stubserver.Server
+	stamps   *noise.Stamps // nil without a recording
+	meter    *noise.Meter  // nil when not measured
+	sink     *sink         // nil: nothing recorded
+	closer   io.Closer     // the writer the control API opened for it
 
 	// The recording opens when the phase clock starts (at once, or at the
 	// first request), so its meta record names time zero.
@@ -74,6 +106,7 @@ type Serving struct {
 	enc      *timeline.Encoder // rec's, the end record's once rec is closed
 	recErr   error
 	stopping bool // set before a clock that never started is begun at shutdown
+	ended    bool // the end record is written: rec is closed
 }
 
 // NewServe builds the stub that serves sc's server (opts.Server); its
@@ -82,7 +115,7 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 	if opts.Listened.IsZero() {
 		opts.Listened = time.Now()
 	}
-	s := &Serving{sc: sc, opts: opts, start: opts.Listened}
+	s := &Serving{opts: opts, start: opts.Listened, stopping: make(chan struct{}), now: time.Now}
 	if !opts.Epoch.IsZero() {
 		s.start = AnchorEpoch(opts.Epoch)
 	}
@@ -90,32 +123,84 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 	if opts.Server != nil {
 		cfg = *opts.Server
 	}
+	var w io.Writer
 	if opts.Record != nil {
-		s.stamps = noise.NewStamps()
+		w = opts.Record
 	}
-	srv, err := stubserver.New(cfg, stubserver.Options{
-		Stamps:              s.stamps,
-		OnAttempt:           opts.OnAttempt,
-		Start:               s.start,
-		StartOnFirstRequest: opts.StartOnFirstRequest,
-		OpenRecorder:        s.openRecorder,
-		Seed:                opts.Seed,
-		Metrics:             opts.Metrics,
-		NewLimiter:          opts.NewLimiter,
-		Logger:              opts.Logger,
-	})
+	g, err := s.newGeneration(1, sc, cfg, opts.Notes, opts.NoSource, w, opts.Listened, opts.Epoch)
 	if err != nil {
-		s.closeRecorder()
 		return nil, err
 	}
-	s.srv = srv
+	if g.sink != nil && opts.Control != nil {
+		g.sink.where = opts.Control.Output
+	}
+	s.cur.Store(g)
+	var h http.Handler = g.srv
+	if opts.Control != nil {
+		h = s // the front: the control API, and the current stub
+	}
+	s.httpSrv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: stubserver.ReadHeaderTimeout,
+		IdleTimeout:       stubserver.IdleTimeout,
+		MaxHeaderBytes:    stubserver.MaxHeaderBytes,
+		ConnState:         s.connState,
+		ConnContext:       noise.ConnContext, // for the stamps of every recording
+	}
+	if opts.Logger != nil {
+		s.httpSrv.ErrorLog = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)
+	}
 	return s, nil
 }
 
-// Stub is the stub server (its phases, stats and clock).
-func (s *Serving) Stub() *stubserver.Server { return s.srv }
+// newGeneration builds recording n of sc on a fresh stub, which starts
+// its clock at listened (or at the first request; at epoch when set) and
+// records to w (nil: nowhere, or memory with the control API).
+func (s *Serving) newGeneration(n int, sc *scenarios.Scenario, cfg stubserver.Config, notes []string, noSource bool, w io.Writer, listened, epoch time.Time) (*generation, error) {
+	o := s.opts
+	g := &generation{n: n, sc: sc, cfg: cfg, notes: notes, noSource: noSource, epoch: epoch, listened: listened}
+	if w != nil || o.Control != nil {
+		g.sink = newSink(w)
+		g.stamps = noise.NewStamps()
+	}
+	start := listened
+	if !epoch.IsZero() {
+		start = AnchorEpoch(epoch)
+	}
+	var divert http.Handler
+	if o.Control != nil {
+		divert = s // the front: a request that reaches g after a reset sealed it
+	}
+	srv, err := stubserver.New(cfg, stubserver.Options{
+		Divert:              divert,
+		Stamps:              g.stamps,
+		OnAttempt:           o.OnAttempt,
+		Start:               start,
+		StartOnFirstRequest: o.StartOnFirstRequest,
+		OpenRecorder:        g.openRecorder(s),
+		Seed:                o.Seed,
+		Metrics:             o.Metrics,
+		NewLimiter:          o.NewLimiter,
+		Logger:              o.Logger,
+	})
+	if err != nil {
+		g.recMu.Lock()
+		if g.rec != nil {
+			g.rec.Close()
+		}
+		g.recMu.Unlock()
+		return nil, err
+	}
+	g.srv = srv
+	return g, nil
+}
 
-// Start is time zero, unless the phases start at the first request.
+// Stub is the stub server of the current recording (its phases, stats
+// and clock).
+func (s *Serving) Stub() *stubserver.Server { return s.cur.Load().srv }
+
+// Start is time zero of the first recording, unless the phases start at
+// the first request.
 func (s *Serving) Start() time.Time { return s.start }
 
 // ServeMeta is the meta record of a serve recording of sc from time zero
@@ -132,55 +217,68 @@ func ServeMeta(sc *scenarios.Scenario, start time.Time, opts ServeOptions) *time
 	return m
 }
 
-// openRecorder is the stub's OpenRecorder: the recording's meta record is
-// written when the phase clock starts.
-func (s *Serving) openRecorder(start time.Time) *timeline.Recorder {
-	s.recMu.Lock()
-	defer s.recMu.Unlock()
+// meta is g's meta record with time zero start; noRequest says no request
+// came (with --start first-request).
+func (g *generation) meta(s *Serving, start time.Time, noRequest bool) *timeline.Meta {
 	o := s.opts
-	if o.Record == nil {
-		return nil
-	}
-	meta := ServeMeta(s.sc, start, o)
-	if late := o.Listened.Sub(start); !o.Epoch.IsZero() && late > 0 {
+	o.Epoch, o.NoSource = g.epoch, g.noSource
+	meta := ServeMeta(g.sc, start, o)
+	if late := g.listened.Sub(start); !g.epoch.IsZero() && late > 0 {
 		meta.Notes = append(meta.Notes, fmt.Sprintf("the server started %v after the epoch", late.Round(time.Millisecond)))
 	}
-	meta.Notes = append(meta.Notes, o.Notes...)
+	meta.Notes = append(meta.Notes, g.notes...)
+	if g.n > 1 {
+		meta.Notes = append(meta.Notes, fmt.Sprintf("recording %d of this serve, begun by a reset (POST %sreset)", g.n, ControlPrefix))
+	}
 	if o.StartOnFirstRequest {
 		note := "phases started at the first request (--start first-request)"
-		if s.stopping {
+		if noRequest {
 			note = "--start first-request: no request arrived; time zero is when the server listened"
 		}
 		meta.Notes = append(meta.Notes, note)
 	}
-	enc := timeline.NewEncoder(o.Record)
-	s.enc = enc
-	if err := enc.EncodeMeta(meta); err != nil {
-		s.recErr = err
-	}
-	s.rec = timeline.NewRecorder(enc, 0)
-	return s.rec
+	return meta
 }
 
-func (s *Serving) closeRecorder() error {
-	s.recMu.Lock()
-	defer s.recMu.Unlock()
-	if s.rec == nil {
-		return nil
+// openRecorder is the stub's OpenRecorder: the recording's meta record is
+// written when the phase clock starts.
+func (g *generation) openRecorder(s *Serving) func(time.Time) *timeline.Recorder {
+	return func(start time.Time) *timeline.Recorder {
+		g.recMu.Lock()
+		defer g.recMu.Unlock()
+		if g.sink == nil {
+			return nil
+		}
+		enc := timeline.NewEncoder(g.sink)
+		g.enc = enc
+		if err := enc.EncodeMeta(g.meta(s, start, g.stopping)); err != nil {
+			g.recErr = err
+		}
+		g.rec = timeline.NewRecorder(enc, 0)
+		return g.rec
 	}
-	return s.rec.Close()
 }
 
 // Serve serves on ln until ctx ends, opts.Duration passes (counted from
 // time zero when it is ahead) or the listener fails, then shuts the stub
 // down and closes the recording with its end record (see serveEnd). It
-// returns the stub's counts and the listener's failure (net.ErrClosed is
-// not one), else the recording's.
+// returns the stub's counts (every recording's) and the listener's
+// failure (net.ErrClosed is not one), else the recording's.
 func (s *Serving) Serve(ctx context.Context, ln net.Listener) (stubserver.Stats, error) {
-	srv := s.srv
-	meter := serveNoise(s.opts.Record, s.stamps) // the host's noise while serving, for the end record
+	s.mu.Lock()
+	s.measure = true
+	if g := s.cur.Load(); g.sink != nil && g.meter == nil {
+		g.meter = serveMeter(g.stamps) // the host's noise while serving, for the end record
+	}
+	s.mu.Unlock()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		err := s.httpSrv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		served <- err
+	}()
 
 	var timer <-chan time.Time
 	if s.opts.Duration > 0 {
@@ -194,61 +292,36 @@ func (s *Serving) Serve(ctx context.Context, ln net.Listener) (stubserver.Stats,
 	case <-timer:
 	case serveErr = <-served:
 	}
-	stopped, nz := time.Now(), meter.Stop()
+	return s.stop(ctx, time.Now(), serveErr)
+}
+
+// stop shuts the listener and the current stub down, and ends the current
+// recording as of stopped (see serveEnd).
+func (s *Serving) stop(ctx context.Context, stopped time.Time, serveErr error) (stubserver.Stats, error) {
+	s.mu.Lock()
+	s.stopped = true
+	g := s.cur.Load()
+	s.mu.Unlock()
+	nz := g.meter.Stop()
 
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && serveErr == nil {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	// The stub first: it releases its hanging and delayed requests, so
+	// the listener's shutdown does not wait for them.
+	if err := g.srv.Shutdown(shutCtx); err != nil && serveErr == nil {
 		serveErr = err
 	}
-	st := srv.Stats()
-	s.recMu.Lock()
-	s.stopping = true
-	s.recMu.Unlock()
-	srv.Begin(s.opts.Listened) // no request came: the recording still gets its meta
-	s.recMu.Lock()
-	err, rec, enc := s.recErr, s.rec, s.enc
-	s.recMu.Unlock()
-	if err == nil && rec != nil {
-		err = serveEnd(ctx, srv, rec, enc, stopped, serveErr, nz)
-	}
-	if rec != nil {
-		if cerr := rec.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil && serveErr == nil {
-		serveErr = err
-	}
-	return st, serveErr
-}
-
-// serveNoise starts measuring the host's noise for a serve recording's end
-// record (see serveEnd); nil, measuring nothing, without a recording.
-func serveNoise(record io.Writer, stamps *noise.Stamps) *noise.Meter {
-	if record == nil {
-		return nil
-	}
-	// The clients are in other processes, unmeasured: the stub's socket
-	// waits stand for how late they may have run.
-	return noise.Start(noise.Options{Stamps: stamps, StampsLate: true})
-}
-
-// serveEnd writes a serve recording's end record once serving stopped at
-// stopped: why (completed at --duration, interrupted by a signal, error
-// when the listener failed), when in run time, and the host noise measured
-// while serving (nz). It closes rec first, whose encoder enc then is the
-// caller's. A serve recording's end record is the stub's account only:
-// the analyzer judges no fleet by it (no outcomes, nothing scheduled) and
-// merge joins only the fleet files' end records.
-func serveEnd(ctx context.Context, srv *stubserver.Server, rec *timeline.Recorder, enc *timeline.Encoder, stopped time.Time, serveErr error, nz *timeline.Noise) error {
-	if err := rec.Close(); err != nil {
-		return err
+	// http.Server.Shutdown waits 5s for a connection that was opened but
+	// never used (a client's spare keep-alive connection): close those now.
+	s.fresh.Range(func(c, _ any) bool {
+		c.(net.Conn).Close()
+		return true
+	})
+	if err := s.httpSrv.Shutdown(shutCtx); err != nil && serveErr == nil {
+		serveErr = fmt.Errorf("stubserver: shutdown: %w", err)
 	}
 	end := timeline.End{Reason: timeline.EndCompleted, Noise: nz}
-	if zero, ok := srv.Started(); ok {
-		end.At = max(0, int64(stopped.Sub(zero)))
-	}
 	switch {
 	case serveErr != nil && !errors.Is(serveErr, net.ErrClosed):
 		end.Reason, end.Errors = timeline.EndError, []string{serveErr.Error()}
@@ -259,8 +332,96 @@ func serveEnd(ctx context.Context, srv *stubserver.Server, rec *timeline.Recorde
 			end.Signal = in.Signal
 		}
 	}
+	err := g.end(s, stopped, end)
+	if err != nil && serveErr == nil {
+		serveErr = err
+	}
+	s.mu.Lock()
+	st := addStats(s.past, g.srv.Stats())
+	s.mu.Unlock()
+	return st, serveErr
+}
+
+// end closes g's recording with end (its At filled in from stopped):
+// every request g's stub handled is recorded before. A clock that never
+// started (first-request, no request) is begun at g's start so the
+// recording still gets its meta.
+func (g *generation) end(s *Serving, stopped time.Time, end timeline.End) error {
+	g.recMu.Lock()
+	g.stopping = true
+	g.recMu.Unlock()
+	g.srv.Begin(g.listened) // no request came: the recording still gets its meta
+	g.recMu.Lock()
+	defer g.recMu.Unlock()
+	err, rec, enc := g.recErr, g.rec, g.enc
+	g.ended = true
+	if err == nil && rec != nil {
+		err = serveEnd(g.srv, rec, enc, stopped, end)
+	}
+	if rec != nil {
+		if cerr := rec.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if g.closer != nil {
+		if cerr := g.closer.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// connState tracks connections that have not sent a request, and closes
+// new ones once shutdown has begun.
+func (s *Serving) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.fresh.Store(c, struct{}{})
+		select {
+		case <-s.stopping:
+			c.Close()
+		default:
+		}
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		s.fresh.Delete(c)
+	}
+}
+
+// addStats sums two stubs' counts.
+func addStats(a, b stubserver.Stats) stubserver.Stats {
+	return stubserver.Stats{
+		Attempts:       a.Attempts + b.Attempts,
+		OK:             a.OK + b.OK,
+		Throttled429:   a.Throttled429 + b.Throttled429,
+		Unavailable503: a.Unavailable503 + b.Unavailable503,
+		Other:          a.Other + b.Other,
+		Faults:         a.Faults + b.Faults,
+	}
+}
+
+// serveEnd writes a serve recording's end record once serving stopped at
+// stopped: why (completed at --duration or at a reset, interrupted by a
+// signal, error when the listener failed), when in run time, and the host
+// noise measured while serving. It closes rec first, whose encoder enc
+// then is the caller's. A serve recording's end record is the stub's
+// account only: the analyzer judges no fleet by it (no outcomes, nothing
+// scheduled) and merge joins only the fleet files' end records.
+func serveEnd(srv *stubserver.Server, rec *timeline.Recorder, enc *timeline.Encoder, stopped time.Time, end timeline.End) error {
+	if err := rec.Close(); err != nil {
+		return err
+	}
+	if zero, ok := srv.Started(); ok {
+		end.At = max(0, int64(stopped.Sub(zero)))
+	}
 	if err := enc.EncodeEnd(&end); err != nil {
 		return err
 	}
 	return enc.Flush()
+}
+
+// serveMeter measures the host's noise for a serve recording. Its clients
+// run in other processes the meter cannot see: the stub's socket waits
+// (stamps) stand for how late they may have run.
+func serveMeter(stamps *noise.Stamps) *noise.Meter {
+	return noise.Start(noise.Options{Stamps: stamps, StampsLate: true})
 }

@@ -89,7 +89,8 @@ func (s *Server) waitHandlers(ctx context.Context) error {
 
 // Hold makes the server hold every request that arrives from now on,
 // unrecorded and uncounted, until its client gives up or Shutdown or Close
-// ends it with a 503; requests already being handled go on as before.
+// ends it with a 503 (or hands it to Options.Divert); requests already
+// being handled go on as before.
 // Seal begins with it; a caller holds first when it must stop its clients
 // from being answered before it releases the hanging requests.
 func (s *Server) Hold() { s.sealed.Store(true) }
@@ -99,6 +100,10 @@ func (s *Server) Hold() { s.sealed.Store(true) }
 // busy while its run's timeline is judged), when the client gives up or
 // the server closes.
 func (s *Server) hold(w http.ResponseWriter, r *http.Request) {
+	if s.divert != nil && s.sealed.Load() {
+		s.divert.ServeHTTP(w, r)
+		return
+	}
 	select {
 	case <-r.Context().Done():
 	case <-s.closing:

@@ -124,3 +124,37 @@ func TestHold(t *testing.T) {
 		<-held
 	})
 }
+
+// TestSealDiverts: with Options.Divert, a request that arrives once Seal
+// has begun is handed to it at once, unrecorded and uncounted here;
+// before Seal the stub answers it.
+func TestSealDiverts(t *testing.T) {
+	diverted := 0
+	s, err := New(Config{Phases: []Phase{{Name: "down", Respond: Respond{Kind: RespondStatus, Status: 503}}}}, Options{
+		Divert: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			diverted++
+			w.WriteHeader(http.StatusTeapot)
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func() int {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", "/c/1/r/1", nil))
+		return w.Code
+	}
+	if code := serve(); code != http.StatusServiceUnavailable || diverted != 0 {
+		t.Fatalf("before Seal: %d, %d diverted; want 503 from the stub", code, diverted)
+	}
+	if err := s.Seal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code := serve(); code != http.StatusTeapot || diverted != 1 {
+		t.Errorf("after Seal: %d, %d diverted; want the Divert handler's 418", code, diverted)
+	}
+	if st := s.Stats(); st.Attempts != 1 {
+		t.Errorf("stats %+v; want the one request before Seal", st)
+	}
+	s.Close(context.Background())
+}

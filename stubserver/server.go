@@ -77,6 +77,11 @@ type Options struct {
 	// concurrent use, and must not keep a (a live status display copies
 	// what it needs).
 	OnAttempt func(a *timeline.Attempt)
+	// Divert, when set, is handed every request that arrives once Hold
+	// (or Seal) has begun, instead of holding it: a front that moved on
+	// to another Server sends it there (serve's control API at a reset).
+	// A request HoldFrom holds is held still.
+	Divert http.Handler
 	// Stamps, when set, measures how late the stub stamps each arrival
 	// behind the kernel's receipt of it (noise.Stamps): a real-time
 	// recording's evidence of a backlog read at once.
@@ -127,6 +132,7 @@ type Server struct {
 	fresh     sync.Map // net.Conn → struct{}: connections that have not sent a request yet
 	stopping  chan struct{}
 	sealed    atomic.Bool   // Seal has begun: hold requests, unrecorded
+	divert    http.Handler  // Options.Divert
 	holdFrom  atomic.Int64  // run instant from which requests are held (HoldFrom; MaxInt64: none)
 	closing   chan struct{} // closed by Shutdown and Close: release them
 	closeOnce sync.Once
@@ -155,6 +161,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		idle:         make(chan struct{}, 1),
 		closing:      make(chan struct{}),
 		virtual:      opts.Virtual,
+		divert:       opts.Divert,
 	}
 	s.holdFrom.Store(math.MaxInt64)
 	s.settler.closing = s.closing

@@ -16,6 +16,7 @@ type item struct {
 	outcome bool
 	a       Attempt
 	o       Outcome
+	synced  chan struct{} // Sync's marker: closed once every earlier record is flushed
 }
 
 // A Recorder hands records from many goroutines to one goroutine that
@@ -63,6 +64,17 @@ func (r *Recorder) Outcome(o *Outcome) {
 	r.ch <- item{outcome: true, o: *o}
 }
 
+// Sync waits until every record queued before it is encoded and the
+// encoder flushed, and returns the first write error so far. It is safe
+// for concurrent use with Attempt and Outcome, and must not be called
+// after (or concurrently with) Close.
+func (r *Recorder) Sync() error {
+	done := make(chan struct{})
+	r.ch <- item{synced: done}
+	<-done
+	return r.Err()
+}
+
 // Failed returns a channel closed at the first write error, so a run can
 // stop instead of going on without a timeline; Err then says what failed.
 func (r *Recorder) Failed() <-chan struct{} { return r.failed }
@@ -105,7 +117,20 @@ func (r *Recorder) loop() {
 		pending bool // encoded but not flushed
 	)
 	timer.Stop()
+	flush := func() {
+		pending = false
+		timer.Stop()
+		if err := r.enc.Flush(); err != nil && r.err == nil {
+			r.err = err
+			r.fail(err)
+		}
+	}
 	record := func(it *item) {
+		if it.synced != nil {
+			flush()
+			close(it.synced)
+			return
+		}
 		var err error
 		if it.outcome {
 			err = r.enc.EncodeOutcome(&it.o)
@@ -119,14 +144,6 @@ func (r *Recorder) loop() {
 		if !pending {
 			pending = true
 			timer.Reset(flushDelay)
-		}
-	}
-	flush := func() {
-		pending = false
-		timer.Stop()
-		if err := r.enc.Flush(); err != nil && r.err == nil {
-			r.err = err
-			r.fail(err)
 		}
 	}
 	for {

@@ -164,3 +164,49 @@ func TestRecorderFlushesWhileBusy(t *testing.T) {
 		}
 	})
 }
+
+// Sync returns once every record queued before it is in the writer,
+// without waiting for the flush delay, and the Recorder goes on.
+func TestRecorderSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		enc := NewEncoder(&buf)
+		rec := NewRecorder(enc, 64)
+		for i := range 10 {
+			rec.Attempt(&Attempt{Client: "c", Key: fmt.Sprint(i), Attempt: 1})
+		}
+		start := time.Now()
+		if err := rec.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(buf.bytes(), []byte("\n")); n != 10 || time.Since(start) != 0 {
+			t.Errorf("after Sync: %d records in the writer, %v later; want 10 at once", n, time.Since(start))
+		}
+		rec.Attempt(&Attempt{Client: "c", Key: "late", Attempt: 1})
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(buf.bytes(), []byte("\n")); n != 11 {
+			t.Errorf("after Close: %d records; want 11", n)
+		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for the Recorder's goroutine and
+// the test's.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}

@@ -5,9 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -63,14 +65,14 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs := newFlags("serve", e)
 	fs.StringVar(&o.scenario, "scenario", "", "serve the server: section of this scenario, a `FILE|NAME` (a file or a built-in name; default: every Retry-After form in turn)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `ADDR` (port 0 picks a free one)")
-	fs.StringVarP(&o.record, "output", "o", "", "record the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force")
+	fs.StringVarP(&o.record, "output", "o", "", "record the timeline of every request to `FILE` (NDJSON); an existing file is refused unless --force; each reset of the control API goes on in FILE with .2, .3, ... before its extension")
 	fs.StringVar(&o.record, "record", "", "the old spelling of --output")
 	fs.MarkDeprecated("record", "use -o/--output")
 	fs.BoolVar(&o.force, "force", false, "overwrite an existing --output file")
-	fs.StringVar(&o.start, "start", startNow, "`WHEN` the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics and /healthz do not count)")
+	fs.StringVar(&o.start, "start", startNow, "`WHEN` the phases (and time zero) start: now (when listening) or first-request (the first recorded request; /metrics, /healthz and /_retrylab/ do not count)")
 	fs.Var(&o.epoch, "epoch", "start the phases (and time zero) at this wall-clock `INSTANT` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with the other replicas and 'run --epoch'; a request that arrives before it waits for it")
 	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long, counted from the epoch when it is ahead (0: only on SIGINT/SIGTERM)")
-	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
+	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address, and peers outside loopback to use the control API")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
 	fs.StringVar(&o.upstream, "upstream", "", "forward ok phases, requests the quota admits and passthrough answers to the API at `URL` and relay its answers (replaces the scenario's server.upstream); serve still listens on loopback")
@@ -151,11 +153,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 
 	var file *os.File
 	if o.record != "" {
-		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-		if !o.force {
-			flags |= os.O_EXCL // created since the check above: still refused
-		}
-		file, err = os.OpenFile(o.record, flags, 0o644)
+		file, err = openRecording(o.record, o.force)
 		if err != nil {
 			ln.Close()
 			if errors.Is(err, os.ErrExist) {
@@ -183,18 +181,39 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	if file != nil {
 		so.Record = file
 	}
-	if newLimiter != nil {
-		so.Notes = append(so.Notes, backendNote(cfg, name, o.redisSet))
-	}
-	if cfg.Upstream != "" {
-		so.Notes = append(so.Notes, upstreamNote(cfg.Upstream, o.upstream != ""))
-	}
+	so.Notes = serveNotes(cfg, name, o, newLimiter != nil)
+	ctl := &runner.ControlOptions{AllowRemote: o.allowRemote, Output: o.record}
+	so.Control = ctl
 	start := listened
 	if !epoch.IsZero() {
 		start = runner.AnchorEpoch(epoch)
 	}
 	status := newServeStatus(e, runner.ServeMeta(sc, start, so))
 	so.OnAttempt = status.onAttempt
+	ctl.Prepare = func(next *scenarios.Scenario) (stubserver.Config, []string, error) {
+		return resetConfig(next, name, cfg.Upstream, o, newLimiter != nil)
+	}
+	if o.record != "" {
+		ctl.Open = func(n int) (io.WriteCloser, string, error) {
+			path := numberedPath(o.record, n)
+			f, err := openRecording(path, o.force)
+			if errors.Is(err, os.ErrExist) {
+				err = fmt.Errorf("%s exists (serve --force overwrites it)", path)
+			}
+			return f, path, err
+		}
+	}
+	ctl.OnReset = func(n int, next *scenarios.Scenario, stub *stubserver.Server, where string) {
+		zero := time.Now()
+		if t, ok := stub.Started(); ok {
+			zero = t
+		}
+		status.reset(stub, runner.ServeMeta(next, zero, runner.ServeOptions{Seed: so.Seed, Tool: so.Tool}))
+		if where == "" {
+			where = "memory"
+		}
+		fmt.Fprintf(e.stdout, "retrylab: reset: recording %d of %q (to %s)\n", n, next.Name, where)
+	}
 	sv, err := runner.NewServe(sc, so)
 	if err != nil {
 		status.finish()
@@ -211,6 +230,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
 	fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
 	fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
+	fmt.Fprintf(e.stdout, "  control API: %s%s (status, verdict, recording; POST reset)\n", base, runner.ControlPrefix)
 	if o.record != "" {
 		fmt.Fprintf(e.stdout, "  recording to %s\n", o.record)
 	}
@@ -239,6 +259,72 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
+}
+
+// openRecording creates the recording file at path, refusing an existing
+// one unless force. It is opened for reading too: the control API reads
+// the recording back from it.
+func openRecording(path string, force bool) (*os.File, error) {
+	flags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	if !force {
+		flags |= os.O_EXCL // created since the check: still refused
+	}
+	return os.OpenFile(path, flags, 0o644)
+}
+
+// numberedPath is where recording n (one per reset of the control API)
+// of serve -o path goes: path itself for the first, else n before the
+// extension (t.ndjson, t.2.ndjson, t.3.ndjson, ...).
+func numberedPath(path string, n int) string {
+	if n <= 1 {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s.%d%s", strings.TrimSuffix(path, ext), n, ext)
+}
+
+// serveNotes are the meta record's notes on where the quota lives and
+// where serve forwards.
+func serveNotes(cfg stubserver.Config, name string, o serveOptions, redis bool) []string {
+	var notes []string
+	if redis {
+		notes = append(notes, backendNote(cfg, name, o.redisSet))
+	}
+	if cfg.Upstream != "" {
+		notes = append(notes, upstreamNote(cfg.Upstream, o.upstream != ""))
+	}
+	return notes
+}
+
+// resetConfig is the stub's configuration for a reset to sc, with serve's
+// --redis and --upstream, and the meta record's notes. serve started on
+// scenario name, forwarding to upstream ("": nowhere); redis says its
+// quota is in Redis, under name's keys. A reset cannot point serve at an
+// upstream of its own: a peer of the control API must not make serve
+// forward elsewhere.
+func resetConfig(sc *scenarios.Scenario, name, upstream string, o serveOptions, redis bool) (stubserver.Config, []string, error) {
+	cfg := sc.Server
+	if u := cfg.Upstream; u != "" && o.upstream == "" && u != upstream {
+		return cfg, nil, fmt.Errorf("scenario %q: server.upstream %s: a reset cannot point serve at an upstream it was not started with (serve --upstream, or its --scenario's)", sc.Name, redacted(u))
+	}
+	if o.redisSet {
+		if cfg.Quota == nil {
+			return cfg, nil, fmt.Errorf("scenario %q has no quota to keep in Redis (serve --redis)", sc.Name)
+		}
+		cfg = withBackend(cfg, o.redis)
+	}
+	if o.upstream != "" {
+		cfg.Upstream = o.upstream
+	}
+	if q := cfg.Quota; q != nil {
+		switch onRedis := isRedisURL(q.Backend); {
+		case onRedis && !redis:
+			return cfg, nil, fmt.Errorf("scenario %q keeps its quota in Redis (server.quota.backend): a reset cannot start a backend; start serve with it", sc.Name)
+		case redis && (!onRedis || sc.Name != name):
+			return cfg, nil, fmt.Errorf("scenario %q: serve keeps the quota in Redis under scenario %q's keys; a reset may serve only that scenario's quota", sc.Name, name)
+		}
+	}
+	return cfg, serveNotes(cfg, sc.Name, o, redis && cfg.Quota != nil), nil
 }
 
 // backendNote says where serve keeps the quota: printed, and noted in the

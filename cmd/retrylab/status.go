@@ -26,8 +26,17 @@ type serveStatus struct {
 	srv    atomic.Pointer[stubserver.Server]
 	early  atomic.Int64
 	missed atomic.Int64 // attempts the analyzer could not keep up with
-	feed   chan timeline.Attempt
+	feed   chan statusItem
 	done   sync.WaitGroup
+}
+
+// statusItem is an attempt for the status's analyzer, or (meta set) the
+// start of a new recording at a reset of the control API: a fresh
+// analyzer and early count, so its requests are not taken for retries of
+// the last recording's.
+type statusItem struct {
+	a    timeline.Attempt
+	meta *timeline.Meta
 }
 
 func newServeStatus(e *env, meta *timeline.Meta) *serveStatus {
@@ -35,17 +44,24 @@ func newServeStatus(e *env, meta *timeline.Meta) *serveStatus {
 	if !e.tty {
 		return st
 	}
-	st.feed = make(chan timeline.Attempt, 4096)
-	an := analyzer.New(meta, analyzer.Options{OnRetry: func(r analyzer.Retry) {
+	st.feed = make(chan statusItem, 4096)
+	opts := analyzer.Options{OnRetry: func(r analyzer.Retry) {
 		if r.Early {
 			st.early.Add(1)
 		}
-	}})
+	}}
+	an := analyzer.New(meta, opts)
 	st.done.Go(func() {
 		var rec timeline.Record
 		rec.Type = timeline.TypeAttempt
-		for a := range st.feed {
-			rec.Attempt = a
+		for it := range st.feed {
+			if it.meta != nil {
+				an = analyzer.New(it.meta, opts)
+				st.early.Store(0)
+				st.missed.Store(0)
+				continue
+			}
+			rec.Attempt = it.a
 			an.Add(&rec)
 		}
 	})
@@ -61,9 +77,18 @@ func (st *serveStatus) onAttempt(a *timeline.Attempt) {
 		return
 	}
 	select {
-	case st.feed <- *a:
+	case st.feed <- statusItem{a: *a}:
 	default:
 		st.missed.Add(1)
+	}
+}
+
+// reset starts judging a new recording, described by meta, once the
+// attempts of the last one queued before are judged; srv is its stub.
+func (st *serveStatus) reset(srv *stubserver.Server, meta *timeline.Meta) {
+	st.srv.Store(srv)
+	if st.feed != nil {
+		st.feed <- statusItem{meta: meta}
 	}
 }
 

@@ -33,6 +33,33 @@ func TestServeStatus(t *testing.T) {
 			srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/users/42", nil))
 		}
 		srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/users/43", nil))
+		if tty {
+			st.finish()
+			if out := buf.String(); !strings.Contains(out, "early 1") {
+				t.Fatalf("status %q; want early 1", out)
+			}
+			// A reset of the control API: a new stub and recording, whose
+			// first request on the same path is no retry.
+			buf.Reset()
+			st = newServeStatus(&env{stderr: &buf, tty: tty}, &timeline.Meta{Recorder: "serve"})
+			srv1, err := stubserver.New(cfg, stubserver.Options{OnAttempt: st.onAttempt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.srv.Store(srv1)
+			srv1.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/users/42", nil))
+			srv2, err := stubserver.New(cfg, stubserver.Options{OnAttempt: st.onAttempt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.reset(srv2, &timeline.Meta{Recorder: "serve"})
+			srv2.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/users/42", nil))
+			st.finish()
+			if out := buf.String(); !strings.Contains(out, "1 req · 2xx 0 · 429 0 · 503 1 · other 0 · fault 0 · early 0") {
+				t.Errorf("status after a reset %q; want the new stub's 1 request, none early", out)
+			}
+			continue
+		}
 		st.finish()
 		out := buf.String()
 		if !tty {

@@ -34,6 +34,9 @@ type cmdDoc struct {
 	example string
 	// exit says what the exit status means.
 	exit string
+	// note, when set, is one more thing the command does, in a line
+	// printed after the example.
+	note string
 }
 
 const (
@@ -49,6 +52,7 @@ var cmdDocs = map[string]cmdDoc{
 	},
 	"serve": {
 		example: "serve --scenario outage-date -o t.ndjson",
+		note:    "Control API for test suites on the same listener: GET /_retrylab/status, /verdict, /recording; POST /_retrylab/reset[?scenario=NAME] (docs/serve-api.md).",
 		exit:    "Exit status: 0 when stopped by SIGINT, SIGTERM or --duration, 2 bad input or usage, 3 could not serve (the port in use, the recording not writable).",
 	},
 	"analyze": {
@@ -97,7 +101,12 @@ func writeHelp(w io.Writer, name string, fs *pflag.FlagSet) {
 	doc := cmdDocs[name]
 	fmt.Fprintf(w, "retrylab %s: %s\n\nUsage:\n", name, commands[name].summary)
 	writeWrapped(w, synopsis(name, doc, fs), "  ", "      ")
-	fmt.Fprintf(w, "\nExample:\n  retrylab %s\n\nFlags:\n", doc.example)
+	fmt.Fprintf(w, "\nExample:\n  retrylab %s\n", doc.example)
+	if doc.note != "" {
+		fmt.Fprintln(w)
+		writeWrapped(w, doc.note, "", "")
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
 	if !hasVisibleFlags(fs) {
 		fmt.Fprintln(w, "  (none)")
 	}
