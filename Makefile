@@ -37,7 +37,7 @@ race: client-deps
 ## seeds 1-20, the waves measurements, and the busy-runner suite: the built-ins
 ## that judge time windows, in real time, beside one CPU hog per core.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 
