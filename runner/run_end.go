@@ -91,7 +91,7 @@ func (s *slot) end(r *runner, o *timeline.Outcome) bool {
 // scheduled). It then waits for the outcome writes clients claimed before
 // it; after it returns no goroutine client writes an outcome.
 func (r *runner) seal(now int64) []timeline.Outcome {
-	if !r.sealed.Swap(true) {
+	if !r.sealed.Swap(true) && r.turnsOff != nil {
 		close(r.turnsOff)
 	}
 	// A million slots take a processor most of a second to walk: each
