@@ -150,9 +150,9 @@ var causes = map[string]string{
 	"go-retry/metastable-open/load-amplification": "no retry budget: its first retry, 1 s after a timed-out attempt, fits " +
 		"within the 2 s watchdog, so arrivals during and after the trigger count about twice.",
 	"backoff/metastable-open/load-amplification": "no retry budget and no attempt cap: retries 0.5 s ×1.5ⁿ ±50 % apart until " +
-		"the 2 s watchdog, about 4 attempts a call once the queue is full.",
+		"the 2 s watchdog, about 3 attempts a call once the queue is full.",
 	"retry-go/metastable-open/load-amplification": "no retry budget: its schedule (100 ms·2ⁿ⁻¹ + ≤100 ms) fits 5 attempts within " +
-		"the 2 s watchdog, so every arrival that meets the full queue counts about 5 times.",
+		"the 2 s watchdog, so every arrival that meets the full queue counts 4 to 5 times.",
 	"go-retry/budget": "no time budget; its waits (1 + 2 + 4 + 8 s = 15 s) outlast the scenario's 10 s watchdog: the call was still retrying when it fired.",
 }
 
