@@ -31,12 +31,13 @@ race: client-deps
 
 ## matrix: the validation matrix and the library findings without the
 ## race detector, every cell (under -race the metastable runs are
-## skipped: too costly); compares docs/validation.md and docs/libraries.md.
+## skipped: too costly); compares docs/validation.md, docs/retry-budgets.md
+## (its open-loop rows run only without -race) and docs/libraries.md.
 ## Then the class tests: every built-in × our client and its control on
 ## seeds 1-20, the waves measurements, and the busy-runner suite: the built-ins
 ## that judge time windows, in real time, beside one CPU hog per core.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 

@@ -156,9 +156,16 @@ type Config struct {
 	// fewer, so under sustained overload every failed call still becomes
 	// MaxAttempts requests, and that extra load can keep an overloaded
 	// server down after its trigger is gone (a metastable failure). The
-	// budget is per Transport: one Transport per upstream API, reused, as
-	// the AWS SDK keeps one quota per client; every process of a fleet has
-	// its own.
+	// budget is per Transport: one Transport per upstream API, reused by
+	// every goroutine of the process, as the AWS SDK keeps one quota per
+	// client; every process of a fleet has its own. Its scope is the
+	// point: a Transport per request or per short-lived worker starts each
+	// with a full bucket and bounds nothing. Measured against a server
+	// overloaded by open-loop arrivals (the built-in metastable-open), one
+	// budget per process of many calls kept the load at 1.25× and the
+	// server recovered in about a second; one per one-request caller let
+	// 10× through and it never recovered (client/README.md, "The budget's
+	// scope").
 	RetryBudget RetryBudget
 
 	// Retryable is the set of statuses retried (nil: DefaultRetryable). An

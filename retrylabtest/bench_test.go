@@ -145,7 +145,7 @@ func BenchmarkMetastable(b *testing.B) {
 // process: "virtual/THINK" (virtualBench with that think time),
 // "metastable/model/SUBJECT" (metastableBench with its capacity model) or
 // "metastable/base/SUBJECT" (its baseline).
-var benchRun = flag.String("bench-run", "", "the run TestBenchRun makes for a benchmark (virtual/THINK, metastable/model|base/SUBJECT)")
+var benchRun = flag.String("bench-run", "", "the run TestBenchRun makes for a benchmark (virtual/THINK, metastable/model|base/SUBJECT, metastable-open/RATE/SUBJECT)")
 
 // benchScenario returns the scenario and the subject a -bench-run names.
 func benchScenario(run string) (*scenarios.Scenario, string, error) {
@@ -162,8 +162,78 @@ func benchScenario(run string) (*scenarios.Scenario, string, error) {
 		y := strings.NewReplacer("CAPACITY", capacity, "TRIGGER", trigger).Replace(metastableBench)
 		sc, err := scenarios.Parse("metastable-bench.yaml", []byte(y))
 		return sc, parts[2], err
+	case len(parts) == 3 && parts[0] == "metastable-open":
+		var rate int
+		if _, err := fmt.Sscan(parts[1], &rate); err != nil || rate <= 0 {
+			return nil, "", fmt.Errorf("-bench-run %q: bad arrival rate %q", run, parts[1])
+		}
+		sc, err := openAtRate(rate)
+		return sc, parts[2], err
 	}
-	return nil, "", fmt.Errorf("-bench-run %q: want virtual/THINK or metastable/model|base/SUBJECT", run)
+	return nil, "", fmt.Errorf("-bench-run %q: want virtual/THINK, metastable/model|base/SUBJECT or metastable-open/RATE/SUBJECT", run)
+}
+
+// openAtRate is the built-in metastable-open scaled to rate arrivals per
+// second: workers and queue × rate/200 (so the load stays 80 % and the
+// queue's delay 400 ms), the same trigger, arrivals for 56 s of a 60 s
+// run (its fleet timeout, 2 s, and margin after them). At 200/s it is the
+// built-in's server for 60 s.
+func openAtRate(rate int) (*scenarios.Scenario, error) {
+	sc, err := scenarios.Builtin("metastable-open")
+	if err != nil {
+		return nil, err
+	}
+	k := float64(rate) / sc.Fleet.Start.Rate
+	sc.Name = fmt.Sprintf("metastable-open-%d", rate)
+	sc.Server.Capacity.Concurrency = int(float64(sc.Server.Capacity.Concurrency) * k)
+	sc.Server.Capacity.Queue = int(float64(sc.Server.Capacity.Queue) * k)
+	sc.Fleet.Start.Rate = float64(rate)
+	sc.Fleet.Clients = rate * 56
+	sc.Duration = 60 * time.Second
+	return sc, nil
+}
+
+// BenchmarkMetastableOpen runs metastable-open scaled to 1,000 arrivals a
+// second for 60 virtual seconds (56,000 one-request clients, 4
+// processes), run and analysis, each run in a child process, and in the
+// same iteration the built-in's own rate (200/s, 11,200 clients) as the
+// baseline; it reports CPU-seconds per run of each, their ratio, the
+// attempts, and whether two runs with the same seed hashed alike (1).
+//
+//	go test -run '^$' -bench BenchmarkMetastableOpen -benchtime 1x ./retrylabtest
+func BenchmarkMetastableOpen(b *testing.B) {
+	// Our client only: no-retry-budget's storm at 1,000/s would be ten
+	// times the attempts, a benchmark of the storm rather than of the run.
+	for _, subj := range []string{"retrylab"} {
+		b.Run(subj, func(b *testing.B) {
+			var cpu, baseCPU time.Duration
+			runs, equal := 0, 1.0
+			var attempts, requests, baseAttempts int64
+			for b.Loop() {
+				r1 := runInChild(b, "metastable-open/1000/"+subj)
+				bl := runInChild(b, "metastable-open/200/"+subj)
+				r2 := runInChild(b, "metastable-open/1000/"+subj)
+				cpu += r1.CPU + r2.CPU
+				baseCPU += bl.CPU
+				runs++
+				if r1.Hash != r2.Hash {
+					equal = 0
+					b.Errorf("same seed, different timelines: %s vs %s", r1.Hash, r2.Hash)
+				}
+				attempts, requests, baseAttempts = r1.Attempts, r1.Requests, bl.Attempts
+				b.Logf("%s at 1000/s: %d requests, %d attempts, verdict pass %v (failed %v), recovery %.2f s; cpu %v and %v; at 200/s %d attempts, cpu %v",
+					subj, r1.Requests, attempts, r1.Pass, r1.Failed, r1.Recovery, r1.CPU, r2.CPU, baseAttempts, bl.CPU)
+			}
+			b.ReportMetric(cpu.Seconds()/float64(2*runs), "cpu-s/run")
+			b.ReportMetric(baseCPU.Seconds()/float64(runs), "base-cpu-s/run")
+			b.ReportMetric(cpu.Seconds()/2/baseCPU.Seconds(), "cpu-ratio")
+			b.ReportMetric(float64(requests), "requests/run")
+			b.ReportMetric(float64(attempts), "attempts/run")
+			b.ReportMetric(float64(baseAttempts), "base-attempts/run")
+			b.ReportMetric(equal, "hash-equal")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
 
 // benchResult is what a benchmark reads of a run made in a child process.

@@ -55,7 +55,15 @@ func TestBuiltinsJudge(t *testing.T) {
 		// budget lets the server recover, but its lockstep waves hit the
 		// full queue together (load-amplification 12× against 8).
 		{"metastable", "exp-no-jitter", "load-amplification", 0, 0, nil},
+		// Open loop, the control without a retry budget (its arrivals cut
+		// short: badClients).
+		{"metastable-open", "no-retry-budget", "load-amplification", 0, 0, nil},
 	}
+	// badClients trims the bad subject's fleet alone: metastable-open's
+	// storm, cut inside the trigger (1,600 clients at 200/s: 8 s), stays
+	// cheap under -race, and the attempts it multiplies while the workers
+	// are down already fail load-amplification.
+	badClients := map[string]int{"metastable-open": 1600}
 	if got := len(tests); got != len(scenarios.BuiltinNames()) {
 		t.Errorf("%d scenarios judged; want every built-in (%d)", got, len(scenarios.BuiltinNames()))
 	}
@@ -75,6 +83,9 @@ func TestBuiltinsJudge(t *testing.T) {
 			}
 			if tt.badPolicy != nil {
 				opts = append(opts, retrylabtest.WithPolicy(*tt.badPolicy))
+			}
+			if n := badClients[tt.scenario]; n > 0 {
+				opts = append(opts, retrylabtest.WithClients(n))
 			}
 			bad := retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered(tt.bad), opts...)
 			bad.AssertFails(t, tt.fails)

@@ -39,7 +39,7 @@ func (r *runner) processCaller(id int) subjects.Caller {
 	}
 	next := r.next
 	if r.opts.Virtual {
-		next = &inTurn{next: next}
+		next = &inTurn{next: next, off: r.turnsOff}
 	}
 	c := r.subj.New(next, r.processParams(p))
 	r.procs[p] = c
@@ -114,6 +114,13 @@ func (r *runner) withRequestRand(ctx context.Context, shared bool, id, seq int) 
 // send.
 type inTurn struct {
 	next http.RoundTripper
+	// off ends the turns when the run is sealed: the answers still held
+	// are handed over at once. The bubble's clock stops when the run
+	// returns, and with it the steps, so a call still in flight then (a
+	// hung one past the duration cap) would wait for its turn forever and
+	// the bubble would deadlock. Nothing a client does after the seal is
+	// recorded, so its order no longer matters.
+	off <-chan struct{}
 
 	mu      sync.Mutex
 	pending []*answer
@@ -137,7 +144,10 @@ func (t *inTurn) RoundTrip(req *http.Request) (*http.Response, error) {
 		time.AfterFunc(time.Nanosecond, t.step)
 	}
 	t.mu.Unlock()
-	<-a.ready
+	select {
+	case <-a.ready:
+	case <-t.off:
+	}
 	return resp, err
 }
 

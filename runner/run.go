@@ -285,7 +285,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 		}
 	}
 
-	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout), epochLate: late}
+	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout), epochLate: late, turnsOff: make(chan struct{})}
 	return r.run(ctx)
 }
 

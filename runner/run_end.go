@@ -91,7 +91,9 @@ func (s *slot) end(r *runner, o *timeline.Outcome) bool {
 // scheduled). It then waits for the outcome writes clients claimed before
 // it; after it returns no goroutine client writes an outcome.
 func (r *runner) seal(now int64) []timeline.Outcome {
-	r.sealed.Store(true)
+	if !r.sealed.Swap(true) && r.turnsOff != nil {
+		close(r.turnsOff)
+	}
 	// A million slots take a processor most of a second to walk: each
 	// processor walks a part (the fleet, held by the stub, is quiet by
 	// now), and the parts join in slot order.

@@ -29,6 +29,10 @@ type runner struct {
 	// procs holds the shared instance of each process that has begun
 	// (fleet.processes; see processCaller), made by the launcher.
 	procs map[int]subjects.Caller
+	// turnsOff is closed when the fleet is sealed: the shared instances'
+	// inTurn transports then hand over what they hold at once (the bubble's
+	// clock stops with the run, and the steps that order them with it).
+	turnsOff chan struct{}
 
 	start time.Time
 	rec   *timeline.Recorder

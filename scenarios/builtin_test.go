@@ -10,7 +10,7 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
-	want := []string{"budget-trip", "flapping", "malformed-retry-after", "metastable", "non-retryable", "outage-bare",
+	want := []string{"budget-trip", "flapping", "malformed-retry-after", "metastable", "metastable-open", "non-retryable", "outage-bare",
 		"outage-date", "outage-delta", "post-idempotency", "quota-layered", "quota-steady", "quota-tiers", "slow-server"}
 	if got := BuiltinNames(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("BuiltinNames() = %v; want %v", got, want)
@@ -79,6 +79,27 @@ func TestBuiltinsMakeTheirChecksMeaningful(t *testing.T) {
 	sc = get("slow-server")
 	if sc.Subject.Policy.Timeout == 0 || sc.Server.Phases[0].Latency <= sc.Subject.Policy.Timeout {
 		t.Errorf("slow-server: latency %v, policy timeout %v; want latency past the per-attempt timeout", sc.Server.Phases[0].Latency, sc.Subject.Policy.Timeout)
+	}
+	// metastable-open: open-loop arrivals at about 80 % of the capacity,
+	// one request a client, in processes that share a client; arrivals
+	// that outlast the trigger by recovery's threshold and hold; a
+	// per-attempt timeout below the full queue's delay.
+	sc = get("metastable-open")
+	c := sc.Server.Capacity
+	capRate := float64(c.Concurrency) / c.Service.Seconds()
+	queueDelay := time.Duration(float64(c.Queue) / capRate * float64(time.Second))
+	arrivalsEnd := time.Duration(float64(sc.Fleet.Clients) / sc.Fleet.Start.Rate * float64(time.Second))
+	triggerEnd := sc.Server.Phases[0].For + sc.Server.Phases[1].For
+	if load := sc.Fleet.Start.Rate / capRate; sc.Fleet.Start.Kind != ArrivalPoisson || load < 0.75 || load > 0.85 ||
+		sc.Fleet.Requests != 1 || sc.Fleet.ProcessCount() < 2 || sc.Fleet.ProcessCount() >= sc.Fleet.Clients ||
+		!(sc.Server.Phases[1].Capacity > 0 && sc.Server.Phases[1].Capacity < 1) ||
+		sc.Fleet.AttemptTimeout <= 0 || sc.Fleet.AttemptTimeout >= queueDelay ||
+		arrivalsEnd < triggerEnd+10*time.Second || arrivalsEnd+sc.Fleet.Timeout > sc.Duration {
+		t.Errorf("metastable-open: start %v (%.0f %% of %.0f/s), %d requests a client, %d processes, phases %+v, attempt timeout %v (queue delay %v), "+
+			"arrivals until %v, duration %v; want poisson at ~80 %%, one request, a few processes, a trigger, a timeout under the queue's delay, "+
+			"arrivals 10 s past the trigger and ending a fleet timeout before the run",
+			sc.Fleet.Start, 100*sc.Fleet.Start.Rate/capRate, capRate, sc.Fleet.Requests, sc.Fleet.ProcessCount(), sc.Server.Phases,
+			sc.Fleet.AttemptTimeout, queueDelay, arrivalsEnd, sc.Duration)
 	}
 }
 

@@ -63,7 +63,7 @@ func (p *budgetProbe) New(next http.RoundTripper, pp subjects.Params) subjects.C
 
 // drainedByDesign are the built-in scenarios whose sustained overload is
 // there to drain the retry budget.
-var drainedByDesign = map[string]bool{"metastable": true}
+var drainedByDesign = map[string]bool{"metastable": true, "metastable-open": true}
 
 // TestRetryBudgetHeadroom measures what the reference client's default
 // retry budget (one per simulated client, 500 tokens) is left with in

@@ -39,15 +39,16 @@ var seeds = []int64{1, 2, 3}
 var libraries = []string{"retrylab", "retryablehttp", "backoff", "failsafe", "resty", "retry-go", "go-retry"}
 
 // scenarioNames are the built-in scenarios they are run through.
-var scenarioNames = []string{"outage-delta", "outage-date", "outage-bare", "malformed-retry-after", "budget-trip", "metastable"}
+var scenarioNames = []string{"outage-delta", "outage-date", "outage-bare", "malformed-retry-after", "budget-trip", "metastable", "metastable-open"}
 
 // noRace are the scenarios too costly for the race detector: under -race
 // their runs are skipped (and docs/libraries.md is not compared); `make
 // test` runs TestLibraries once more without -race (`make matrix`), where
 // they run and the document is compared. metastable's overload turns
 // failsafe-go's calls into storms of instant retries (33,751 attempts a
-// run).
-var noRace = map[string]bool{"metastable": true}
+// run); metastable-open's open-loop arrivals into storms of every library
+// (up to 5 attempts a call).
+var noRace = map[string]bool{"metastable": true, "metastable-open": true}
 
 // fact is what a run was observed to show on every seed tried (1-3), for
 // libraries with a global random source as well: the exact set of failed
@@ -73,6 +74,11 @@ var facts = []fact{
 	{subject: "go-retry", scenario: "outage-bare", failed: []string{analyzer.CheckWaves}, allResult: "ok"},
 	{subject: "failsafe", scenario: "metastable", failed: []string{analyzer.CheckRecovery, analyzer.CheckWastedWork}},
 	{subject: "retryablehttp", scenario: "metastable", failed: []string{analyzer.CheckBudget}},
+	// Open loop: resty, which passes metastable by giving up fast, keeps
+	// the server down there: its 4 quick attempts a call multiply
+	// arrivals that do not slow down.
+	{subject: "resty", scenario: "metastable-open", failed: []string{analyzer.CheckRecovery, analyzer.CheckLoadAmplification, analyzer.CheckWastedWork}},
+	{subject: "failsafe", scenario: "metastable-open", failed: []string{analyzer.CheckRecovery, analyzer.CheckLoadAmplification, analyzer.CheckWastedWork}},
 }
 
 // causes are what reading each library's source (the pinned version, in
@@ -132,6 +138,21 @@ var causes = map[string]string{
 		"attempts keep timing out during the trigger.",
 	"go-retry/metastable/budget": "no time budget: its waits (1 s, 2 s, 4 s, 8 s) outlast the scenario's 3 s watchdog for calls whose " +
 		"attempts time out during the trigger.",
+	"resty/metastable-open/load-amplification": "no retry budget: every call that meets the overload makes its 4 attempts " +
+		"(`SetRetryCount(3)`) within 0.7 s, and in the open loop new calls keep arriving at the same rate while they do, so the server " +
+		"gets up to 4× its offered load; in the closed loop the same quick give-up made each client send less while the server was slow.",
+	"resty/metastable-open/recovery": "its retries alone, up to 3 per arrival, are more than the 25 % of headroom the server has at 80 % " +
+		"load: the queue stays full after the workers are back.",
+	"failsafe/metastable-open/load-amplification": "no retry budget: the default policy's 2 instant retries (no delay) after each " +
+		"200 ms timeout make every arriving call 3 requests while the queue is full.",
+	"retryablehttp/metastable-open/load-amplification": "no retry budget: a call whose first attempt times out retries after 1 s " +
+		"(`DefaultBackoff`), once within the 2 s watchdog, so arrivals during and after the trigger count about twice.",
+	"go-retry/metastable-open/load-amplification": "no retry budget: its first retry, 1 s after a timed-out attempt, fits " +
+		"within the 2 s watchdog, so arrivals during and after the trigger count about twice.",
+	"backoff/metastable-open/load-amplification": "no retry budget and no attempt cap: retries 0.5 s ×1.5ⁿ ±50 % apart until " +
+		"the 2 s watchdog, about 3 attempts a call once the queue is full.",
+	"retry-go/metastable-open/load-amplification": "no retry budget: its schedule (100 ms·2ⁿ⁻¹ + ≤100 ms) fits 5 attempts within " +
+		"the 2 s watchdog, so every arrival that meets the full queue counts 4 to 5 times.",
 	"go-retry/budget": "no time budget; its waits (1 + 2 + 4 + 8 s = 15 s) outlast the scenario's 10 s watchdog: the call was still retrying when it fired.",
 }
 
@@ -411,7 +432,7 @@ func markdown(runs []run, seeds []int64) []byte {
 	b.WriteString("# What retrylab finds in popular Go retry libraries\n\n")
 	fmt.Fprintf(&b, "Each library runs at its retry defaults (wired by its `subjects` adapter as\n"+
 		"listed under [wiring](#wiring)) through the built-in outage, malformed-Retry-After\n"+
-		"and metastable scenarios, in virtual time, seeds %s, and the analyzer judges each\n"+
+		"and metastable scenarios (closed and open loop), in virtual time, seeds %s, and the analyzer judges each\n"+
 		"timeline with the scenario's own `expect.checks` and the default thresholds.\n"+
 		"`retrylab` (this project's `client` package) is the reference. Regenerate\n"+
 		"with `make libraries`:\n\n    %s\n\n"+
@@ -420,11 +441,12 @@ func markdown(runs []run, seeds []int64) []byte {
 		"that use a global random source (backoff, resty, retry-go), so their figures\n"+
 		"(and a check that fails on only some seeds) can differ from one run to the\n"+
 		"next: their rows and sections are not compared; everything else must match.\n"+
-		"Under -race the metastable runs are skipped (too costly there); `make test`\n"+
+		"Under -race the metastable runs (both) are skipped (too costly there); `make test`\n"+
 		"runs this test once more without it (`make matrix`), which compares the file.\n\n"+
 		"Metastable's clients need a per-attempt timeout shorter than the queueing\n"+
 		"under overload, or they wait out any queue and never retry a slow response:\n"+
-		"the scenario gives each library the application's 30 ms (`fleet.attempt_timeout`),\n"+
+		"the scenario gives each library the application's 30 ms (`fleet.attempt_timeout`;\n"+
+		"metastable-open 200 ms),\n"+
 		"set where the library's documentation puts it — `http.Client.Timeout` on the\n"+
 		"client each attempt goes through (retryablehttp's `HTTPClient`, resty's\n"+
 		"`SetTimeout`, the user code's client around backoff, retry-go and go-retry),\n"+
@@ -475,6 +497,8 @@ func markdown(runs []run, seeds []int64) []byte {
 		}
 		b.WriteString("\n")
 	}
+
+	b.WriteString(openLoop(cells, meta, seeds[0]))
 
 	b.WriteString("\n## Evidence\n")
 	for _, subj := range libraries {
@@ -677,4 +701,59 @@ func seedList(seeds []int64) string {
 func mdCell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// openLoop is the table of the closed and open loop side by side: each
+// library's load amplification, recovery and verdict in metastable and
+// metastable-open, seed seed.
+func openLoop(cells map[cellKey][]run, meta map[string]run, seed int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Closed loop and open loop\n\n"+
+		"The same overload two ways, seed %d. `metastable` is a closed loop: 90 clients\n"+
+		"each send their next request when the last call ends, so a client whose\n"+
+		"calls are slow or retried sends fewer new ones. `metastable-open` is an open\n"+
+		"loop: new requests arrive at 80 %% of the capacity whatever the server does,\n"+
+		"one a client, the clients dealt to 4 processes that share one HTTP client\n"+
+		"(one instance of the library; for `retrylab`, one retry budget per process).\n"+
+		"Load amplification is attempts per first attempt from the trigger until\n"+
+		"the recovery (threshold 1.5×, 8× in metastable); recovery is how long after\n"+
+		"the trigger's end goodput is back at 90 %% of the offered load (threshold 5\n"+
+		"s), \"never\" when it did not come back in the time observed.\n\n"+
+		"| library | metastable: load amplification | recovery | verdict | metastable-open: load amplification | recovery | verdict |\n"+
+		"|---|---:|---:|---|---:|---:|---|\n", seed)
+	for _, subj := range libraries {
+		if _, ok := meta[subj]; !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` |", subj)
+		for _, sc := range []string{"metastable", "metastable-open"} {
+			var r *run
+			for i, x := range cells[cellKey{subj, sc}] {
+				if x.seed == seed {
+					r = &cells[cellKey{subj, sc}][i]
+				}
+			}
+			if r == nil {
+				b.WriteString(" — | — | — |")
+				continue
+			}
+			amp, rec := "—", "—"
+			if c := r.verdict.Check(analyzer.CheckLoadAmplification); c != nil && c.Status != analyzer.StatusSkip {
+				amp = strconv.FormatFloat(c.Figure, 'f', 2, 64) + "×"
+			}
+			if c := r.verdict.Check(analyzer.CheckRecovery); c != nil && c.Status != analyzer.StatusSkip {
+				rec = strconv.FormatFloat(c.Figure, 'f', 2, 64) + " s"
+				if c.Status == analyzer.StatusFail && strings.HasPrefix(c.Reason, "metastable") {
+					rec = "never (" + strconv.FormatFloat(c.Figure, 'f', 1, 64) + " s seen)"
+				}
+			}
+			verdict := strings.ToUpper(r.verdict.Status)
+			if ids := r.verdict.Failed(); len(ids) > 0 {
+				verdict += " `" + strings.Join(ids, "`, `") + "`"
+			}
+			fmt.Fprintf(&b, " %s | %s | %s |", amp, rec, verdict)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/retrylabtest"
 	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
@@ -197,7 +198,24 @@ func TestRetryBudgetLiterature(t *testing.T) {
 	var mu sync.Mutex
 	cells := map[string]budgetCell{}
 	key := func(p int, s string) string { return fmt.Sprintf("%d/%s", p, s) }
+	open := map[string]openCell{}
 	t.Run("cells", func(t *testing.T) {
+		// The open-loop rows (docs/retry-budgets.md's last table): a storm
+		// costs seconds of CPU a run, too costly under -race.
+		for _, load := range slices.Backward(openLoads) {
+			for _, subj := range budgetSubjects {
+				t.Run(fmt.Sprintf("open%d/%s", load, subj), func(t *testing.T) {
+					if testenv.RaceEnabled {
+						t.Skip("an open-loop storm is too costly under -race: make matrix runs it")
+					}
+					t.Parallel()
+					c := runOpenCell(t, load, subj)
+					mu.Lock()
+					open[openKey(load, subj)] = c
+					mu.Unlock()
+				})
+			}
+		}
 		// The costliest cells (most attempts: the highest shares) first, so
 		// that none of them is left running alone at the end.
 		for _, p := range slices.Backward(budgetShares) {
@@ -212,6 +230,7 @@ func TestRetryBudgetLiterature(t *testing.T) {
 			}
 		}
 	})
+	checkOpenCells(t, open)
 	if len(cells) != len(budgetShares)*len(budgetSubjects) {
 		t.Logf("%d of %d cells ran (a -run filter?): docs/retry-budgets.md not compared", len(cells), len(budgetShares)*len(budgetSubjects))
 		return
@@ -261,11 +280,15 @@ func TestRetryBudgetLiterature(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	if len(open) != len(openLoads)*len(budgetSubjects) {
+		t.Logf("%d of %d open-loop cells ran (a -run filter, or -race): docs/retry-budgets.md not compared", len(open), len(openLoads)*len(budgetSubjects))
+		return
+	}
 	if *budgetSeed != budgetDocSeed {
 		t.Logf("seed %d: docs/retry-budgets.md (seed %d) not compared", *budgetSeed, budgetDocSeed)
 		return
 	}
-	doc := budgetMarkdown(cells, key)
+	doc := budgetMarkdown(cells, key, open)
 	if *budgetDocOut != "" {
 		if err := os.WriteFile(*budgetDocOut, doc, 0o644); err != nil {
 			t.Fatal(err)
@@ -308,7 +331,7 @@ func runBudgetCell(t *testing.T, p int, subject string) budgetCell {
 }
 
 // budgetMarkdown renders docs/retry-budgets.md from the cells.
-func budgetMarkdown(cells map[string]budgetCell, key func(int, string) string) []byte {
+func budgetMarkdown(cells map[string]budgetCell, key func(int, string) string, open map[string]openCell) []byte {
 	var b bytes.Buffer
 	n := budgetMaxAttempts
 	perClient := client.DefaultRetryBudgetCapacity / client.DefaultRetryBudgetCost
@@ -443,11 +466,12 @@ func budgetMarkdown(cells map[string]budgetCell, key func(int, string) string) [
 		"full, so a client's first %d retries are paid for in advance: at R = %d they\n"+
 		"are the %.3f above 1 at p = 100 %%, and they vanish as R grows. Like his model,\n"+
 		"this one has a failure rate that does not depend on the load; what the extra\n"+
-		"load does to a server of finite capacity is the metastable scenario's row in\n"+
-		"[validation.md](validation.md).\n",
+		"load does to a server of finite capacity is the last table, below, and the\n"+
+		"metastable scenarios' rows in [validation.md](validation.md).\n",
 		nb.amplification(), n, nb90.amplification(), rl.amplification(), rl90.amplification(),
 		rl50.amplification(), nb50.amplification(), 100*crossover,
 		perClient, budgetRequests, rl.amplification()-1)
+	openMarkdown(&b, open)
 	return b.Bytes()
 }
 
