@@ -60,6 +60,7 @@ expect() {
     echo "ok: $case_name: $verdict${2:+ ($2)}"
   else
     echo "FAIL: $case_name: verdict $verdict, failed checks [$failed]; want $1${2:+ with $2}"
+    grep -E '"(id|status|reason)"|inconclusive' "$tmp/v.json" | grep -v -B1 -A1 '"skip"' | sed 's/^/    /' 
     failures=$((failures + 1))
   fi
 }
