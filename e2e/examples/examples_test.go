@@ -85,25 +85,36 @@ func runExample(t *testing.T, name string, args ...string) (string, int) {
 	return string(out), cmd.ProcessState.ExitCode()
 }
 
-// python returns a python3 that has pytest: the one on PATH, else Debian's
-// (apt-get install python3-pytest provides it for /usr/bin/python3).
+// python returns a python3 that has pytest, preferring one that also has
+// requests: the one on PATH, else Debian's (apt-get install python3-pytest
+// python3-requests provides them for /usr/bin/python3).
 func python(t *testing.T) string {
 	t.Helper()
-	seen := map[string]bool{}
+	var found, withPytest string
 	for _, p := range []string{"python3", "/usr/bin/python3"} {
 		path, err := exec.LookPath(p)
-		if err != nil || seen[path] {
+		if err != nil {
 			continue
 		}
-		seen[path] = true
-		if exec.Command(path, "-c", "import pytest").Run() == nil {
+		found = path
+		if exec.Command(path, "-c", "import pytest").Run() != nil {
+			continue
+		}
+		if exec.Command(path, "-c", "import requests").Run() == nil {
 			return path
 		}
+		if withPytest == "" {
+			withPytest = path
+		}
 	}
-	if len(seen) == 0 {
+	switch {
+	case withPytest != "":
+		return withPytest
+	case found == "":
 		missing(t, "python3 is not installed")
+	default:
+		missing(t, "no python3 here has pytest (Debian package python3-pytest)")
 	}
-	missing(t, "no python3 here has pytest (Debian package python3-pytest)")
 	return ""
 }
 

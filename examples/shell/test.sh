@@ -77,7 +77,7 @@ case_name="curl --retry --retry-all-errors retries 404"
 reset not-found; fleet 2 12 $retry --retry-all-errors; expect fail non-retryable
 
 case_name="curl --retry without Retry-After: 1 s, 2 s, no jitter"
-reset bare; fleet 24 1 $retry; expect fail waves
+reset bare-5s; fleet 24 1 $retry; expect fail waves
 
 case_name="retrylab run --subject 'exec:sh client.sh' exits 0"
 "$retrylab" run "$scenarios/outage.yaml" --subject "exec:sh $here/client.sh" --clients 2 \
