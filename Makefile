@@ -7,7 +7,7 @@ GO      ?= go
 MODULES ?= . ./client ./client/clientprom ./client/clientredis
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
-.PHONY: all build test vet fmt-check race matrix client-deps manifests bench fuzz run validation libraries clean
+.PHONY: all build test vet fmt-check race matrix client-deps manifests examples bench fuzz run validation libraries clean
 
 all: build test
 
@@ -46,6 +46,13 @@ matrix:
 ## no other module requires Kubernetes' packages.
 manifests:
 	cd e2e/k8sapi && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
+
+## examples: the examples' own tests (pytest, node --test, the curl script)
+## against a freshly built retrylab, alone; `make race` runs them too (the
+## suite e2e/examples is in ./...). A missing interpreter skips, or fails
+## under CI=true.
+examples:
+	$(GO) test -count=1 ./e2e/examples
 
 ## client-deps: the client's and clientredis's own requirements (older than
 ## the workspace's) in the module cache: e2e/modules builds a module on

@@ -162,3 +162,119 @@ func TestCIRecipes(t *testing.T) {
 		t.Errorf("docs/ci.md's go test gate is not retrylabtest/ci_example_test.go's:\n%s", gate)
 	}
 }
+
+// TestCIRecipesAnyLanguage runs the shell commands of docs/ci.md's two
+// jobs that gate a Python SDK, in a scratch directory laid out as the SDK's
+// repository: its exec program is examples/python/client.py (as the page
+// says to start from), the retrylab checkout is this repository. With the
+// recipe's SUBJECT every scenario passes (exit 0); with the program's
+// retry-4xx mistake the judging command exits 1 on not-found, whose JUnit
+// report names the failed check, and the summary step still runs.
+func TestCIRecipesAnyLanguage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs exec subjects for about a minute")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is not installed; .ci/run installs it")
+		}
+		t.Skip("python3 is not installed")
+	}
+	b, err := os.ReadFile("../../docs/ci.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := os.ReadFile(filepath.Join(repo, "examples/python/client.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "retrylab"), ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	jobs := map[string][]string{
+		"github-python": githubCommands(recipe(t, doc, "github-python")),
+		"gitlab-python": gitlabCommands(recipe(t, doc, "gitlab-python")),
+	}
+	if n := len(jobs["github-python"]); n != 2 {
+		t.Fatalf("github-python recipe has %d run: | steps %q; want 2 (judge, summary)", n, jobs["github-python"])
+	}
+	if n := len(jobs["gitlab-python"]); n != 1 {
+		t.Fatalf("gitlab-python recipe has %d script commands %q; want 1", n, jobs["gitlab-python"])
+	}
+	for job, cmds := range jobs {
+		block := recipe(t, doc, job)
+		_, subject, ok := strings.Cut(block, "SUBJECT: ")
+		subject, _, _ = strings.Cut(subject, "\n")
+		if !ok || !strings.HasPrefix(subject, "exec:python3 tests/retrylab_client.py") {
+			t.Fatalf("%s: SUBJECT %q; want exec:python3 tests/retrylab_client.py", job, subject)
+		}
+		for _, mistake := range []string{"", " --mistake retry-4xx"} {
+			want := exitOK
+			if mistake != "" {
+				want = exitFailed
+			}
+			t.Run(job+"/"+strings.TrimSpace(strings.ReplaceAll(mistake, "--mistake ", "")), func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				if err := os.MkdirAll(filepath.Join(dir, "tests"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "tests/retrylab_client.py"), client, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(repo, filepath.Join(dir, ".retrylab")); err != nil { // GitHub's checkout path
+					t.Fatal(err)
+				}
+				summary := filepath.Join(dir, "summary.md")
+				for i, c := range cmds {
+					sh := exec.Command("bash", "-e", "-c", c)
+					sh.Dir = dir
+					sh.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+						"SUBJECT="+subject+mistake, "RETRYLAB_SRC="+repo, "GITHUB_STEP_SUMMARY="+summary)
+					out, err := sh.CombinedOutput()
+					code := sh.ProcessState.ExitCode()
+					if i == 0 && code != want {
+						t.Fatalf("%s: exit %d (%v); want %d\n%s", c, code, err, want, out)
+					}
+					if i > 0 && code != 0 {
+						t.Errorf("%s: exit %d; want 0 (it runs always)\n%s", c, code, out)
+					}
+				}
+				for _, sc := range []string{"outage", "not-found"} {
+					junit, err := os.ReadFile(filepath.Join(dir, "out", sc+".xml"))
+					if err != nil {
+						t.Errorf("out/%s.xml: %v; the publishing steps need it", sc, err)
+						continue
+					}
+					failed := strings.Contains(string(junit), "<failure")
+					if wantFail := want == exitFailed && sc == "not-found"; failed != wantFail {
+						t.Errorf("out/%s.xml has a failure: %v; want %v\n%s", sc, failed, wantFail, junit)
+					}
+					if failed && !strings.Contains(string(junit), "non-retryable") {
+						t.Errorf("out/%s.xml does not name the failed check non-retryable:\n%s", sc, junit)
+					}
+				}
+				if job == "github-python" {
+					s, err := os.ReadFile(summary)
+					if err != nil || strings.Count(string(s), "retrylab") < 2 {
+						t.Errorf("step summary %q, %v; want both Markdown verdicts", s, err)
+					}
+				}
+			})
+		}
+	}
+	for _, job := range []string{"github-python", "gitlab-python"} {
+		block := recipe(t, doc, job)
+		if strings.Contains(block, "go install") || !strings.Contains(block, "go build -o") || !strings.Contains(block, "./cmd/retrylab") || !strings.Contains(block, "RETRYLAB_REF") {
+			t.Errorf("the %s recipe does not build ./cmd/retrylab from a checkout at $RETRYLAB_REF:\n%s", job, block)
+		}
+	}
+}
