@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,12 +132,27 @@ func TestPythonExamples(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("pytest exit %d\n%s", code, out)
 	}
-	m := regexp.MustCompile(`(\d+) passed`).FindStringSubmatch(out)
-	if m == nil || atoi(m[1]) < 11 {
-		t.Errorf("pytest passed %v tests; want at least 11 (the urllib examples)\n%s", m, out)
+	// A test the host was too loaded to judge is skipped, naming the
+	// host's noise (never passed nor failed by it): it counts as run.
+	passed, noisy, other := 0, 0, 0
+	if m := regexp.MustCompile(`(\d+) passed`).FindStringSubmatch(out); m != nil {
+		passed = atoi(m[1])
 	}
-	if os.Getenv("CI") == "true" && regexp.MustCompile(`\d+ skipped`).MatchString(out) {
-		t.Errorf("pytest skipped tests under CI=true (.ci/run installs python3-requests)\n%s", out)
+	for _, m := range regexp.MustCompile(`(?m)^SKIPPED \[(\d+)\].*$`).FindAllStringSubmatch(out, -1) {
+		if strings.Contains(m[0], "host noise") {
+			noisy += atoi(m[1])
+		} else {
+			other += atoi(m[1])
+		}
+	}
+	if passed+noisy < 11 {
+		t.Errorf("pytest: %d passed, %d unjudged for the host's noise; want at least 11 (the urllib examples)\n%s", passed, noisy, out)
+	}
+	if os.Getenv("CI") == "true" && other > 0 {
+		t.Errorf("pytest skipped %d tests under CI=true for another reason than noise (.ci/run installs python3-requests)\n%s", other, out)
+	}
+	if noisy > 0 {
+		t.Logf("%d tests unjudged: the host was too loaded (INCONCLUSIVE)", noisy)
 	}
 	t.Logf("%s", out)
 }
@@ -160,10 +176,20 @@ func TestNodeExamples(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("node --test exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"# pass 11", "# fail 0", "# skipped 0"} {
-		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
-			t.Errorf("node --test output lacks %q\n%s", want, out)
+	count := func(what string) int {
+		m := regexp.MustCompile(`(?m)^# ` + what + ` (\d+)$`).FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("node --test output lacks its # %s count\n%s", what, out)
+			return 0
 		}
+		return atoi(m[1])
+	}
+	// A test the host was too loaded to judge is skipped naming the host's
+	// noise (never passed nor failed by it): it counts as run.
+	pass, skipped, fail := count("pass"), count("skipped"), count("fail")
+	noisy := len(regexp.MustCompile(`# SKIP host noise`).FindAllString(out, -1))
+	if fail != 0 || pass+skipped != 11 || skipped != noisy {
+		t.Errorf("node --test: pass %d, skipped %d (%d for the host's noise), fail %d; want 11 passed or unjudged for noise, none failed\n%s", pass, skipped, noisy, fail, out)
 	}
 }
 
@@ -183,8 +209,10 @@ func TestShellExample(t *testing.T) {
 	case code != 0:
 		t.Fatalf("examples/shell/test.sh exit %d\n%s", code, out)
 	}
-	if n := regexp.MustCompile(`(?m)^ok: `).FindAllStringIndex(out, -1); len(n) != 5 {
-		t.Errorf("examples/shell/test.sh: %d cases ok; want 5\n%s", len(n), out)
+	ok := len(regexp.MustCompile(`(?m)^ok: `).FindAllStringIndex(out, -1))
+	noisy := len(regexp.MustCompile(`(?m)^noise: `).FindAllStringIndex(out, -1))
+	if ok+noisy != 5 {
+		t.Errorf("examples/shell/test.sh: %d cases ok, %d unjudged for the host's noise; want 5\n%s", ok, noisy, out)
 	}
 }
 

@@ -40,49 +40,49 @@ describe('against retrylab serve', { skip }, () => {
   before(async () => { serve = await startServe(); });
   after(async () => { await serve?.stop(); });
 
-  test('good policy waits as Retry-After says', async () => {
+  test('good policy waits as Retry-After says', async (t) => {
     await serve.reset('outage');
     const results = (await serve.fleet(4, requestsOf(2))).flat();
     assert.ok(results.every((r) => r.ok), JSON.stringify(results));
-    await serve.assertVerdict('pass');
+    await serve.assertVerdict(t, 'pass');
   });
 
-  test('ignoring Retry-After fails retry-after', async () => {
+  test('ignoring Retry-After fails retry-after', async (t) => {
     await serve.reset('outage');
     await serve.fleet(4, requestsOf(2, MISTAKES['ignore-retry-after']));
-    await serve.assertVerdict('fail', 'retry-after');
+    await serve.assertVerdict(t, 'fail', 'retry-after');
   });
 
-  test('good policy does not retry 404', async () => {
+  test('good policy does not retry 404', async (t) => {
     await serve.reset('not-found');
     const results = (await serve.fleet(2, requestsOf(12))).flat();
     assert.deepEqual([...new Set(results.filter((r) => !r.ok).map((r) => r.reason))], ['non-retryable']);
-    await serve.assertVerdict('pass');
+    await serve.assertVerdict(t, 'pass');
   });
 
-  test('retrying 404 fails non-retryable', async () => {
+  test('retrying 404 fails non-retryable', async (t) => {
     await serve.reset('not-found');
     await serve.fleet(2, requestsOf(12, MISTAKES['retry-4xx']));
-    await serve.assertVerdict('fail', 'non-retryable');
+    await serve.assertVerdict(t, 'fail', 'non-retryable');
   });
 
-  test('good policy spreads its retries', async () => {
+  test('good policy spreads its retries', async (t) => {
     await serve.reset('bare');
     await serve.fleet(24, requestsOf(1));
-    const v = await serve.assertVerdict('pass');
-    assert.equal(v.checks.find((c) => c.id === 'waves').status, 'pass');
+    const v = await serve.assertVerdict(t, 'pass');
+    if (v) assert.equal(v.checks.find((c) => c.id === 'waves').status, 'pass');
   });
 
-  test('retrying at once fails instant-retry', async () => {
+  test('retrying at once fails instant-retry', async (t) => {
     await serve.reset('bare');
     await serve.fleet(4, requestsOf(1, MISTAKES['no-backoff'])); // few clients: instant retries need no crowd
-    await serve.assertVerdict('fail', 'instant-retry');
+    await serve.assertVerdict(t, 'fail', 'instant-retry');
   });
 
-  test('backoff without jitter fails waves', async () => {
+  test('backoff without jitter fails waves', async (t) => {
     await serve.reset('bare');
     await serve.fleet(24, requestsOf(1, MISTAKES['no-jitter']));
-    await serve.assertVerdict('fail', 'waves');
+    await serve.assertVerdict(t, 'fail', 'waves');
   });
 });
 
@@ -96,14 +96,19 @@ describe('retrylab run --subject exec:node client.mjs', { skip }, () => {
     '--clients', '2', '--no-report', '--quiet', '--out', mkdtempSync(join(tmpdir(), 'retrylab-'))],
   { encoding: 'utf8', timeout: 60000 });
 
-  test('good policy exits 0', () => {
+  // Exit 3 (INCONCLUSIVE) naming the host's noise: too loaded to judge.
+  const noisy = (t, r) => r.status === 3 && /noise/.test(r.stdout) && (t.skip('host noise: the run was INCONCLUSIVE'), true);
+
+  test('good policy exits 0', (t) => {
     const r = run();
+    if (noisy(t, r)) return;
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /retrylab verdict: PASS/);
   });
 
-  test('a mistake exits 1 naming the check', () => {
+  test('a mistake exits 1 naming the check', (t) => {
     const r = run('--mistake', 'ignore-retry-after');
+    if (noisy(t, r)) return;
     assert.equal(r.status, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /retrylab verdict: FAIL/);
     assert.match(r.stdout, /✗ retry-after/);

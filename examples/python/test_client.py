@@ -95,14 +95,22 @@ def retrylab_run(exe, out, *subject_args):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
+def skip_if_noisy(p):
+    """Exit 3 (INCONCLUSIVE) naming the host's noise: too loaded to judge."""
+    if p.returncode == 3 and "noise" in p.stdout:
+        pytest.skip("host noise: the run was INCONCLUSIVE")
+
+
 def test_exec_route_good_policy_exits_0(retrylab_exe, tmp_path):
     p = retrylab_run(retrylab_exe, tmp_path)
+    skip_if_noisy(p)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "retrylab verdict: PASS" in p.stdout
 
 
 def test_exec_route_mistake_exits_1(retrylab_exe, tmp_path):
     p = retrylab_run(retrylab_exe, tmp_path, "--mistake", "ignore-retry-after")
+    skip_if_noisy(p)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "retrylab verdict: FAIL" in p.stdout
     assert "✗ retry-after" in p.stdout  # what the user reads: ✗ retry-after.... N early retries > 0
