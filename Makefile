@@ -17,7 +17,7 @@ build:
 ## test: what CI runs — formatting, vet, every test under the race
 ## detector in every module of the workspace, and the validation matrix
 ## once more without it (its costliest row, metastable, runs only there).
-test: fmt-check vet race matrix manifests
+test: fmt-check vet race matrix examples manifests
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -48,9 +48,9 @@ manifests:
 	cd e2e/k8sapi && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
 
 ## examples: the examples' own tests (pytest, node --test, the curl script)
-## against a freshly built retrylab, alone; `make race` runs them too (the
-## suite e2e/examples is in ./...). A missing interpreter skips, or fails
-## under CI=true.
+## against a freshly built retrylab, alone (under -race, e2e/examples runs
+## nothing: the race detector adds nothing to programs in other languages,
+## only load). A missing interpreter skips, or fails under CI=true.
 examples:
 	$(GO) test -count=1 ./e2e/examples
 
