@@ -34,6 +34,7 @@ type serveOptions struct {
 	start       string
 	duration    time.Duration
 	allowRemote bool
+	noControl   bool
 	seed        int64
 	redis       string
 	redisSet    bool // --redis was given
@@ -73,6 +74,7 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs.Var(&o.epoch, "epoch", "start the phases (and time zero) at this wall-clock `INSTANT` (RFC 3339, e.g. 2026-12-01T12:00:00Z), shared with the other replicas and 'run --epoch'; a request that arrives before it waits for it")
 	fs.DurationVar(&o.duration, "duration", time.Hour, "stop by itself after this long, counted from the epoch when it is ahead (0: only on SIGINT/SIGTERM)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address, and peers outside loopback to use the control API")
+	fs.BoolVar(&o.noControl, "no-control", false, "serve no control API under /_retrylab/ (those paths are then a client's), and without -o record nothing: the stub at full speed")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
 	fs.StringVar(&o.upstream, "upstream", "", "forward ok phases, requests the quota admits and passthrough answers to the API at `URL` and relay its answers (replaces the scenario's server.upstream); serve still listens on loopback")
@@ -183,7 +185,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 	so.Notes = serveNotes(cfg, name, o, newLimiter != nil)
 	ctl := &runner.ControlOptions{AllowRemote: o.allowRemote, Output: o.record}
-	so.Control = ctl
+	if !o.noControl {
+		so.Control = ctl
+	}
 	start := listened
 	if !epoch.IsZero() {
 		start = runner.AnchorEpoch(epoch)
@@ -230,7 +234,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
 	fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
 	fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
-	fmt.Fprintf(e.stdout, "  control API: %s%s (status, verdict, recording; POST reset)\n", base, runner.ControlPrefix)
+	if !o.noControl {
+		fmt.Fprintf(e.stdout, "  control API: %s%s (status, verdict, recording; POST reset)\n", base, runner.ControlPrefix)
+	}
 	if o.record != "" {
 		fmt.Fprintf(e.stdout, "  recording to %s\n", o.record)
 	}

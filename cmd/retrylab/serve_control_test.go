@@ -191,3 +191,22 @@ func TestResetConfig(t *testing.T) {
 		}
 	}
 }
+
+// `serve --no-control` mounts no control API: /_retrylab/ is a client's
+// path like any other, answered by the phase and recorded.
+func TestServeNoControl(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "t.ndjson")
+	base, stop := serveUntilURL(t, "--addr", "127.0.0.1:0", "--scenario", "outage-date", "-o", out, "--no-control")
+	c := &http.Client{Timeout: 10 * time.Second}
+	code, body := ctlCall(t, c, "GET", base+"/_retrylab/status", "", "")
+	if code == http.StatusOK && bytes.Contains(body, []byte(`"recording"`)) {
+		t.Errorf("GET /_retrylab/status = %d %s; want the phase's answer, no control API", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, as := readTimeline(t, out)
+	if len(as) != 1 || as[0].Path != "/_retrylab/status" {
+		t.Errorf("recorded %+v; want the one request to /_retrylab/status, a client's", as)
+	}
+}
