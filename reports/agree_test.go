@@ -112,6 +112,9 @@ func TestReportAgreesWithVerdictBuiltins(t *testing.T) {
 		{"malformed-retry-after", []string{"unbounded"}, 20, 0},
 		// The full fleet (its load is its size), through the trigger.
 		{"metastable", []string{"exp-no-jitter"}, 0, 80},
+		// One-request clients arriving at 200/s: 1,600 last through the
+		// trigger (5-10 s) and into the recovery.
+		{"metastable-open", []string{"no-retry-budget"}, 1600, 0},
 		{"non-retryable", []string{"retry-4xx"}, 20, 5},
 		{"outage-bare", []string{"exp-no-jitter", "capped-lockstep"}, 30, 0},
 		{"outage-date", []string{"ignore-retry-after"}, 30, 0},

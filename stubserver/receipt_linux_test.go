@@ -15,16 +15,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// heldListener hands over each accepted connection only once the kernel
-// says its data has waited at least hold(i) ms in the socket (i counts
-// connections from 0): a stub that reads its sockets late, made on
-// purpose.
+// heldListener hands over its first connection once the kernel's reading
+// of it is non-zero (one tick), and each later one once it reads five
+// times that: a stub that reads its sockets late, made on purpose.
 type heldListener struct {
 	net.Listener
-	t    *testing.T
-	n    int
-	hold func(i int) uint32
-	read chan uint32 // each handed-over connection's reading, ms
+	t     *testing.T
+	n     int
+	first uint32      // the first connection's reading: one tick
+	read  chan uint32 // each handed-over connection's reading, ms
 }
 
 func receiptMS(c net.Conn) (uint32, bool) {
@@ -45,8 +44,10 @@ func (l *heldListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := l.hold(l.n)
-	l.n++
+	want := uint32(1)
+	if l.n > 0 {
+		want = 5 * l.first
+	}
 	// The data is in the socket once the client wrote it; the reading
 	// moves in kernel ticks, so there is nothing to wait on but time.
 	deadline := time.Now().Add(5 * time.Second)
@@ -58,11 +59,16 @@ func (l *heldListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		}
 		if ms >= want && ms > 0 {
+			if l.n == 0 {
+				l.first = ms
+			}
+			l.n++
 			l.read <- ms
 			return c, nil
 		}
 		if time.Now().After(deadline) {
 			l.t.Errorf("reading still %d ms, want %d", ms, want)
+			l.n++
 			l.read <- ms
 			return c, nil
 		}
@@ -75,17 +81,11 @@ func (l *heldListener) Accept() (net.Conn, error) {
 // wait it surely had (Waited): the stub's lateness moves no arrival. An
 // arrival read within a tick is not moved.
 func TestArrivalAtReceipt(t *testing.T) {
-	var tick uint32
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl := &heldListener{Listener: ln, t: t, read: make(chan uint32, 2), hold: func(i int) uint32 {
-		if i == 0 {
-			return 1 // the first non-zero reading: one tick
-		}
-		return 5 * tick
-	}}
+	hl := &heldListener{Listener: ln, t: t, read: make(chan uint32, 2)}
 	var buf bytes.Buffer
 	rec := timeline.NewRecorder(timeline.NewEncoder(&buf), 16)
 	s, err := New(Config{}, Options{Recorder: rec, Stamps: noise.NewStamps()})
@@ -115,7 +115,7 @@ func TestArrivalAtReceipt(t *testing.T) {
 		return sent
 	}
 	get("/c/0/r/0")
-	tick = <-hl.read
+	tick := <-hl.read
 	start, _ := s.Started()
 	sent := get("/c/1/r/0")
 	reading := <-hl.read
