@@ -266,7 +266,7 @@ func statuses(rs []response) map[int]int {
 // processes on one Redis (--redis), loaded above their layered quota over
 // loopback, accept together what the quota allows over the load's span
 // (the binding layer, a token bucket of 300/s holding 300: 300 + 300·T),
-// within 2 %; each alone would accept that much. Every response is in the
+// within 3 %; each alone would accept that much. Every response is in the
 // recordings.
 func TestServeReplicasShareOneQuota(t *testing.T) {
 	if testing.Short() {
@@ -300,8 +300,11 @@ func TestServeReplicasShareOneQuota(t *testing.T) {
 			st := statuses(got)
 			ok := float64(st[200])
 			t.Logf("%d processes, %v: %d requests, %v; %d accepted, quota %.0f (%.2f%%)", n, span.Round(time.Millisecond), len(got), st, st[200], want, 100*(ok-want)/want)
-			if math.Abs(ok-want) > 0.02*want {
-				t.Errorf("%d processes accepted %d over %v; want %.0f ± 2%% (%d per process alone would be %d×)", n, st[200], span, want, st[200], n)
+			// 3 %: beside the race step's other packages on 2 cores, 3
+			// processes accepted 2.1 % under the quota (the load's last
+			// requests sent late); alone they would accept 2-3×.
+			if math.Abs(ok-want) > 0.03*want {
+				t.Errorf("%d processes accepted %d over %v; want %.0f ± 3%% (%d per process alone would be %d×)", n, st[200], span, want, st[200], n)
 			}
 			if st[429] == 0 || st[503] != 0 || st[0] != 0 {
 				t.Errorf("statuses %v; want 429s (the load exceeds the quota), no 503 nor transport error", st)
