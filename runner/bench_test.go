@@ -258,8 +258,12 @@ expect: {allow_unexercised: true}
 		if err != nil {
 			b.Fatal(err)
 		}
-		if sum.Results["ok"] != sum.Planned {
-			b.Fatalf("processes %d: %v of %d; want every request ok (%s)", procs, sum.Results, sum.Planned, firstError(path))
+		// A process's 250 clients share one retry budget: on a quiet
+		// host their retries in the 200 ms outage trip it (1,605 of
+		// 30,000 gave up), as a service's would. Every request ends ok
+		// or given up by the budget; nothing errs or hangs.
+		if sum.Results["ok"]+sum.Results["gave-up"] != sum.Planned {
+			b.Fatalf("processes %d: %v of %d; want every request ok or given up (%s)", procs, sum.Results, sum.Planned, firstError(path))
 		}
 		return sum.Elapsed, sum.Attempts
 	}
