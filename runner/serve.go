@@ -70,7 +70,7 @@ type Serving struct {
 	start time.Time // recording 1's time zero (unless first-request)
 
 	httpSrv  *http.Server
-	fresh    sync.Map // net.Conn → struct{}: connections that have not sent a request yet
+	fresh    stubserver.FreshConns // connections that have not sent a request yet
 	stopping chan struct{}
 	stopOnce sync.Once
 	measure  bool // Serve runs: each recording measures the host's noise
@@ -314,10 +314,7 @@ func (s *Serving) stop(ctx context.Context, stopped time.Time, serveErr error) (
 	}
 	// http.Server.Shutdown waits 5s for a connection that was opened but
 	// never used (a client's spare keep-alive connection): close those now.
-	s.fresh.Range(func(c, _ any) bool {
-		c.(net.Conn).Close()
-		return true
-	})
+	s.fresh.CloseAll()
 	if err := s.httpSrv.Shutdown(shutCtx); err != nil && serveErr == nil {
 		serveErr = fmt.Errorf("stubserver: shutdown: %w", err)
 	}
@@ -371,21 +368,8 @@ func (g *generation) end(s *Serving, stopped time.Time, end timeline.End) error 
 	return err
 }
 
-// connState tracks connections that have not sent a request, and closes
-// new ones once shutdown has begun.
-func (s *Serving) connState(c net.Conn, st http.ConnState) {
-	switch st {
-	case http.StateNew:
-		s.fresh.Store(c, struct{}{})
-		select {
-		case <-s.stopping:
-			c.Close()
-		default:
-		}
-	case http.StateActive, http.StateHijacked, http.StateClosed:
-		s.fresh.Delete(c)
-	}
-}
+// connState is the http.Server's ConnState: see FreshConns.
+func (s *Serving) connState(c net.Conn, st http.ConnState) { s.fresh.Track(c, st, s.stopping) }
 
 // addStats sums two stubs' counts.
 func addStats(a, b stubserver.Stats) stubserver.Stats {

@@ -59,10 +59,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
 	// http.Server.Shutdown waits 5s for a connection that was opened but
 	// never used (a client's spare keep-alive connection): close those now.
-	s.fresh.Range(func(c, _ any) bool {
-		c.(net.Conn).Close()
-		return true
-	})
+	s.fresh.CloseAll()
 	err := s.httpSrv.Shutdown(ctx)
 	if err == nil {
 		err = s.waitHandlers(ctx)
@@ -157,21 +154,8 @@ func (s *Server) Close(ctx context.Context) error {
 	return nil
 }
 
-// connState tracks connections that have not sent a request, and closes
-// new ones once shutdown has begun.
-func (s *Server) connState(c net.Conn, st http.ConnState) {
-	switch st {
-	case http.StateNew:
-		s.fresh.Store(c, struct{}{})
-		select {
-		case <-s.stopping:
-			c.Close()
-		default:
-		}
-	case http.StateActive, http.StateHijacked, http.StateClosed:
-		s.fresh.Delete(c)
-	}
-}
+// connState is the http.Server's ConnState: see FreshConns.
+func (s *Server) connState(c net.Conn, st http.ConnState) { s.fresh.Track(c, st, s.stopping) }
 
 // awaitStart holds a request that arrived d before time zero (Options.Start
 // in the future) until then; false when its client left or the server

@@ -129,7 +129,7 @@ type Server struct {
 	openRecorder func(time.Time) *timeline.Recorder
 
 	httpSrv   *http.Server
-	fresh     sync.Map // net.Conn → struct{}: connections that have not sent a request yet
+	fresh     FreshConns // connections that have not sent a request yet
 	stopping  chan struct{}
 	sealed    atomic.Bool   // Seal has begun: hold requests, unrecorded
 	divert    http.Handler  // Options.Divert
