@@ -266,18 +266,7 @@ fleet: {clients: 3, requests: 1, timeout: 5s}
 			if sum.Results[timeline.ResultOK] != 3 {
 				t.Fatalf("Summary = %+v; want 3 ok", sum)
 			}
-			_, atts, _ := decodeAll(t, buf.Bytes())
-			for _, a := range atts {
-				// Without the barrier client 2's request would arrive at
-				// 500ms or later.
-				if a.At < 0 || a.At > int64(300*time.Millisecond) {
-					t.Errorf("attempt %s arrived at %v; want within 300ms of time zero", a.Key, time.Duration(a.At))
-				}
-			}
-			_, end := decodeEnd(t, buf.Bytes())
-			if end.FleetReady != 1 || len(end.Errors) != 0 {
-				t.Errorf("end = %+v; want FleetReady 1 (ready at time zero), no errors", end)
-			}
+			checkBarrierHeld(t, buf.Bytes()) // else client 2's request arrives at 500ms or later
 		})
 	}
 }
@@ -463,5 +452,22 @@ subject: {policy: {budget: 10s}}
 	c := v.Check(analyzer.CheckGiveUp)
 	if v.Status != analyzer.VerdictFail || c == nil || c.Status != analyzer.StatusFail || !strings.Contains(c.Examples[0].Detail, "reported ok, the server never answered 2xx (1 attempt recorded)") {
 		t.Errorf("verdict %s, give-up %+v; want FAIL: the stub answered 503 to every request the program reported ok", v.Status, c)
+	}
+}
+
+// checkBarrierHeld: every attempt of the timeline arrived within 300ms of
+// time zero (the start barrier held the fleet until all were ready), and
+// the end says the fleet was ready at time zero, without errors.
+func checkBarrierHeld(t *testing.T, tl []byte) {
+	t.Helper()
+	_, atts, _ := decodeAll(t, tl)
+	for _, a := range atts {
+		if a.At < 0 || a.At > int64(300*time.Millisecond) {
+			t.Errorf("attempt %s arrived at %v; want within 300ms of time zero", a.Key, time.Duration(a.At))
+		}
+	}
+	_, end := decodeEnd(t, tl)
+	if end.FleetReady != 1 || len(end.Errors) != 0 {
+		t.Errorf("end = %+v; want FleetReady 1 (ready at time zero), no errors", end)
 	}
 }
