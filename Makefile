@@ -29,16 +29,19 @@ vet:
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## matrix: the validation matrix and the library findings without the
-## race detector, every cell (under -race the metastable runs are
-## skipped: too costly); compares docs/validation.md, docs/retry-budgets.md
-## (its open-loop rows run only without -race) and docs/libraries.md.
-## Then the class tests: every built-in × our client and its control on
-## seeds 1-20, the waves measurements, and the busy-runner suite: the built-ins
-## that judge time windows, in real time, beside one CPU hog per core.
+## matrix: the tests about verdicts on many seeds, without the race
+## detector (under it they skip, or run one seed and the cheap scenarios:
+## the race step looks for races, and plays every built-in and every
+## subject in tests of their own). The validation matrix and the library
+## findings, every cell, compared with docs/validation.md,
+## docs/retry-budgets.md and docs/libraries.md; the class tests (every
+## built-in × our client and its control on seeds 1-20); the waves
+## measurements and controls; the report against the verdict on every
+## built-in. Then the busy-runner suite: the built-ins that judge time
+## windows, in real time, beside one CPU hog per core.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements' \
-	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesControls|TestReportAgreesWithVerdictBuiltins' \
+	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer ./subjects ./reports
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 
 ## manifests: deploy/kubernetes decoded strictly against the official API

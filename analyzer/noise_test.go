@@ -232,16 +232,12 @@ func TestNoiseRecovery(t *testing.T) {
 	if c.Status != StatusPass || !strings.Contains(c.Reason, "as recorded: fail") || !strings.Contains(c.Reason, "the host delivered them late") {
 		t.Errorf("a budget, %d in-time successes delivered late: recovery = %s (%s); want pass, with the reading as recorded", late, c.Status, c.Reason)
 	}
-	// Read over the trigger alone, the amplification is on the same side
-	// of the threshold: the host's moving the recovery does not decide it.
-	if c := v.Check(CheckLoadAmplification); c.Status != StatusPass || c.Noise != "" || !strings.Contains(c.Reason, "read over the trigger alone too") {
-		t.Errorf("load-amplification at 60%% CPU pressure = %s (%s; noise %q); want pass, read over the trigger too", c.Status, c.Reason, c.Noise)
+	// A PASS of load-amplification under CPU pressure is not vouched
+	// for: the host's lateness breaks up retries that would have arrived
+	// together and lowers the figure.
+	if c := v.Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Noise, "breaks up retries") || !strings.Contains(c.Reason, "it read pass") {
+		t.Errorf("load-amplification at 60%% CPU pressure = %s (%s; noise %q); want a skip that keeps the pass it read", c.Status, c.Reason, c.Noise)
 	}
-	// With a threshold between the two readings (window 1.03×, trigger
-	// 1.10×), what the host moved decides it: not vouched for. Without
-	// the late deliveries the recovery comes at once and the window reads
-	// 1.10×, a fail: the pass on the longer window was the host's.
-	between := Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.05"}}}}
 	judgeWith := func(recs []timeline.Record, o Options) *Verdict {
 		an := New(recs[0].Meta, o)
 		for i := 1; i < len(recs); i++ {
@@ -249,8 +245,20 @@ func TestNoiseRecovery(t *testing.T) {
 		}
 		return an.Result()
 	}
-	if c := judgeWith(recs, between).Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Noise, "over the trigger alone it reads fail") {
-		t.Errorf("load-amplification 1.05 at 60%% CPU pressure = %s (%s; noise %q); want a skip: the trigger alone reads fail", c.Status, c.Reason, c.Noise)
+	// A FAIL that the trigger's own span reads too stands (window 1.03×,
+	// trigger 1.10×, both over 1.01): the host's moving the recovery does
+	// not decide it.
+	under := Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}}
+	if c := judgeWith(recs, under).Check(CheckLoadAmplification); c.Status != StatusFail || c.Noise != "" || !strings.Contains(c.Reason, "read over the trigger alone too") {
+		t.Errorf("load-amplification 1.01 at 60%% CPU pressure = %s (%s; noise %q); want fail, read over the trigger too", c.Status, c.Reason, c.Noise)
+	}
+	// With a threshold between the two readings (window 1.03×, trigger
+	// 1.10×), the window's pass is the host's: without the late
+	// deliveries the recovery comes at once and the window reads 1.10×,
+	// a fail.
+	between := Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.05"}}}}
+	if c := judgeWith(recs, between).Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Reason, "it read pass") {
+		t.Errorf("load-amplification 1.05 at 60%% CPU pressure = %s (%s; noise %q); want a skip", c.Status, c.Reason, c.Noise)
 	}
 	quiet := metastableSim(1, budget10).records()
 	if c := judgeWith(quiet, between).Check(CheckLoadAmplification); c.Status != StatusFail {
@@ -323,7 +331,9 @@ func TestNoiseBaselineOverloaded(t *testing.T) {
 			n.CPUPressure = 60
 			recs[len(recs)-1].End.Noise = n
 		}
-		an := New(recs[0].Meta, Options{})
+		// A threshold it reads over (a pass under CPU pressure is never
+		// vouched for, whatever the baseline).
+		an := New(recs[0].Meta, Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}})
 		for i := 1; i < len(recs); i++ {
 			an.Add(&recs[i])
 		}

@@ -92,11 +92,15 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 		t.Run(tt.scenario+"/"+tt.bad, func(t *testing.T) {
 			t.Parallel()
 			for seed := int64(1); seed <= seedCount(); seed++ {
-				if tt.scenario == "metastable" && seed > 5 {
-					break // its control costs 30 CPU-s a run: five seeds
+				// A storm costs seconds of CPU a run (1-3 s here, 20 seeds
+				// of metastable-open's took a minute of the suite): five
+				// seeds, three of the unbounded one, whose storm costs twice
+				// as much. The validation matrix plays both on seeds 1-3.
+				if (tt.scenario == "metastable" || tt.scenario == "metastable-open") && seed > 5 {
+					break
 				}
-				if tt.scenario == "metastable-open" && tt.bad == "unbounded" && seed > 5 {
-					break // its storm costs twice no-retry-budget's: five seeds
+				if tt.bad == "unbounded" && tt.scenario == "metastable-open" && seed > 3 {
+					break
 				}
 				opts := []retrylabtest.Option{retrylabtest.WithSeed(seed)}
 				if tt.clients > 0 {

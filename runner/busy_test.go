@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -24,7 +25,10 @@ import (
 
 // busy runs TestBusyHost, the busy-runner suite `make matrix` runs: real
 // time, CPU hogs, a minute and a half of wall time.
-var busy = flag.Bool("busy", false, "run TestBusyHost: the built-ins in real time beside CPU hogs")
+var (
+	busy     = flag.Bool("busy", false, "run TestBusyHost: the built-ins in real time beside CPU hogs")
+	busyKeep = flag.String("busy-keep", "", "TestBusyHost writes the timeline of every wrong verdict into this directory")
+)
 
 // hogEnv makes the test binary a CPU hog: it spins for the duration it
 // names and exits (TestMain).
@@ -216,11 +220,29 @@ func TestBusyHost(t *testing.T) {
 				noise = fmt.Sprintf("p50 %s p99 %s (%s, cpu pressure %.0f%%)", time.Duration(end.Noise.P50), time.Duration(end.Noise.P99), end.Noise.Source, end.Noise.CPUPressure)
 			}
 			t.Logf("%s × %s: %s; noise %s; failed %v; inconclusive %q", r.scenario, r.subject, v.Status, noise, v.Failed(), v.Inconclusive)
+			wrong := ""
 			switch {
 			case !r.control && v.Status == analyzer.VerdictFail:
-				t.Errorf("%s × %s (our client) FAILED on a busy host: %v", r.scenario, r.subject, v.Failed())
+				wrong = fmt.Sprintf("%s × %s (our client) FAILED on a busy host: %v", r.scenario, r.subject, v.Failed())
 			case r.control && v.Status == analyzer.VerdictPass:
-				t.Errorf("%s × %s (a control that fails in virtual time) PASSED on a busy host", r.scenario, r.subject)
+				wrong = fmt.Sprintf("%s × %s (a control that fails in virtual time) PASSED on a busy host", r.scenario, r.subject)
+			}
+			if wrong != "" {
+				// What each check read, and the recording, for the next
+				// engineer to judge again.
+				for _, c := range v.Checks {
+					if c.Status != analyzer.StatusSkip || c.Noise != "" {
+						wrong += fmt.Sprintf("\n\t%s %s: %s", c.ID, c.Status, c.Reason)
+					}
+				}
+				if *busyKeep != "" {
+					f := filepath.Join(*busyKeep, fmt.Sprintf("busy-%s-%s-%d.ndjson", r.scenario, r.subject, time.Now().UnixNano()))
+					if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
+						t.Error(err)
+					}
+					wrong += "\n\ttimeline: " + f
+				}
+				t.Error(wrong)
 			}
 			mu.Lock()
 			if counts[r.subject] == nil {

@@ -35,16 +35,6 @@ const checkGiveUp = analyzer.CheckGiveUp
 // seeds are the seeds every cell runs with.
 var seeds = []int64{1, 2, 3}
 
-// noRace are the scenarios whose cells are too costly for the race
-// detector: under -race their cells are skipped (and so the document is
-// not compared); `make test` runs the whole matrix once more without
-// -race (`make matrix`), where they run and the document is compared.
-// metastable's row at one seed did not finish a cell within 5 minutes
-// under -race on two loaded cores.
-// metastable-open's storms (no-retry-budget, unbounded: 34,000 and 97,000
-// attempts a run) likewise.
-var noRace = map[string]bool{"metastable": true, "metastable-open": true}
-
 // fleets trims the scenarios' fleets (clients, logical requests per
 // client; 0: the scenario's) so the whole matrix stays well under two
 // minutes under -race on two cores. Each keeps enough clients for its
@@ -318,6 +308,14 @@ type cell struct {
 //
 //	go test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
 func TestValidationMatrix(t *testing.T) {
+	if testenv.RaceEnabled {
+		// Every cell is a virtual-time run of code the race step covers
+		// already: TestBuiltinsJudge plays every built-in, and
+		// TestEverySubjectReplays every subject with 16 clients in 4
+		// processes, under the race detector. The matrix's business is
+		// the verdicts on every seed: `make matrix` runs it without it.
+		t.Skip("the verdicts on every seed, without the race detector: make matrix runs it")
+	}
 	waiting := mergePending()
 	controls := subjects.Controls()
 	subjectNames := append([]string{"retrylab"}, controls...)
@@ -351,12 +349,6 @@ func TestValidationMatrix(t *testing.T) {
 			for _, subj := range subjectNames {
 				for _, seed := range seeds {
 					t.Run(fmt.Sprintf("%s/%s/seed%d", sc.Name, subj, seed), func(t *testing.T) {
-						if testenv.RaceEnabled && noRace[sc.Name] {
-							t.Skipf("%s is too costly under -race: run the matrix without it (make matrix)", sc.Name)
-						}
-						if testenv.RaceEnabled && seed != seeds[0] {
-							t.Skip("under -race one seed a cell (a race is the code's, not the seed's): make matrix runs every seed")
-						}
 						t.Parallel()
 						res := retrylabtest.Run(t, retrylabtest.Builtin(sc.Name), retrylabtest.Registered(subj), append(fleetOptions(sc.Name), retrylabtest.WithSeed(seed))...)
 						v := res.Verdict
@@ -377,10 +369,6 @@ func TestValidationMatrix(t *testing.T) {
 			if c.subject == s && (len(want(s, c.scenario, c.verdict)) > 0 || warned[s][c.scenario] != "") {
 				exposed = true
 			}
-		}
-		if !exposed && testenv.RaceEnabled && onlyNoRace(s) {
-			t.Logf("%s fails no check under -race: the scenarios that expose it run only without it (make matrix)", s)
-			continue
 		}
 		if !exposed && len(cells) > 0 && !waiting[s] {
 			t.Errorf("%s fails no check in any cell: a control the matrix never exposes", s)
@@ -403,11 +391,7 @@ func TestValidationMatrix(t *testing.T) {
 	}
 	want := len(scenarios.BuiltinNames()) * len(subjectNames) * len(seeds)
 	if len(cells) != want {
-		why := "a -run filter?"
-		if testenv.RaceEnabled {
-			why = "under -race the rows of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + " are skipped; make matrix compares it"
-		}
-		t.Logf("%d of %d cells ran (%s): docs/validation.md not compared", len(cells), want, why)
+		t.Logf("%d of %d cells ran (a -run filter?): docs/validation.md not compared", len(cells), want)
 		return
 	}
 	sortCells(cells)
@@ -500,9 +484,9 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 		"run in virtual time (`retrylabtest`), judged with each\n" +
 		"scenario's `expect.checks` and default thresholds. Fleets are trimmed to keep\n" +
 		"the matrix fast (each scenario's heading gives its clients × requests).\n" +
-		"`go test ./e2e/validation` runs every cell (under -race it skips the\n" +
-		"rows of " + strings.Join(slices.Sorted(maps.Keys(noRace)), ", ") + ", too costly there; `make test` runs the\n" +
-		"matrix both ways, `make matrix` without -race) and asserts\n" +
+		"`go test ./e2e/validation` runs every cell (not under -race: the race\n" +
+		"step plays every built-in and every subject in tests of their own;\n" +
+		"`make test` runs the matrix in `make matrix`, without it) and asserts\n" +
 		"that `retrylab` fails nothing, that each control fails exactly the checks listed\n" +
 		"below for it in each scenario and nothing else, that no verdict is\n" +
 		"INCONCLUSIVE, and that this file is what the runs show. Regenerate it with\n" +
@@ -700,15 +684,4 @@ func unitFig(f float64, unit string) string {
 		return fmtFig(f) + "×"
 	}
 	return fmtFig(f)
-}
-
-// onlyNoRace reports whether every scenario where subject is expected to
-// fail is one of noRace.
-func onlyNoRace(subject string) bool {
-	for sc, checks := range expected[subject] {
-		if len(checks) > 0 && !noRace[sc] {
-			return false
-		}
-	}
-	return len(expected[subject]) > 0
 }
