@@ -40,7 +40,7 @@ race: client-deps
 ## built-in. Then the busy-runner suite: the built-ins that judge time
 ## windows, in real time, beside one CPU hog per core.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesControls|TestReportAgreesWithVerdictBuiltins' \
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer ./subjects ./reports
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 
