@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -266,7 +265,8 @@ func statuses(rs []response) map[int]int {
 // processes on one Redis (--redis), loaded above their layered quota over
 // loopback, accept together what the quota allows over the load's span
 // (the binding layer, a token bucket of 300/s holding 300: 300 + 300·T),
-// within 3 %; each alone would accept that much. Every response is in the
+// at most 3 % over (10 % under: a late load is the host's); each alone
+// would accept that much. Every response is in the
 // recordings.
 func TestServeReplicasShareOneQuota(t *testing.T) {
 	if testing.Short() {
@@ -300,11 +300,13 @@ func TestServeReplicasShareOneQuota(t *testing.T) {
 			st := statuses(got)
 			ok := float64(st[200])
 			t.Logf("%d processes, %v: %d requests, %v; %d accepted, quota %.0f (%.2f%%)", n, span.Round(time.Millisecond), len(got), st, st[200], want, 100*(ok-want)/want)
-			// 3 %: beside the race step's other packages on 2 cores, 3
-			// processes accepted 2.1 % under the quota (the load's last
-			// requests sent late); alone they would accept 2-3×.
-			if math.Abs(ok-want) > 0.03*want {
-				t.Errorf("%d processes accepted %d over %v; want %.0f ± 3%% (%d per process alone would be %d×)", n, st[200], span, want, st[200], n)
+			// Over the quota is the bug this test is for (alone, each
+			// process would accept it: 2-3×): 3 % at most. Under it is
+			// the host's: beside the race step's other packages on 2
+			// cores the load fell 2.1 % and 3.6 % short (its requests sent
+			// late, the bucket full meanwhile): 10 % at most.
+			if ok > 1.03*want || ok < 0.90*want {
+				t.Errorf("%d processes accepted %d over %v; want %.0f, 3%% over or 10%% under at most (%d per process alone would be %d×)", n, st[200], span, want, st[200], n)
 			}
 			if st[429] == 0 || st[503] != 0 || st[0] != 0 {
 				t.Errorf("statuses %v; want 429s (the load exceeds the quota), no 503 nor transport error", st)
