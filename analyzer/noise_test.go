@@ -313,6 +313,48 @@ func TestNoiseRecoveryWithoutRetries(t *testing.T) {
 	}
 }
 
+// TestNoiseRecoveryStormEndedWithTrigger: a storm during the trigger
+// (five attempts, no budget) whose retries end with it, and a server that
+// stays down after it on a starved host. Over trigger and after together
+// the load is amplified past 1.5×; after the trigger, not at all: no storm
+// kept the server down, the host did (our client beside one CPU hog per
+// core: 5.2× during metastable's trigger, 1.06× after it, back 8.4 s
+// after it, a FAIL under the rule that read both together).
+func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
+	sim := metastableSim(1, func(s *capSim) {
+		jitter5(s)
+		s.duration = 33 * s1 // 18 s after the trigger, enough to judge: its storm still weighs in the whole span
+	})
+	var recs []timeline.Record
+	for _, r := range sim.records() {
+		if r.Type == timeline.TypeAttempt && r.Attempt.Attempt > 1 && r.Attempt.At >= int64(15*s1) {
+			continue // no retry after the trigger
+		}
+		if a := &r.Attempt; r.Type == timeline.TypeAttempt && a.Fault == "" && a.Status == 200 && a.At >= int64(15*s1) {
+			a.Fault, a.Queue = timeline.FaultAbandoned, int64(300*ms) // delivered too late, and queued past the timeout
+		}
+		recs = append(recs, r)
+	}
+	recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
+	n := noiseOf(5 * ms)
+	n.CPUPressure = 60
+	recs[len(recs)-1].End.Noise = n
+	an := New(recs[0].Meta, Options{})
+	for i := 1; i < len(recs); i++ {
+		an.Add(&recs[i])
+	}
+	v := an.Result()
+	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
+		t.Errorf("a storm that ended with the trigger, a starved host after it: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	}
+	// The storm itself was read: over the trigger the load was amplified.
+	c := v.Check(CheckLoadAmplification)
+	t.Logf("load-amplification %s %.2f: %s", c.Status, c.Figure, c.Reason)
+	if !strings.Contains(c.Reason, "during the trigger: mean ") || strings.Contains(c.Reason, "during the trigger: mean 1.0") {
+		t.Errorf("load-amplification = %s (%s); want the trigger's storm read", c.Status, c.Reason)
+	}
+}
+
 // TestNoiseBaselineOverloaded: on a host short of CPU, a server that was
 // not keeping up before the trigger (its successes before it all
 // delivered too late) leaves load-amplification unvouched for, whatever

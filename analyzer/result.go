@@ -571,12 +571,13 @@ func (a *Analyzer) pressedRead(r CheckResult) (_ CheckResult, why string, twice 
 // 2× the cores of CPU hogs, exp-no-jitter read 3.6× over a window whose
 // recovery came 3.4 s late, 16.4× over the trigger itself; quiet, 12-15×
 // and 14.6×). The trigger's own span is fixed by the scenario, not by the
-// host. So under CPU pressure the result stands when the trigger's span
-// alone reads the same side of the threshold, and is not vouched for
-// otherwise; nor when the server was not keeping up before the trigger
+// host. So under CPU pressure a FAIL stands when the trigger's span alone
+// reads a FAIL too, and is not vouched for otherwise; nor when the server
+// was not keeping up before the trigger
 // (the host, not the scenario, overloaded it: a fleet that asks for less
-// than the capacity at rest got none of it). Lateness of the order of the
-// service time skips it as before (noiseSkipIfCapacity).
+// than the capacity at rest got none of it). A PASS is never vouched for
+// there (below). Lateness of the order of the service time skips it as
+// before (noiseSkipIfCapacity).
 func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 	r, why, twice := a.pressedRead(r)
 	if !twice {
