@@ -66,6 +66,18 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
+// Tick is the kernel's tick as the stamps know it so far: the smallest
+// non-zero reading seen (0 before any). It is the true tick once one
+// arrival was read within its first tick, and coarser until then.
+func (s *Stamps) Tick() time.Duration {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.tick) * time.Millisecond
+}
+
 // Observe records the arrival stamped at `at` of the request whose context
 // ConnContext filled, and returns how long it surely waited in its socket
 // (0 when the kernel does not say, or less than a tick): at minus the
