@@ -107,11 +107,7 @@ func TestNoiseBunchingIsNotAWave(t *testing.T) {
 			a.At = (a.At/int64(20*ms) + 1) * int64(20*ms)
 		}
 	}
-	an := New(recs[0].Meta, Options{})
-	for i := 1; i < len(recs); i++ {
-		an.Add(&recs[i])
-	}
-	v := an.Result()
+	v, _ := judgeRecords(recs, Options{})
 	if c := v.Check(CheckWaves); c.Status == StatusFail {
 		t.Errorf("waves = fail (%s); want no failure: the bunching is the host's", c.Reason)
 	}
@@ -205,11 +201,8 @@ func TestNoiseRecovery(t *testing.T) {
 		recs[len(recs)-1].End.Noise = n
 	}
 	judgeRecs := func(recs []timeline.Record) *Verdict {
-		an := New(recs[0].Meta, Options{})
-		for i := 1; i < len(recs); i++ {
-			an.Add(&recs[i])
-		}
-		return an.Result()
+		v, _ := judgeRecords(recs, Options{})
+		return v
 	}
 
 	// A retry budget recovers; then the host delivers every other
@@ -239,11 +232,8 @@ func TestNoiseRecovery(t *testing.T) {
 		t.Errorf("load-amplification at 60%% CPU pressure = %s (%s; noise %q); want a skip that keeps the pass it read", c.Status, c.Reason, c.Noise)
 	}
 	judgeWith := func(recs []timeline.Record, o Options) *Verdict {
-		an := New(recs[0].Meta, o)
-		for i := 1; i < len(recs); i++ {
-			an.Add(&recs[i])
-		}
-		return an.Result()
+		v, _ := judgeRecords(recs, o)
+		return v
 	}
 	// A FAIL that the trigger's own span reads too stands (window 1.03×,
 	// trigger 1.10×, both over 1.01): the host's moving the recovery does
@@ -303,11 +293,7 @@ func TestNoiseRecoveryWithoutRetries(t *testing.T) {
 			a.Fault, a.Queue = timeline.FaultAbandoned, int64(300*ms) // delivered too late, and queued past the timeout
 		}
 	}
-	an := New(recs[0].Meta, Options{})
-	for i := 1; i < len(recs); i++ {
-		an.Add(&recs[i])
-	}
-	v := an.Result()
+	v, _ := judgeRecords(recs, Options{})
 	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
 		t.Errorf("no retries on a starved host: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
 	}
@@ -339,11 +325,7 @@ func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
 	n := noiseOf(5 * ms)
 	n.CPUPressure = 60
 	recs[len(recs)-1].End.Noise = n
-	an := New(recs[0].Meta, Options{})
-	for i := 1; i < len(recs); i++ {
-		an.Add(&recs[i])
-	}
-	v := an.Result()
+	v, _ := judgeRecords(recs, Options{})
 	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
 		t.Errorf("a storm that ended with the trigger, a starved host after it: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
 	}
@@ -375,11 +357,8 @@ func TestNoiseBaselineOverloaded(t *testing.T) {
 		}
 		// A threshold it reads over (a pass under CPU pressure is never
 		// vouched for, whatever the baseline).
-		an := New(recs[0].Meta, Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}})
-		for i := 1; i < len(recs); i++ {
-			an.Add(&recs[i])
-		}
-		return an.Result().Check(CheckLoadAmplification)
+		v, _ := judgeRecords(recs, Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}})
+		return v.Check(CheckLoadAmplification)
 	}
 	if c := judge(true); c.Status != StatusSkip || !strings.Contains(c.Noise, "not keeping up before the trigger") {
 		t.Errorf("baseline overloaded at 60%% CPU pressure: load-amplification = %s (%s; noise %q); want a skip naming the baseline", c.Status, c.Reason, c.Noise)
