@@ -307,6 +307,10 @@ type Analyzer struct {
 	giveUpFor  int64  // how long a request may wait for the server (give-up)
 	giveUpFrom string // where giveUpFor came from
 
+	// attemptTimeout is the fleet's per-attempt timeout (ns, 0: none
+	// stated): an abandoned attempt failed for its client then.
+	attemptTimeout int64
+
 	// stream state
 	keys       keyTable
 	swept      []*keyState // sweep's, reused
@@ -409,6 +413,9 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 		a.policy = opts.Policy
 	}
 	a.reuseKeys = meta == nil || meta.Recorder == "serve"
+	if meta != nil && meta.Fleet != nil {
+		a.attemptTimeout = meta.Fleet.AttemptTimeout
+	}
 	a.onRetry = opts.OnRetry
 	a.resolve()
 	a.grace = closeGrace

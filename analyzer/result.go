@@ -571,26 +571,24 @@ func (a *Analyzer) pressedRead(r CheckResult) (_ CheckResult, why string, twice 
 // 2× the cores of CPU hogs, exp-no-jitter read 3.6× over a window whose
 // recovery came 3.4 s late, 16.4× over the trigger itself; quiet, 12-15×
 // and 14.6×). The trigger's own span is fixed by the scenario, not by the
-// host. So under CPU pressure a FAIL stands when the trigger's span alone
-// reads a FAIL too, and is not vouched for otherwise; nor when the server
-// was not keeping up before the trigger
-// (the host, not the scenario, overloaded it: a fleet that asks for less
-// than the capacity at rest got none of it). A PASS is never vouched for
-// there (below). Lateness of the order of the service time skips it as
-// before (noiseSkipIfCapacity).
+// host. So under CPU pressure a result stands only when the trigger's
+// span alone reads the same, and not when the server was not keeping up
+// before the trigger (the host, not the scenario, overloaded it: a fleet
+// that asks for less than the capacity at rest got none of it).
+//
+// A PASS needs more: the host's lateness also breaks up retries that
+// would have arrived together, so a lockstep fleet's waves no longer hit
+// the full queue at once, which lowers the figure on both readings alike
+// (beside one CPU hog per core, exp-no-jitter read 3.9× and 6.6× over
+// the trigger and its window alike, PSI 37-47%; 12× in virtual time; our
+// client, 2.2-5.2×, 4.7×). It stands when the retries show that the
+// clients spread them themselves (clientSpread): then there were no
+// waves for the host to break up. Lateness of the order of the service
+// time skips it as before (noiseSkipIfCapacity).
 func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 	r, why, twice := a.pressedRead(r)
 	if !twice {
 		return r
-	}
-	// A PASS is not vouched for: the host's lateness breaks up retries
-	// that would have arrived together, and a lockstep fleet's waves no
-	// longer hit the full queue at once, which lowers the figure on both
-	// readings alike (beside one CPU hog per core, exp-no-jitter read
-	// 3.9× and 6.6× over the trigger and its window alike, PSI 37-47%;
-	// 12× in virtual time; our client, 2.2-5.2×, 4.7×).
-	if r.Status == StatusPass {
-		return a.noiseSkip(r, why+": its lateness breaks up retries that would have arrived together, which lowers the figure: a lockstep fleet's PASS would be the host's")
 	}
 	j := a.ldJ
 	if j.baselineOver {
@@ -605,6 +603,18 @@ func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 		return a.noiseSkip(r, fmt.Sprintf("%s: over the trigger alone it reads %s (mean %s), over the window to the recovery %s: the host's late delivery moved the recovery, and the window with it", why, d.Status, fmtAmp(during), r.Status))
 	}
 	r.Reason += fmt.Sprintf("; %s: read over the trigger alone too (mean %s), the same: the host's lateness, which moves the recovery, does not decide it", why, fmtAmp(during))
+	if r.Status != StatusPass {
+		return r
+	}
+	until := j.ampUntil
+	if until <= 0 {
+		until = math.MaxInt64
+	}
+	ok, how := a.clientSpread(a.ampFrom(), until, a.hostLateness())
+	if !ok {
+		return a.noiseSkip(r, why+": its lateness breaks up retries that would have arrived together, which lowers the figure: a lockstep fleet's PASS would be the host's; "+how)
+	}
+	r.Reason += "; " + how
 	return r
 }
 

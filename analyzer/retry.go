@@ -25,7 +25,9 @@ type Retry struct {
 	// Class ResponseRateLimit is a rate limit the client may retry.
 	Status int
 	Class  ResponseClass
-	// Prev is the previous attempt's response; At the retry's arrival.
+	// Prev is the previous attempt's response (for one its client left
+	// before, abandoned, when the fleet's attempt timeout fired, if the
+	// meta states it); At the retry's arrival.
 	Prev, At int64
 
 	// Paced: the previous response's Retry-After named a later instant,

@@ -214,3 +214,39 @@ func TestOnRetryClass(t *testing.T) {
 		t.Errorf("classes %v; want %v", got, want)
 	}
 }
+
+// TestAbandonedAttemptFailsAtItsTimeout: a client that left an attempt at
+// its attempt timeout never saw the response the stub wrote later (a
+// stub with finite capacity serves queued work long after), nor its
+// Retry-After. Its retry's wait counts from the timeout, and the
+// Retry-After paces nothing: read from the stub's late response, the
+// retry came 220 ms before it, which is neither instant nor early.
+func TestAbandonedAttemptFailsAtItsTimeout(t *testing.T) {
+	meta := &timeline.Meta{Recorder: "run", Policy: policy(100*ms, s1, 5, 10*s1, "full"),
+		Fleet: &timeline.Fleet{AttemptTimeout: int64(100 * ms)}}
+	recs := []*timeline.Record{
+		{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "c", Key: "k", Attempt: 1, Method: "GET", Path: "/",
+			At: int64(10 * ms), Done: int64(400 * ms), Status: 429, Fault: timeline.FaultAbandoned, RetryAfter: "1",
+			NotBefore: int64(1400 * ms), HasNotBefore: true}},
+		{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: "c", Key: "k", Attempt: 2, Method: "GET", Path: "/",
+			At: int64(180 * ms), Done: int64(181 * ms), Status: 200}},
+	}
+	var got []Retry
+	an := New(meta, Options{OnRetry: func(r Retry) { got = append(got, r) }})
+	for _, r := range recs {
+		an.Add(r)
+	}
+	v := an.Result()
+	if len(got) != 1 {
+		t.Fatalf("%d retries reported; want 1", len(got))
+	}
+	if r := got[0]; r.Prev != int64(110*ms) || r.Own != int64(70*ms) || r.Paced || r.Early {
+		t.Errorf("retry = %+v; want Prev 110ms (the timeout), Own 70ms, not paced", r)
+	}
+	if c := v.Check(CheckRetryAfter); c.Status == StatusFail {
+		t.Errorf("retry-after = %s (%s); want no early retry: the client never saw the Retry-After", c.Status, c.Reason)
+	}
+	if c := v.Check(CheckInstantRetry); c.Status == StatusFail {
+		t.Errorf("instant-retry = %s (%s); want no instant retry: it waited 70ms after its timeout", c.Status, c.Reason)
+	}
+}

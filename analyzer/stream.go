@@ -181,6 +181,16 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		// before: abandoned records the status it would have had).
 		x.status = 0
 	}
+	if r.Fault == timeline.FaultAbandoned {
+		// Nor the Retry-After of a response it left before, and it failed
+		// when its attempt timeout fired, not when the stub wrote (a
+		// stub with finite capacity serves queued work long after): a
+		// retry's wait starts there.
+		x.hasNB = false
+		if a.attemptTimeout > 0 {
+			x.done = min(x.done, x.at+a.attemptTimeout)
+		}
+	}
 	h := a.keys.hash(r.Key)
 	st := a.keys.get(r.Key, h)
 	if st == nil {
