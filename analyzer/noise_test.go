@@ -429,6 +429,12 @@ func TestNoiseLoadAmpWhoseSpread(t *testing.T) {
 			if tt.want == StatusSkip && v.Status != VerdictInconclusive && v.Status != VerdictFail {
 				t.Errorf("verdict %s; want INCONCLUSIVE (or a FAIL of another check)", v.Status)
 			}
+			// wasted-work's PASS needs the same evidence.
+			if w := v.Check(CheckWastedWork); tt.want == StatusSkip && w.Status == StatusPass {
+				t.Errorf("at 60%% CPU pressure: wasted-work = pass (%s); want it not vouched for", w.Reason)
+			} else if tt.want == StatusPass && w.Status == StatusPass && !strings.Contains(w.Reason, "the clients spread their own retries") {
+				t.Errorf("at 60%% CPU pressure: wasted-work = pass (%s); want the spread's evidence in the reason", w.Reason)
+			}
 		})
 	}
 }

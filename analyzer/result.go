@@ -603,10 +603,19 @@ func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 		return a.noiseSkip(r, fmt.Sprintf("%s: over the trigger alone it reads %s (mean %s), over the window to the recovery %s: the host's late delivery moved the recovery, and the window with it", why, d.Status, fmtAmp(during), r.Status))
 	}
 	r.Reason += fmt.Sprintf("; %s: read over the trigger alone too (mean %s), the same: the host's lateness, which moves the recovery, does not decide it", why, fmtAmp(during))
+	return a.vouchPass(r, why, j.ampUntil)
+}
+
+// vouchPass: under CPU pressure a capacity check's PASS stands only when
+// the clients spread their own retries from the trigger until until (ns;
+// 0: the run's end), clientSpread. The host's lateness breaks up retries
+// that would have arrived together, so a lockstep fleet's waves no longer
+// hit the full queue at once: fewer rejections, fewer retries, less work
+// served for clients that had gone. Anything but a PASS stands as it is.
+func (a *Analyzer) vouchPass(r CheckResult, why string, until int64) CheckResult {
 	if r.Status != StatusPass {
 		return r
 	}
-	until := j.ampUntil
 	if until <= 0 {
 		until = math.MaxInt64
 	}
@@ -623,8 +632,10 @@ func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 // responses it served within their attempt timeout (loadState.inTime).
 // Read again without that work, a result the same on both readings
 // stands: what the host added does not decide it; otherwise it is not
-// vouched for. Lateness of the order of the service time skips it as
-// before (noiseSkipIfCapacity).
+// vouched for. A PASS also needs the clients to have spread their own
+// retries (vouchPass): lockstep waves the host broke up waste less.
+// Lateness of the order of the service time skips it as before
+// (noiseSkipIfCapacity).
 func (a *Analyzer) wastedUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 	r, why, twice := a.pressedRead(r)
 	if !twice {
@@ -637,7 +648,7 @@ func (a *Analyzer) wastedUnderNoise(c *checkCfg, r CheckResult) CheckResult {
 		return a.noiseSkip(r, fmt.Sprintf("%s: without the %s of service the host's late delivery wasted (%d attempts served within the attempt timeout whose clients had gone) it reads %s (%.1f%%)", why, fmtDur(l.inTimeWasted), l.inTimeN, d.Status, lenient))
 	}
 	r.Reason += fmt.Sprintf("; %s: without the %s of service the host's late delivery wasted it reads the same (%.1f%%)", why, fmtDur(l.inTimeWasted), lenient)
-	return r
+	return a.vouchPass(r, why, 0)
 }
 
 // maxCapacityPressure is the CPU pressure (Linux PSI "some", % of the
