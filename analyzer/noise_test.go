@@ -438,3 +438,49 @@ func TestNoiseLoadAmpWhoseSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestClientSpreadUnread: cohorts whose median wait is under 4× the
+// host's lateness cannot be read; they may hold at most spreadUnread of
+// the retries for the spread to vouch for anything.
+func TestClientSpreadUnread(t *testing.T) {
+	const late = int64(2 * ms)
+	fill := func(an *Analyzer, g, n int, wait func(i int) int64) {
+		c := &an.wv.cohorts[g]
+		for i := range n {
+			at := int64(s1) + int64(i)*int64(7*ms)
+			c.sample = append(c.sample, waveSampleRec{trigger: at - wait(i), base: at - wait(i), arrival: at})
+		}
+		c.seen = int64(n)
+	}
+	jittered := func(d time.Duration) func(int) int64 {
+		return func(i int) int64 { return int64(d) * int64(i%100+1) / 100 } // uniform on (0, d]
+	}
+	for _, tc := range []struct {
+		short int // retries in a cohort of 4 ms waits (unread), of 1000 read
+		ok    bool
+	}{{0, true}, {150, true}, {200, false}, {1000, false}} {
+		an := New(&timeline.Meta{Recorder: "run"}, Options{})
+		fill(an, 2, 1000, jittered(100*ms))
+		if tc.short > 0 {
+			fill(an, 0, tc.short, func(int) int64 { return int64(4 * ms) })
+		}
+		ok, how := an.clientSpread(0, 1<<62, late)
+		if ok != tc.ok {
+			t.Errorf("%d short retries beside 1000 jittered: spread %v (%s); want %v", tc.short, ok, how, tc.ok)
+		}
+	}
+	// No retry at all: nothing for the host to break up.
+	an := New(&timeline.Meta{Recorder: "run"}, Options{})
+	if ok, how := an.clientSpread(0, 1<<62, late); !ok || !strings.Contains(how, "no retry arrived") {
+		t.Errorf("no retries: spread %v (%s); want true", ok, how)
+	}
+	// Retries outside the window are not read.
+	an = New(&timeline.Meta{Recorder: "run"}, Options{})
+	fill(an, 2, 1000, func(int) int64 { return int64(100 * ms) }) // lockstep
+	if ok, _ := an.clientSpread(0, int64(s1)/2, late); !ok {
+		t.Errorf("lockstep retries all after the window: spread false; want true (nothing in it)")
+	}
+	if ok, how := an.clientSpread(0, 1<<62, late); ok || !strings.Contains(how, "fastest tenth") {
+		t.Errorf("lockstep retries in the window: spread %v (%s); want false", ok, how)
+	}
+}
