@@ -6,13 +6,14 @@ import (
 	"time"
 )
 
-// Whose spread: the evidence that lets load-amplification vouch for a PASS
-// on a host short of CPU.
+// Whose spread: the evidence that lets the capacity checks
+// (load-amplification, wasted-work) vouch for a PASS on a host short of
+// CPU (vouchPass).
 //
 // The host's lateness breaks up retries that would have arrived together:
 // a lockstep fleet's waves no longer hit a full queue at once, and its
-// figure falls (beside one CPU hog per core, exp-no-jitter read 3.2-6.6×
-// where a quiet host reads 12-16×), so the figure alone cannot tell a
+// figure falls (beside one or two CPU hogs per core, exp-no-jitter read
+// 3.2-6.6× where a quiet host reads 12-16×), so the figure alone cannot tell a
 // lockstep fleet the host spread from a fleet that spreads its own
 // retries. The retries can: a fleet that jitters its waits has, in every
 // retry cohort, a fastest tenth that waited a small share of the median
@@ -21,8 +22,8 @@ import (
 // share of (d + L₁₀)/(d + L₅₀), near 1 unless the host's median lateness
 // is of the order of d. So a cohort reads as the client's spread when its
 // fastest tenth waited at most spreadShare of its median, that median is
-// at least spreadLateRatio times the host's lateness (which then cannot
-// bring a lockstep cohort under the share), and its arrivals are not
+// at least spreadLateRatio times the host's lateness (lateness of that
+// size leaves a lockstep cohort at 75 % or more), and its arrivals are not
 // concentrated beyond what its waits explain (the waves statistic's
 // arrivals reading, which a clock-aligned fleet fails). Measured on the
 // recordings of the gate (docs/benchmarks/gate-under-load.sh), metastable,
@@ -56,12 +57,10 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 	s := &a.wv
 	var total, unread float64
 	type cohortShare struct {
-		name       string
-		share      float64
-		q10, q50   int64
-		arrivals   float64
-		n          float64
-		unresolved bool
+		name     string
+		share    float64
+		q10, q50 int64
+		arrivals float64
 	}
 	var read []cohortShare
 	for g := range s.cohorts {
@@ -97,7 +96,7 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 		}
 		res := max(q50/waveBins, int64(time.Millisecond), late)
 		_, arr := pairReadings(in, q50, res)
-		read = append(read, cohortShare{name: r.name(), share: float64(q10) / float64(q50), q10: q10, q50: q50, arrivals: arr, n: n})
+		read = append(read, cohortShare{name: r.name(), share: float64(q10) / float64(q50), q10: q10, q50: q50, arrivals: arr})
 	}
 	if total == 0 {
 		return true, "no retry arrived from the trigger to the end of the window: there were no waves for the host's lateness to break up"
