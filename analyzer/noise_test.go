@@ -342,11 +342,12 @@ func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
 // it read: the host, not the scenario, overloaded it. Without noise the
 // same recording is judged as read.
 func TestNoiseBaselineOverloaded(t *testing.T) {
-	judge := func(noisy bool) *CheckResult {
+	judge := func(noisy bool, queue time.Duration) *Verdict {
 		recs := metastableSim(1, budget10).records()
+		recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
 		for i := range recs {
 			if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Status == 200 && a.Fault == "" && a.At < int64(10*s1) {
-				a.Fault, a.Queue = timeline.FaultAbandoned, int64(300*ms)
+				a.Fault, a.Queue = timeline.FaultAbandoned, int64(queue)
 			}
 		}
 		if noisy {
@@ -354,16 +355,28 @@ func TestNoiseBaselineOverloaded(t *testing.T) {
 			n.CPUPressure = 60
 			recs[len(recs)-1].End.Noise = n
 		}
-		// A threshold it reads over (a pass under CPU pressure is never
-		// vouched for, whatever the baseline).
+		// A threshold it reads over (a pass would need the clients'
+		// spread as well).
 		v, _ := judgeRecords(recs, Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}})
-		return v.Check(CheckLoadAmplification)
+		return v
 	}
-	if c := judge(true); c.Status != StatusSkip || !strings.Contains(c.Noise, "not keeping up before the trigger") {
+	// Queued past the 250 ms attempt timeout: the fleet asked too much.
+	v := judge(true, 300*ms)
+	if c := v.Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Noise, "not keeping up before the trigger") {
 		t.Errorf("baseline overloaded at 60%% CPU pressure: load-amplification = %s (%s; noise %q); want a skip naming the baseline", c.Status, c.Reason, c.Noise)
 	}
-	if c := judge(false); c.Status == StatusSkip {
+	if c := v.Check(CheckRecovery); c.Status != StatusSkip || !strings.Contains(c.Reason, "the fleet asks for more than the capacity;") {
+		t.Errorf("baseline queued past the timeout: recovery = %s (%s); want a skip that blames the fleet's demand alone", c.Status, c.Reason)
+	}
+	if c := judge(false, 300*ms).Check(CheckLoadAmplification); c.Status == StatusSkip {
 		t.Errorf("baseline overloaded, no noise: load-amplification = %s (%s); want it judged", c.Status, c.Reason)
+	}
+	// Served within the timeout and delivered after the clients had
+	// gone: the host may have tipped it, and the reading as recorded
+	// counts them (recovery then widens: counted as goodput, the
+	// baseline kept up and the fleet recovered).
+	if c := judge(true, 100*ms).Check(CheckRecovery); c.Status != StatusPass || !strings.Contains(c.Reason, "as recorded: skip: the server was not keeping up before the trigger") || !strings.Contains(c.Reason, "or the host tipped it: before the trigger") {
+		t.Errorf("baseline served in time, delivered late: recovery = %s (%s); want a pass, widened, whose reading as recorded counts the late deliveries", c.Status, c.Reason)
 	}
 }
 
