@@ -285,6 +285,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 		}
 	}
 
+	if !opts.Virtual {
+		defer keepHeapFloor()()
+	}
 	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout), epochLate: late, turnsOff: make(chan struct{})}
 	return r.run(ctx)
 }
