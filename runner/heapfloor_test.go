@@ -9,13 +9,13 @@ import (
 // heapSink keeps the churn's allocations from being optimized away.
 var heapSink []byte
 
-// churnGCs allocates 16 MiB of short-lived garbage and returns how many
+// churnGCs allocates n bytes of short-lived garbage and returns how many
 // collections ran meanwhile.
-func churnGCs() uint32 {
+func churnGCs(n int) uint32 {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	for range 2048 {
+	for range n / (8 << 10) {
 		heapSink = make([]byte, 8<<10)
 	}
 	runtime.ReadMemStats(&after)
@@ -24,28 +24,37 @@ func churnGCs() uint32 {
 }
 
 // TestHeapFloorSpacesCollections: while a real-time run holds the floor,
-// 16 MiB of garbage runs the collector at most once (without it, every
-// few MiB); a GOGC set in the environment is the user's tuning, and the
-// floor then holds nothing.
+// garbage of 3 times the live heap (4 MiB at least) runs the collector
+// at most once; without it, twice or more (GOGC=100 collects each time
+// the heap doubles). A GOGC set in the environment is the user's tuning,
+// and the floor then holds nothing.
 func TestHeapFloorSpacesCollections(t *testing.T) {
 	if os.Getenv("GOGC") != "" {
 		t.Skip("GOGC is set in the environment: the floor leaves it alone (tested below with t.Setenv)")
 	}
-	without := churnGCs()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	live := max(int(m.HeapAlloc), 4<<20)
+	if live > 30<<20 {
+		t.Skipf("the test process holds %d MiB live: the floor's %d MiB would not cover 3 times that", live>>20, heapFloor>>20)
+	}
+	n := 3 * live
+	without := churnGCs(n)
 	if without < 2 {
-		t.Fatalf("16 MiB of garbage without the floor ran %d collections; want 2 or more (else this test shows nothing)", without)
+		t.Fatalf("%d MiB of garbage over %d MiB live, without the floor, ran %d collections; want 2 or more (else this test shows nothing)", n>>20, live>>20, without)
 	}
 	release := keepHeapFloor()
-	with := churnGCs()
+	with := churnGCs(n)
 	release()
 	if with > 1 {
-		t.Errorf("16 MiB of garbage with the floor held ran %d collections (%d without); want at most 1", with, without)
+		t.Errorf("%d MiB of garbage with the floor held ran %d collections (%d without); want at most 1", n>>20, with, without)
 	}
 
 	t.Setenv("GOGC", "100")
 	release = keepHeapFloor()
-	if n := churnGCs(); n < 2 {
-		t.Errorf("GOGC set: 16 MiB of garbage ran %d collections with the floor asked for; want it not held (2 or more)", n)
+	if got := churnGCs(n); got < 2 {
+		t.Errorf("GOGC set: %d MiB of garbage ran %d collections with the floor asked for; want it not held (2 or more)", n>>20, got)
 	}
 	release()
 }
