@@ -419,12 +419,10 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 	h := max(j.w, int((hold+width-1)/width))
 	j.rec.Hold = int64(h) * width
 
-	// Prefix sums of first attempts, goodput, attempts, capacity
-	// rejections and in-time successes delivered late.
-	pf, pg, pa, pr, pit := make([]int64, n+1), make([]int64, n+1), make([]int64, n+1), make([]int64, n+1), make([]int64, n+1)
+	// Prefix sums of first attempts, goodput and attempts.
+	pf, pg, pa, pr := make([]int64, n+1), make([]int64, n+1), make([]int64, n+1), make([]int64, n+1)
 	for i := range n {
 		pf[i+1] = pf[i] + l.first[i]
-		pit[i+1] = pit[i] + l.inTime[i]
 		pg[i+1] = pg[i] + l.good[i]
 		if inTime {
 			pg[i+1] += l.inTime[i]
@@ -510,10 +508,15 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 			// more than the capacity at rest; or the host's, when it
 			// delivered responses served within the attempt timeout
 			// after their clients had gone, whose retries filled the
-			// queue (at 2× the cores of CPU hogs, metastable's stub
-			// tipped so at the end of the fleet's ramp in 5 of 30 runs).
+			// queue (at 2× the cores of CPU hogs, before the runner's
+			// heap floor, metastable's stub tipped so at the end of the
+			// fleet's ramp in 5 of 30 runs).
 			why := "the fleet asks for more than the capacity"
-			if late := sum(pit, 0, bT); late > 0 {
+			var late int64
+			for _, v := range l.inTime[:min(bT, n)] {
+				late += v
+			}
+			if late > 0 {
 				why = fmt.Sprintf("the fleet asks for more than the capacity, or the host tipped it: before the trigger %d successful attempts the stub served within the %s attempt timeout were delivered after their clients had gone", late, fmtDur(l.timeout))
 			}
 			j.rec.Skip = fmt.Sprintf("the server was not keeping up before the trigger: goodput %.0f%% of the offered load over %s–%s (%s; recovery from the trigger cannot be told from that)",

@@ -54,20 +54,15 @@ const (
 // were spread by their clients, not by the host (see above), and says what
 // it read either way. late is the host's lateness (ns, its p90).
 func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
-	s := &a.wv
 	var total, unread float64
-	type cohortShare struct {
+	var worst struct {
 		name     string
 		share    float64
 		q10, q50 int64
-		arrivals float64
 	}
-	var read []cohortShare
-	for g := range s.cohorts {
-		c := &s.cohorts[g]
-		if len(c.sample) == 0 {
-			continue
-		}
+	worst.share = -1
+	for g := range a.wv.cohorts {
+		c := &a.wv.cohorts[g]
 		var in []waveSampleRec
 		for _, x := range c.sample {
 			if x.arrival >= from && x.arrival < until {
@@ -79,7 +74,6 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 		}
 		n := float64(c.seen) * float64(len(in)) / float64(len(c.sample))
 		total += n
-		r := cohortReading{g: g}
 		if len(in) < spreadMinSample {
 			unread += n
 			continue
@@ -94,36 +88,28 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 			unread += n
 			continue
 		}
+		name := (&cohortReading{g: g}).name()
+		share := float64(q10) / float64(q50)
+		if share > spreadShare {
+			return false, fmt.Sprintf("the host's lateness may have spread the retries: %s's fastest tenth waited %s, %.0f%% of its median %s (a fleet that spreads its own waits: %.0f%% at most)",
+				name, fmtDur(q10), 100*share, fmtDur(q50), 100*spreadShare)
+		}
 		res := max(q50/waveBins, int64(time.Millisecond), late)
-		_, arr := pairReadings(in, q50, res)
-		read = append(read, cohortShare{name: r.name(), share: float64(q10) / float64(q50), q10: q10, q50: q50, arrivals: arr})
+		if _, arr := pairReadings(in, q50, res); arr > spreadArrivals {
+			return false, fmt.Sprintf("the host's lateness may have spread the retries: %s's arrivals read %.2f on the waves statistic (%.0f at most), concentrated beyond what its waits explain",
+				name, arr, float64(spreadArrivals))
+		}
+		if share > worst.share {
+			worst.name, worst.share, worst.q10, worst.q50 = name, share, q10, q50
+		}
 	}
 	if total == 0 {
 		return true, "no retry arrived from the trigger to the end of the window: there were no waves for the host's lateness to break up"
-	}
-	for _, c := range read {
-		switch {
-		case c.share > spreadShare:
-			return false, fmt.Sprintf("the host's lateness may have spread the retries: %s's fastest tenth waited %s, %.0f%% of its median %s (a fleet that spreads its own waits: %.0f%% at most)",
-				c.name, fmtDur(c.q10), 100*c.share, fmtDur(c.q50), 100*spreadShare)
-		case c.arrivals > spreadArrivals:
-			return false, fmt.Sprintf("the host's lateness may have spread the retries: %s's arrivals read %.2f on the waves statistic (%.0f at most), concentrated beyond what its waits explain",
-				c.name, c.arrivals, float64(spreadArrivals))
-		}
 	}
 	if unread > spreadUnread*total {
 		return false, fmt.Sprintf("%.0f%% of the %.0f retries from the trigger on lie in cohorts whose waits cannot be told from the host's lateness (a median under %d× its p90 %s, or under %d sampled): whose spread they have is unknown",
 			100*unread/total, total, spreadLateRatio, fmtDur(late), spreadMinSample)
 	}
-	worst := slices.MaxFunc(read, func(x, y cohortShare) int {
-		if x.share < y.share {
-			return -1
-		}
-		if x.share > y.share {
-			return 1
-		}
-		return 0
-	})
 	return true, fmt.Sprintf("the clients spread their own retries: in every retry cohort read (%.0f%% of the %.0f retries from the trigger on), the fastest tenth waited at most %.0f%% of the median (worst: %s, %s of %s), a median at least %d× the host's lateness p90 %s, with arrivals no more concentrated than the waits explain; there were no waves for the host to break up",
 		100*(total-unread)/total, total, 100*worst.share, worst.name, fmtDur(worst.q10), fmtDur(worst.q50), spreadLateRatio, fmtDur(late))
 }
