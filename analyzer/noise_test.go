@@ -50,7 +50,7 @@ func TestNoiseNeverDecides(t *testing.T) {
 		// spread reads as jitter. Without the measurement it passed; with
 		// it the cohorts are under 10× the noise and not judged.
 		{"lockstep smeared", sim{clients: 100, server: outage(3*s1, ""), delay: constantDelay(200 * ms), late: 60 * ms, maxAttempts: 6, seed: 3,
-			policy: policy(200*ms, 200*ms, 6, 20*s1, "none"), noise: noiseOf(60 * ms)},
+			policy: policy(200*ms, 200*ms, 6, 20*s1, "none"), noise: noiseOf(60 * ms), expect: &timeline.Expect{Require: []string{CheckWaves}}},
 			CheckWaves, StatusSkip, VerdictInconclusive, ""},
 		// The budget overrun the host made: each of 8 waits 20 ms late,
 		// 1.1 s past a 10 s budget with a 1 s tolerance, is within 1 s + 9 ×
@@ -81,6 +81,11 @@ func TestNoiseNeverDecides(t *testing.T) {
 			}
 			if tt.verdict == VerdictInconclusive && !strings.Contains(strings.Join(v.Inconclusive, "\n"), "could not judge under this host's noise") {
 				t.Errorf("inconclusive %q; want the noise named", v.Inconclusive)
+			}
+			for _, r := range v.Inconclusive { // a check the noise kept from judging is named once
+				if strings.Contains(r, "required check "+tt.check+" judged nothing") {
+					t.Errorf("inconclusive %q names %s twice; want once, for the noise", v.Inconclusive, tt.check)
+				}
 			}
 			if tt.before != "" {
 				s := tt.sim
