@@ -27,7 +27,7 @@ func churnGCs(n int) uint32 {
 // garbage of 3 times the live heap (4 MiB at least) runs the collector
 // at most once; without it, twice or more (GOGC=100 collects each time
 // the heap doubles). A GOGC set in the environment is the user's tuning,
-// and the floor then holds nothing.
+// which the floor leaves alone (TestHeapFloorLeavesGOGCAlone).
 func TestHeapFloorSpacesCollections(t *testing.T) {
 	if os.Getenv("GOGC") != "" {
 		t.Skip("GOGC is set in the environment: the floor leaves it alone (TestHeapFloorLeavesGOGCAlone)")
@@ -50,7 +50,6 @@ func TestHeapFloorSpacesCollections(t *testing.T) {
 	if with > 1 {
 		t.Errorf("%d MiB of garbage with the floor held ran %d collections (%d without); want at most 1", n>>20, with, without)
 	}
-
 }
 
 // TestHeapFloorLeavesGOGCAlone: with GOGC set in the environment the
