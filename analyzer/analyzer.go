@@ -36,6 +36,10 @@ type Options struct {
 	Require []string
 	// Policy, when non-nil, replaces the policy the timeline states.
 	Policy *timeline.Policy
+	// Noise, when non-nil, replaces the host noise the timeline measured:
+	// the timeline is judged as if its host had run that late (tests
+	// inject it to judge a virtual-time run under a noisy host).
+	Noise *timeline.Noise
 	// Examples is how many offending examples each check keeps (0: 5).
 	Examples int
 	// IdleTimeout drops the state of a logical request that has seen no
@@ -281,6 +285,7 @@ func (c *checkCfg) statuses(name string) []int {
 type Analyzer struct {
 	meta     *timeline.Meta
 	policy   *timeline.Policy
+	noiseIn  *timeline.Noise // Options.Noise
 	opts     Options
 	cfg      []*checkCfg // by checkTable index
 	warnings []Warning
@@ -343,7 +348,7 @@ type Analyzer struct {
 	budOver overList
 	jbOver  overList      // jitter-bounds' offenders, judged with the noise
 	guOver  overList      // give-up's, by how long before their budget ended the server served
-	raAsked *loghist.Hist // the waits Retry-After asked of the retries it paced
+	raSlack *loghist.Hist // how far past not_before − tolerance the retries it paced arrived
 	// done tallies the closed logical requests (attempts, amplification,
 	// the outcomes' cross-check); exercised counts the attempts the stub
 	// refused or failed (≥ 400 or a fault) for the client's own sake.
@@ -412,6 +417,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 	if opts.Policy != nil {
 		a.policy = opts.Policy
 	}
+	a.noiseIn = opts.Noise
 	a.reuseKeys = meta == nil || meta.Recorder == "serve"
 	if meta != nil && meta.Fleet != nil {
 		a.attemptTimeout = meta.Fleet.AttemptTimeout

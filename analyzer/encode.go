@@ -59,8 +59,15 @@ func figureText(c *CheckResult) string {
 		f += " " + w
 	}
 	op := "≤"
-	if c.Status == StatusFail {
+	switch c.Status {
+	case StatusFail:
 		op = ">"
+	case StatusInconclusive:
+		op = "?"
+		if len(c.Range) == 2 {
+			f = fmtFigure(c.Range[0], c.Unit) + "–" + fmtFigure(c.Range[1], c.Unit)
+		}
+		return f + " against " + fmtFigure(c.Threshold, c.Unit)
 	}
 	return f + " " + op + " " + fmtFigure(c.Threshold, c.Unit)
 }
@@ -151,6 +158,8 @@ func WriteText(w io.Writer, v *Verdict) error {
 			fmt.Fprintf(bw, "  ↷ %s%s skipped: %s\n", c.ID, dots, c.Reason)
 		case StatusPass:
 			fmt.Fprintf(bw, "  ✓ %s%s %s\n", c.ID, dots, figureText(c))
+		case StatusInconclusive:
+			fmt.Fprintf(bw, "  ? %s%s %s: undecided under the host's noise\n", c.ID, dots, figureText(c))
 		default:
 			fmt.Fprintf(bw, "  ✗ %s%s %s\n", c.ID, dots, figureText(c))
 			if len(c.Examples) > 0 {
@@ -270,6 +279,9 @@ func junitSuiteOf(v *Verdict) junitSuite {
 		case StatusSkip:
 			suite.Skipped++
 			tc.Skipped = &junitSkipped{Message: c.Reason}
+		case StatusInconclusive:
+			suite.Skipped++
+			tc.Skipped = &junitSkipped{Message: "inconclusive: " + figureText(c) + ": " + c.Reason}
 		case StatusFail:
 			suite.Failures++
 			var body strings.Builder
@@ -365,6 +377,8 @@ func WriteMarkdown(w io.Writer, v *Verdict) error {
 		switch c.Status {
 		case StatusSkip:
 			mark, fig, thr = "⏭️", "—", "—"
+		case StatusInconclusive:
+			mark, fig = "❔", figureText(c)
 		case StatusFail:
 			mark = "❌"
 		}

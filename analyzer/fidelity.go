@@ -228,11 +228,10 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 			add("the fleet's first request arrived at %s, after the first phase (%s) ended at %s: the scenario was not played against it", fmtNS(arrived), first.Name, fmtNS(first.End))
 		}
 	}
-	// Checks the host's noise kept from judging: a pass on what noise
-	// hid is no pass.
+	// Checks whose range under the host's noise straddles the threshold.
 	for i := range v.Checks {
-		if c := &v.Checks[i]; c.Noise != "" && c.Status != StatusFail {
-			add("the check %s could not judge under this host's noise: %s", c.ID, c.Noise)
+		if c := &v.Checks[i]; c.Status == StatusInconclusive {
+			add("the check %s could not decide under this host's noise: %s", c.ID, c.Reason)
 		}
 	}
 	// Checks that had to judge something.
@@ -245,8 +244,7 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 		}
 		// A serve recording has no outcomes: the checks that judge them
 		// cannot be required of it (the scenario requires them of a run).
-		// A check the noise kept from judging is named once, above.
-		if a.required[c.ID] && c.Noise == "" && !(!fleetRun && needsOutcomes(c.ID)) {
+		if a.required[c.ID] && !(!fleetRun && needsOutcomes(c.ID)) {
 			add("the required check %s judged nothing: %s", c.ID, c.Reason)
 		}
 	}

@@ -170,22 +170,22 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	// answered 2xx was lost all the same (a wrapper that swallowed the
 	// error, a program that printed ok after giving up).
 	t := a.tl
-	late := a.noiseLate()
-	lostWaiting, guEx := a.guOver.count(late)
 	lost, lostEx := t.lost, t.lostEx
 	if a.unbacked() {
 		lost, lostEx = 0, nil // a recording is missing: INCONCLUSIVE, not lost
 	}
-	bad := lostWaiting + lost
-	within := fmtDur(a.giveUpFor)
-	if late > 0 {
-		within += fmt.Sprintf(" less %s per attempt (%s)", fmtDur(late), a.noiseText())
+	// Each request lost may have been made late by the host, each of its
+	// waits by up to the lateness: the range's low end credits it.
+	lostLo, _ := a.guOver.count(a.noise().act(c.def.Noise, Raises).delay)
+	lostWaiting, guEx := a.guOver.count(0)
+	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom)
+	if lostLo != lostWaiting {
+		why += fmt.Sprintf("; %d with the host's lateness credited per attempt", lostLo)
 	}
-	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, a.gu.judged, within, a.giveUpFrom)
 	if lost > 0 {
 		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", lost)
 	}
-	r := verdict(c, pct(bad, a.gu.judged), c.def.Threshold.Num, a.gu.judged, why)
+	r := a.decide(c, pct(lostLo+lost, a.gu.judged), pct(lostWaiting+lost, a.gu.judged), c.def.Threshold.Num, a.gu.judged, why)
 	r.Examples = append(append([]Example(nil), lostEx...), guEx...)
 	if len(r.Examples) > a.maxEx {
 		r.Examples = r.Examples[:a.maxEx]

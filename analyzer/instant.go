@@ -19,12 +19,11 @@ import (
 // the window (the default threshold, 50 %, plus the margin of a small
 // cohort), and the pool of all retries against the default.
 //
-// Noise: a retry the client sent at once arrives as late as the host ran
-// it, so the window widens by the measured noise (a retry within window +
-// noise may be an instant one made late). The expected share widens with
-// it; a cohort whose policy would put 80 % or more of its retries in the
-// widened window cannot be told from an instant retry at all, and is not
-// judged (the check notes it, and the verdict cannot pass on it).
+// Noise (schema row): the stub stamps a response before it leaves and an
+// arrival when it is read, so the host only lengthens a gap. A retry
+// within the window was within it (lo); one within the window plus the
+// lateness p99 may have been, and so may the 1 % of retries the host made
+// later than its p99 (hi).
 
 // instLayout buckets the retries' gaps: eight buckets per power of two
 // of 100 µs.
@@ -60,8 +59,8 @@ func (a *Analyzer) instantRetry(k int, gap int64) bool {
 // instReading is one judged pool of retries.
 type instReading struct {
 	name      string
-	n, bad    int64
-	share     float64 // %
+	n         int64
+	lo, hi    int64   // within the window; within it plus the host's lateness
 	expect    float64 // % the policy gives, -1 without one
 	threshold float64
 }
@@ -75,9 +74,14 @@ func instantThreshold(def, p float64, n int64) float64 {
 	return max(def, min(90, 100*p+10+margin))
 }
 
-// judgeInstant is the instant-retry check.
+// share is the reading's range in %.
+func (r instReading) share() (lo, hi float64) { return pct(r.lo, r.n), pct(r.hi, r.n) }
+
+// judgeInstant is the instant-retry check: every cohort (and the pool of
+// all retries) against its threshold; the check fails when one cohort's
+// range is all past it, passes when every range is within.
 func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
-	var total, bad int64
+	var total, bad, badHi int64
 	for i := range a.instK {
 		total += a.instK[i].n
 	}
@@ -85,55 +89,40 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		return skip("no retry followed a 429/5xx or other rate limit without a Retry-After that paced it")
 	}
 	policy := a.policy != nil && a.policy.Base > 0
-	// The stub stamps a response before it leaves and an arrival when it
-	// is read, so host noise only lengthens a gap: a retry within the
-	// window was within it. With a stated policy the window widens by the
-	// noise, and the expected shares with it; without one there is no
-	// share to widen, so the window stays and the check notes that an
-	// instant retry made late could have passed it.
-	late := a.noiseLate()
-	if !policy {
-		late = 0
-	}
+	h := a.noise().act(c.def.Noise, Lowers)
+	late, tail := h.delay, max(h.n.most, h.delay)
 	w := a.instWindow + late
-	within := func(k int) int64 {
-		ck := &a.instK[k]
-		if late == 0 {
-			return ck.bad
-		}
-		return int64(ck.gaps.Below(w))
-	}
 	var readings []instReading
-	var unresolved []string
 	var poolExp float64
 	for k := range a.instK {
 		ck := &a.instK[k]
 		if ck.n == 0 {
 			continue
 		}
-		b := within(k)
-		bad += b
+		lo, hi := ck.bad, ck.bad
+		if late > 0 {
+			// Within the window plus the lateness p99, and up to 1 % more
+			// of the retries from beyond it, up to the most lateness seen.
+			hi = int64(ck.gaps.Below(w))
+			hi += min(int64(ck.gaps.Below(a.instWindow+tail))-hi, ck.n/100)
+		}
+		bad += lo
+		badHi += hi
 		// Without a stated policy there is no expected share: half (no
 		// opinion) per retry number, so a cohort mostly at zero fails.
 		p := 0.5
 		if policy {
-			p = a.instantProb(k+1, w)
+			p = a.instantProb(k+1, a.instWindow)
 		}
 		poolExp += p * float64(ck.n)
-		if ck.n < instMinCohort {
-			continue
+		if ck.n < instMinCohort || (policy && 100*p+10 >= 90) {
+			continue // too few, or the policy itself retries within the window
 		}
 		name := fmt.Sprintf("retry %d", k+1)
 		if k+1 == waveGroups {
 			name = fmt.Sprintf("retries %d+", k+1)
 		}
-		if policy && 100*p+10 >= 90 {
-			if late > 0 && 100*a.instantProb(k+1, a.instWindow)+10 < 90 {
-				unresolved = append(unresolved, name)
-			}
-			continue
-		}
-		rd := instReading{name: name, n: ck.n, bad: b, share: pct(b, ck.n), expect: -1, threshold: instantThreshold(c.def.Threshold.Num, p, ck.n)}
+		rd := instReading{name: name, n: ck.n, lo: lo, hi: hi, expect: -1, threshold: instantThreshold(c.def.Threshold.Num, p, ck.n)}
 		if policy {
 			rd.expect = 100 * p
 		}
@@ -141,51 +130,64 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	}
 	// The pool of every retry, against the policy's pooled share (or the
 	// default without a policy).
-	pool := instReading{name: "all retries", n: total, bad: bad, share: pct(bad, total), expect: -1, threshold: c.def.Threshold.Num}
+	pool := instReading{name: "all retries", n: total, lo: bad, hi: badHi, expect: -1, threshold: c.def.Threshold.Num}
 	if policy {
 		p := poolExp / float64(total)
 		pool.expect, pool.threshold = 100*p, instantThreshold(c.def.Threshold.Num, p, total)
 		if 100*p+10 >= 90 {
-			pool.threshold = -1 // the policy itself retries within the window
+			pool.n = 0 // the policy itself retries within the window
 		}
 	}
-	worst := pool
-	if pool.threshold < 0 {
-		worst = instReading{}
+	if pool.n > 0 {
+		readings = append(readings, pool)
 	}
+	if len(readings) == 0 {
+		return skip(fmt.Sprintf("the stated policy's own jitter puts most retries within %s: an instant retry cannot be told from it", fmtDur(a.instWindow)))
+	}
+	thr := func(r instReading) float64 {
+		if c.thrSet {
+			return c.threshold
+		}
+		return r.threshold
+	}
+	// The reading that decides: the one furthest past its threshold at
+	// its low end if any is past (FAIL), else the one nearest at its high
+	// end (PASS when within, else INCONCLUSIVE).
+	worst, fail := readings[0], false
 	for _, r := range readings {
-		if worst.n == 0 || r.share-r.threshold > worst.share-worst.threshold {
-			worst = r
+		lo, _ := r.share()
+		if d := lo - thr(r); d > 0 && (!fail || d > mustLo(worst)-thr(worst)) {
+			worst, fail = r, true
 		}
 	}
-	win := fmtDur(a.instWindow)
-	if late > 0 {
-		win = fmt.Sprintf("%s + %s of %s = %s", fmtDur(a.instWindow), fmtDur(late), a.noiseText(), fmtDur(w))
-	}
-	if worst.n == 0 {
-		r := skip(fmt.Sprintf("the stated policy's own jitter puts most retries within %s: an instant retry cannot be told from it", win))
-		if len(unresolved) > 0 {
-			r.Noise = fmt.Sprintf("%s: within the widened window the policy's jitter cannot be told from an instant retry", a.noiseText())
+	if !fail {
+		for _, r := range readings {
+			_, hi := r.share()
+			if _, whi := worst.share(); hi-thr(r) > whi-thr(worst) {
+				worst = r
+			}
 		}
-		return r
 	}
-	why := fmt.Sprintf("worst: %s, %d of %d came within %s", worst.name, worst.bad, worst.n, win)
+	why := fmt.Sprintf("worst: %s, %d of %d came within %s", worst.name, worst.lo, worst.n, fmtDur(a.instWindow))
+	if worst.hi != worst.lo {
+		why += fmt.Sprintf(" (%d within %s + the host's lateness p99 %s)", worst.hi, fmtDur(a.instWindow), fmtDur(late))
+	}
 	if worst.expect >= 0 {
 		why += fmt.Sprintf("; the stated policy's jitter gives %.1f%%", worst.expect)
 	}
 	why += fmt.Sprintf(" (all retries: %d of %d after a 429/5xx or other rate limit without a usable Retry-After", bad, total)
-	if len(readings) > 0 {
-		why += fmt.Sprintf("; %d retry numbers judged apart", len(readings))
+	if n := len(readings) - 1; n > 0 && pool.n > 0 {
+		why += fmt.Sprintf("; %d retry numbers judged apart", n)
 	}
 	why += ")"
-	r := verdict(c, worst.share, worst.threshold, total, why)
+	lo, hi := worst.share()
+	r := a.decide(c, lo, hi, worst.threshold, total, why)
 	r.Examples = a.inst.ex
-	switch {
-	case r.Status == StatusFail:
-	case len(unresolved) > 0:
-		r.Noise = fmt.Sprintf("%s: %v not judged (the policy's jitter within the widened window cannot be told from an instant retry)", a.noiseText(), unresolved)
-	case !policy && a.noiseLate() >= a.instWindow:
-		r.Noise = fmt.Sprintf("%s reaches the %s window, and without a stated policy the window cannot widen: an instant retry the host made late could have passed it", a.noiseText(), fmtDur(a.instWindow))
-	}
 	return r
+}
+
+// mustLo is a reading's low end.
+func mustLo(r instReading) float64 {
+	lo, _ := r.share()
+	return lo
 }

@@ -73,29 +73,6 @@ func oldLatencyQuantile(vals []int64, q float64) int64 {
 	return -1
 }
 
-// TestLatenessP90AsBefore: waves' lateness p90 is the one its thresholds
-// were tuned with, on lateness from none to seconds.
-func TestLatenessP90AsBefore(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	var s wavesState
-	if got := s.lateP90(); got != 0 {
-		t.Errorf("p90 without outcomes = %d; want 0", got)
-	}
-	for trial := range 300 {
-		var s wavesState
-		var vals []int64
-		scale := int64(1) << uint(trial%36) // 1 ns to ~34 s
-		for range 1 + trial%50 {
-			v := r.Int64N(scale+1) - scale/20 // a few negatives
-			vals = append(vals, v)
-			s.addLateness(v)
-		}
-		if got, want := s.lateP90(), oldLateP90(vals); got != want {
-			t.Fatalf("lateness p90 of %v = %d; want %d", vals, got, want)
-		}
-	}
-}
-
 // TestLatencyQuantileAsBefore: fidelity's lateness quantile is the former
 // one from 8 µs up (below, within a few µs of it: far under any bound).
 func TestLatencyQuantileAsBefore(t *testing.T) {

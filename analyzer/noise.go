@@ -2,81 +2,227 @@ package analyzer
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrylab/retrylab/timeline"
 )
 
-// Host noise. A run measures how late its host ran things while it ran
-// (timeline.End.Noise: the Go scheduler's latencies, a sleeping thread's
-// and a probe process's lateness). Every check with a time window states
-// how that lateness enters it (docs/checks.md, "noise"):
+// The noise model: what the host can do to a time, from what the run
+// measured (timeline.End.Noise) or what a test injects (Options.Noise).
+// It does three things, each with a direction:
 //
-//   - it widens its window by the noise, when noise can only move
-//     arrivals later than the client meant (instant-retry's window,
-//     budget's and jitter-bounds' tolerances, give-up's budget);
-//   - or, where the noise is as large as what the check resolves (a
-//     policy's jitter, Retry-After waits, a stub's service time, a
-//     quota's burst), it does not vouch for what it saw: its result keeps
-//     its status when it failed on events the noise cannot explain, and
-//     otherwise notes the noise, which makes the verdict INCONCLUSIVE.
+//   - delay: an event happens later than the client meant, never earlier
+//     (a gap between a response and the next arrival only lengthens).
+//     Bounded per event by the lateness p99; most events meet the p50.
+//   - batch: up to k arrivals that waited are stamped at one instant
+//     (the only way the host brings arrivals together).
+//   - starve: the host is short of CPU (PSI), so a stub of finite
+//     capacity serves less than the scenario says.
 //
-// So a verdict may be INCONCLUSIVE because of noise, never FAIL or PASS
-// because of it. A virtual run has no noise (its clock waits for every
-// goroutine), and a timeline without a measurement is judged as before.
+// Every check's figure is a range [lo, hi]: the least and the most the
+// client's own behaviour could have read under that noise. Each row of
+// the check table (schema.go) declares, per kind, whether the host can
+// raise the check's figure (then lo undoes it) or lower it (then hi
+// undoes it); the check reads its figure with the host's part undone
+// (rangeOf) and one rule decides (decide): FAIL when the whole range is
+// past the threshold, PASS when it is all within it, else INCONCLUSIVE
+// with the range. In virtual time and without a measurement the model is
+// empty and the range is a point.
 
-// noiseLate is the lateness a check widens by, ns: the measured p99 (0
-// when unmeasured).
-func (a *Analyzer) noiseLate() int64 {
-	if a.fid.end == nil {
-		return 0
-	}
-	return a.fid.end.Noise.Late()
+// starvePressure is the CPU pressure (PSI "some", % of the run) from
+// which the host is starved: it, not the scenario, may have set a
+// finite-capacity stub's pace.
+const starvePressure = 25.0
+
+// hostNoise is the model of one run's host.
+type hostNoise struct {
+	measured bool
+	delay    int64   // per-event lateness bound: the p99, ns
+	bulk     int64   // the lateness most events met: the p50, ns
+	p90      int64   // ns
+	most     int64   // the largest lateness measured, ns
+	batch    int     // most waiting arrivals stamped at one instant (1: none)
+	pressure float64 // PSI "some", %
+	source   string
 }
 
-// noiseBulk is the lateness most events met, ns: the measured p90 (0
-// when unmeasured). Checks that judge how events line up (waves) or how
-// much work a stub got through (the capacity checks) read it: a stray
-// late event does not smear a wave or halve a capacity.
-func (a *Analyzer) noiseBulk() int64 {
-	if a.fid.end == nil {
-		return 0
-	}
-	return a.fid.end.Noise.Bulk()
-}
-
-// noiseMeasured reports whether the run measured its host's noise (a
-// real-time run with an end record that carries it).
-func (a *Analyzer) noiseMeasured() bool {
-	return a.fid.end != nil && a.fid.end.Noise != nil
-}
-
-// noiseBatch is the most late arrivals the stub stamped at once
-// (timeline.Noise.Batch; 0 when unmeasured).
-func (a *Analyzer) noiseBatch() int {
-	if a.fid.end == nil || a.fid.end.Noise == nil {
-		return 0
-	}
-	return a.fid.end.Noise.Batch
-}
-
-// noiseText describes the measured noise for a reason: "host noise p99
-// 12ms (sched+sleep)".
-func (a *Analyzer) noiseText() string {
-	n := a.fid.end.Noise
+// modelOf builds the model from a measurement (nil: empty).
+func modelOf(n *timeline.Noise) hostNoise {
 	if n == nil {
+		return hostNoise{batch: 1}
+	}
+	m := hostNoise{measured: true, delay: max(n.P99, n.P90, n.P50), bulk: n.P50, p90: n.P90,
+		batch: max(n.Batch, 1), pressure: n.CPUPressure, source: n.Source, most: n.Max}
+	if m.p90 == 0 {
+		m.p90 = n.P99 // a record written before the p90 was measured
+	}
+	return m
+}
+
+// starvedFor reports whether the host was short of CPU for a stub whose
+// mean service time is service (ns): pressure past starvePressure, or a
+// lateness p90 of half the service time or more (the host, not the
+// scenario, paced the stub).
+func (m hostNoise) starvedFor(service int64) bool {
+	return m.pressure >= starvePressure || (m.p90 > 0 && 2*m.p90 >= service)
+}
+
+// String describes the model for a reason: "host lateness p50 1ms, p99
+// 12ms, batches of 5, CPU pressure 40% (sched+probe)".
+func (m hostNoise) String() string {
+	if !m.measured {
 		return "no host noise measured"
 	}
-	if n.P90 > 0 {
-		return fmt.Sprintf("host noise p90 %s, p99 %s (%s)", fmtDur(n.P90), fmtDur(n.P99), n.Source)
+	parts := []string{fmt.Sprintf("host lateness p50 %s, p99 %s", fmtDur(m.bulk), fmtDur(m.delay))}
+	if m.batch > 1 {
+		parts = append(parts, fmt.Sprintf("batches of up to %d", m.batch))
 	}
-	return fmt.Sprintf("host noise p99 %s (%s)", fmtDur(n.P99), n.Source)
+	if m.pressure > 0 {
+		parts = append(parts, fmt.Sprintf("CPU pressure %.0f%%", m.pressure))
+	}
+	s := strings.Join(parts, ", ")
+	if m.source != "" {
+		s += " (" + m.source + ")"
+	}
+	return s
 }
 
-// overList keeps the events a widened tolerance may excuse: for each, how
-// far past its bound it was and how many waits of its own the host could
-// have made late. Events that pass the bound before widening are never
-// kept, so the list holds offenders only, bounded by maxOvers (past it,
-// they count as offenders whatever the noise).
+// noise is the model the checks read: the injected one, else the
+// measured one.
+func (a *Analyzer) noise() hostNoise {
+	if a.noiseIn != nil {
+		return modelOf(a.noiseIn)
+	}
+	if a.fid.end != nil && a.fid.end.Noise != nil {
+		return modelOf(a.fid.end.Noise)
+	}
+	// Unmeasured (a recording from before the measurement): the fleet's
+	// own start lateness is the one source of the host's lateness.
+	if l := &a.fid.lateness; l.count() > 0 && !(a.meta != nil && isExec(a.meta.Subject)) {
+		if p99 := l.quantile(0.99); p99 > 0 {
+			return modelOf(&timeline.Noise{Source: "fleet", P50: l.quantile(0.5), P90: l.quantile(0.9), P99: p99})
+		}
+	}
+	return hostNoise{batch: 1}
+}
+
+// Effect is how one kind of noise moves a check's figure as read.
+type Effect int
+
+const (
+	// NoEffect: the host cannot move the figure this way.
+	NoEffect Effect = iota
+	// Raises: the host can make the figure read higher than the client's
+	// own: the range's low end undoes it.
+	Raises
+	// Lowers: the host can make the figure read lower than the client's
+	// own: the range's high end undoes it.
+	Lowers
+	// Both: the host can move the figure either way: both ends undo it.
+	Both
+)
+
+func (e Effect) String() string {
+	switch e {
+	case Raises:
+		return "raises"
+	case Lowers:
+		return "lowers"
+	case Both:
+		return "raises or lowers"
+	}
+	return "—"
+}
+
+// NoiseRow is how the host's noise moves one check's figure: per kind,
+// its direction, and how the check reads its figure with the host's part
+// undone.
+type NoiseRow struct {
+	Delay, Batch, Starve Effect
+	// Undo says how the figure is read with the host's part undone.
+	Undo string
+}
+
+// hostAct is what one end of a range attributes to the host.
+type hostAct struct {
+	delay  int64 // each event may be this late (ns); 0: none
+	bulk   int64 // the lateness most events met (ns)
+	batch  int   // arrivals stamped together (1: none)
+	starve bool  // undo what a host short of CPU did (hostNoise.starvedFor says whether it was)
+	n      hostNoise
+}
+
+// act is what the host is credited with at the end of a range that
+// undoes the effects e: the kinds the row says move the figure that way.
+func (m hostNoise) act(row NoiseRow, e Effect) hostAct {
+	h := hostAct{batch: 1, n: m}
+	on := func(x Effect) bool { return x == e || x == Both }
+	if on(row.Delay) {
+		h.delay, h.bulk = m.delay, m.bulk
+	}
+	if on(row.Batch) {
+		h.batch = m.batch
+	}
+	h.starve = on(row.Starve)
+	return h
+}
+
+// rangeOf is a check's figure as a range: read with the host's part
+// undone on each side. read(hostAct{}) is the figure as recorded.
+func (a *Analyzer) rangeOf(c *checkCfg, read func(hostAct) float64) (lo, hi float64) {
+	m := a.noise()
+	row := c.def.Noise
+	lo = read(m.act(row, Raises))
+	hi = read(m.act(row, Lowers))
+	return min(lo, hi), max(lo, hi)
+}
+
+// decide is the one rule: a check's result from the range of its figure.
+// FAIL when the whole range is past thr, PASS when the whole range is
+// within it, INCONCLUSIVE otherwise, with the range in the reason.
+func (a *Analyzer) decide(c *checkCfg, lo, hi, thr float64, samples int64, reason string) CheckResult {
+	if c.thrSet {
+		thr = c.threshold
+	}
+	r := CheckResult{Status: StatusPass, Figure: lo, Threshold: thr, Samples: samples, Reason: reason}
+	if hi != lo {
+		r.Range = []float64{lo, hi}
+	}
+	switch {
+	case lo > thr:
+		r.Status = StatusFail
+		if hi != lo {
+			r.Reason += fmt.Sprintf("; %s–%s against %s: FAIL whatever the host did (%s)", fmtFig(lo), fmtFig(hi), fmtFig(thr), a.noise())
+		}
+	case hi <= thr:
+		if hi != lo {
+			r.Reason += fmt.Sprintf("; %s–%s against %s: PASS whatever the host did (%s)", fmtFig(lo), fmtFig(hi), fmtFig(thr), a.noise())
+		}
+	default:
+		r.Status = StatusInconclusive
+		r.Figure = hi
+		r.Reason += fmt.Sprintf("; %s–%s against %s: the host's noise leaves it open (%s)", fmtFig(lo), fmtFig(hi), fmtFig(thr), a.noise())
+	}
+	return r
+}
+
+// fmtFig prints a figure for a range: three significant digits, "∞".
+func fmtFig(v float64) string {
+	if v >= maxFigure {
+		return "∞"
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// maxFigure stands for "unbounded" at a range's high end: the host may
+// have hidden anything.
+const maxFigure = 1e9
+
+// overList keeps the events a check counts as past a bound (a budget,
+// jitter's bound, a served phase): for each, how far past it was and
+// how many waits of its own the host could have made late. Events within
+// their bound are never kept, so the list holds offenders only, bounded
+// by maxOvers (past it, they count whatever the noise).
 type overList struct {
 	over     []int64
 	waits    []int32
@@ -100,8 +246,8 @@ func (l *overList) add(over int64, waits int, ex *Example, maxEx int) {
 	l.waits = append(l.waits, int32(max(waits, 1)))
 }
 
-// count is how many kept events stay past their bound once each is
-// allowed late ns per wait, with their examples.
+// count is how many kept events stay past their bound once each of their
+// waits is credited late ns to the host, with their examples.
 func (l *overList) count(late int64) (n int64, ex []Example) {
 	n = l.overflow
 	j := 0
@@ -117,19 +263,4 @@ func (l *overList) count(late int64) (n int64, ex []Example) {
 		}
 	}
 	return n, ex
-}
-
-// judgedOutcome is the one rule that decides which outcomes the checks
-// of a client's logical requests (budget, give-up, attempts,
-// amplification) see: not those the harness or the subject's plumbing
-// failed, not those the run canceled, and not those that ended after the
-// run's cap.
-func (a *Analyzer) judgedOutcome(o *timeline.Outcome) bool {
-	if o.Harness || o.Result == timeline.ResultCanceled {
-		return false
-	}
-	if a.meta != nil && a.meta.Duration > 0 && o.End > a.meta.Duration {
-		return false
-	}
-	return true
 }

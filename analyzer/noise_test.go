@@ -22,7 +22,8 @@ func constantDelay(d time.Duration) func(int, *rand.Rand, time.Duration) time.Du
 // TestNoiseNeverDecides is the class: for each check with a time window, a
 // client the host made look worse is not failed, and one the host made look
 // better is not passed. With the noise measured, the verdict is FAIL only
-// on what noise cannot explain, and INCONCLUSIVE where it could.
+// on what noise cannot explain, and INCONCLUSIVE where its range
+// straddles the threshold.
 func TestNoiseNeverDecides(t *testing.T) {
 	jit := policy(100*ms, 2*s1, 8, 20*s1, "full")
 	tests := []struct {
@@ -35,57 +36,58 @@ func TestNoiseNeverDecides(t *testing.T) {
 		before  string // the check's status without the measurement (the old behaviour)
 	}{
 		// A client with no backoff that the host ran 60-120 ms late: its
-		// "instant" retries passed the absolute 50 ms window. Widened by the
-		// measured noise, the window catches them.
+		// "instant" retries passed the absolute 50 ms window. Within the
+		// window plus the lateness they may have been instant: open.
 		{"instant retries made late", sim{clients: 50, server: outage(3*s1, ""), delay: func(int, *rand.Rand, time.Duration) time.Duration {
 			return 60*ms + 0
 		}, late: 60 * ms, maxAttempts: 8, seed: 1, policy: jit, noise: noiseOf(120 * ms)},
-			CheckInstantRetry, StatusFail, VerdictFail, StatusPass},
+			CheckInstantRetry, StatusInconclusive, VerdictInconclusive, ""},
+		// Retries 20 ms after the response are instant whatever the host
+		// did: it only lengthens gaps.
+		{"instant retries on a noisy host", sim{clients: 50, server: outage(3*s1, ""), delay: constantDelay(20 * ms), maxAttempts: 8, seed: 1, policy: jit, noise: noiseOf(470 * ms)},
+			CheckInstantRetry, StatusFail, VerdictFail, StatusFail},
 		// A full-jitter client on a host whose noise is as large as its
 		// jitter: it cannot be told from an instant retrier, so
 		// instant-retry does not vouch for it.
 		{"jitter within the noise", sim{clients: 50, server: outage(3*s1, ""), delay: fullJitter(100*ms, 2*s1), maxAttempts: 8, seed: 2, policy: jit, noise: noiseOf(200 * ms)},
-			CheckInstantRetry, "", VerdictInconclusive, StatusPass},
+			CheckInstantRetry, StatusInconclusive, VerdictInconclusive, StatusPass},
 		// Lockstep waits of 200 ms smeared by 60 ms of host lateness: the
 		// spread reads as jitter. Without the measurement it passed; with
-		// it the cohorts are under 10× the noise and not judged.
+		// it the pairs within the lateness count at the high end: open.
 		{"lockstep smeared", sim{clients: 100, server: outage(3*s1, ""), delay: constantDelay(200 * ms), late: 60 * ms, maxAttempts: 6, seed: 3,
 			policy: policy(200*ms, 200*ms, 6, 20*s1, "none"), noise: noiseOf(60 * ms), expect: &timeline.Expect{Require: []string{CheckWaves}}},
-			CheckWaves, StatusSkip, VerdictInconclusive, ""},
-		// The budget overrun the host made: each of 8 waits 20 ms late,
-		// 1.1 s past a 10 s budget with a 1 s tolerance, is within 1 s + 9 ×
-		// 150 ms.
+			CheckWaves, StatusInconclusive, VerdictInconclusive, ""},
+		// The budget overrun the host may have made: 1.1 s past a 10 s
+		// budget with a 1 s tolerance is within 1 s + 9 × 150 ms: it is not
+		// failed, and not passed either.
 		{"budget overrun by the host", sim{clients: 20, server: always(503), delay: constantDelay(1 * s1), maxAttempts: 30, budget: 10 * s1, overrun: 1100 * ms, seed: 4,
 			policy: policy(s1, s1, 30, 10*s1, "none"), noise: noiseOf(150 * ms), expect: &timeline.Expect{Checks: []string{CheckBudget}}},
-			CheckBudget, StatusPass, VerdictPass, StatusFail},
+			CheckBudget, StatusInconclusive, VerdictInconclusive, StatusFail},
 		// An overrun of seconds is the client's whatever the noise.
 		{"budget ignored", sim{clients: 20, server: always(503), delay: constantDelay(1 * s1), maxAttempts: 40, budget: 10 * s1, overrun: 8 * s1, seed: 5,
 			policy: policy(s1, s1, 40, 10*s1, "none"), noise: noiseOf(150 * ms), expect: &timeline.Expect{Checks: []string{CheckBudget}}},
 			CheckBudget, StatusFail, VerdictFail, StatusFail},
-		// Waits 40 ms over the policy's bound, by the host: jitter-bounds
-		// widens by the noise.
+		// Waits 40 ms over the policy's bound, maybe by the host: open.
 		{"jitter bound overrun by the host", sim{clients: 50, server: outage(3*s1, ""), delay: func(k int, r *rand.Rand, _ time.Duration) time.Duration {
 			return min(2*s1, 100*ms<<(k-1)) + 40*ms
 		}, maxAttempts: 8, seed: 6, policy: jit, noise: noiseOf(50 * ms), expect: &timeline.Expect{Checks: []string{CheckJitterBounds}}},
-			CheckJitterBounds, StatusPass, VerdictPass, StatusFail},
+			CheckJitterBounds, StatusInconclusive, VerdictInconclusive, StatusFail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := tt.sim.verdict(Options{})
 			c := v.Check(tt.check)
 			if tt.want != "" && c.Status != tt.want {
-				t.Errorf("%s = %s (%s; noise %q); want %s", tt.check, c.Status, c.Reason, c.Noise, tt.want)
+				t.Errorf("%s = %s (%s); want %s", tt.check, c.Status, c.Reason, tt.want)
 			}
 			if v.Status != tt.verdict {
 				t.Errorf("verdict %s (failed %v, inconclusive %q); want %s", v.Status, v.Failed(), v.Inconclusive, tt.verdict)
 			}
-			if tt.verdict == VerdictInconclusive && !strings.Contains(strings.Join(v.Inconclusive, "\n"), "could not judge under this host's noise") {
+			if tt.verdict == VerdictInconclusive && !strings.Contains(strings.Join(v.Inconclusive, "\n"), "could not decide under this host's noise") {
 				t.Errorf("inconclusive %q; want the noise named", v.Inconclusive)
 			}
-			for _, r := range v.Inconclusive { // a check the noise kept from judging is named once
-				if strings.Contains(r, "required check "+tt.check+" judged nothing") {
-					t.Errorf("inconclusive %q names %s twice; want once, for the noise", v.Inconclusive, tt.check)
-				}
+			if tt.want == StatusInconclusive && len(c.Range) != 2 {
+				t.Errorf("%s inconclusive with range %v; want its [lo, hi] stated", tt.check, c.Range)
 			}
 			if tt.before != "" {
 				s := tt.sim
@@ -98,107 +100,109 @@ func TestNoiseNeverDecides(t *testing.T) {
 	}
 }
 
+// slotted stamps every retry at the end of its slot, as a stub that
+// reads its backlog every slot would, and returns the most arrivals it
+// stamped at one instant (what the stub measures as Noise.Batch).
+func slotted(recs []timeline.Record, slot time.Duration) int {
+	per := map[int64]int{}
+	most := 0
+	for i := range recs {
+		if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Attempt > 1 {
+			a.At = (a.At/int64(slot) + 1) * int64(slot)
+			per[a.At]++
+			most = max(most, per[a.At])
+		}
+	}
+	return most
+}
+
 // TestNoiseBunchingIsNotAWave: a stub short of CPU stamps a backlog of
 // ready connections at once. A full-jitter fleet whose arrivals were
-// stamped in bunches within the host's noise is not a wave.
+// stamped in batches the stub measured is not a wave.
 func TestNoiseBunchingIsNotAWave(t *testing.T) {
 	s := sim{clients: 200, server: outage(3*s1, ""), delay: fullJitter(500*ms, 4*s1), maxAttempts: 8, seed: 7,
 		policy: policy(500*ms, 4*s1, 8, 20*s1, "full"), noise: noiseOf(20 * ms)}
 	recs := s.records()
-	// Stamp every arrival at the end of its 20 ms slot, as a stub that
-	// reads its backlog every 20 ms would.
-	for i := range recs {
-		if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Attempt > 1 {
-			a.At = (a.At/int64(20*ms) + 1) * int64(20*ms)
-		}
-	}
+	recs[len(recs)-1].End.Noise.Batch = slotted(recs, 20*ms)
 	v, _ := judgeRecords(recs, Options{})
 	if c := v.Check(CheckWaves); c.Status == StatusFail {
 		t.Errorf("waves = fail (%s); want no failure: the bunching is the host's", c.Reason)
 	}
 }
 
-// TestNoiseCapacity: a stub whose service time the host's lateness
-// reaches cannot judge recovery either way.
-func TestNoiseCapacity(t *testing.T) {
-	a := New(&timeline.Meta{Recorder: "run", Capacity: &timeline.Capacity{Concurrency: 10, Queue: 10, Service: int64(10 * ms)},
-		Phases: []timeline.Phase{{Name: "steady", End: int64(s1), Respond: "ok"}, {Name: "trigger", Start: int64(s1), End: int64(2 * s1), Respond: "ok", Capacity: 0.3}, {Name: "after", Start: int64(2 * s1), Respond: "ok"}}}, Options{})
-	a.Add(&timeline.Record{Type: timeline.TypeEnd, End: &timeline.End{Reason: timeline.EndCompleted, At: int64(3 * s1), Noise: noiseOf(6 * ms)}})
-	for _, id := range []string{CheckRecovery, CheckLoadAmplification, CheckWastedWork} {
-		r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail, Reason: "recovered only 9s after the trigger"})
-		if r.Status != StatusSkip || r.Noise == "" || !strings.Contains(r.Reason, "it read fail") {
-			t.Errorf("%s under 6 ms of noise against 10 ms of service: %+v; want a skip that keeps the reading, with the noise", id, r)
+// TestNoiseStarved: the host is starved for a stub of finite capacity
+// when its CPU pressure passes starvePressure or its lateness p90 is half
+// the service time or more.
+func TestNoiseStarved(t *testing.T) {
+	for _, tc := range []struct {
+		p90, service time.Duration
+		pressure     float64
+		want         bool
+	}{
+		{1 * ms, 10 * ms, 0, false},
+		{5 * ms, 10 * ms, 0, true},
+		{1 * ms, 10 * ms, starvePressure, true},
+		{1 * ms, 10 * ms, starvePressure - 1, false},
+	} {
+		m := modelOf(&timeline.Noise{P50: int64(tc.p90) / 2, P90: int64(tc.p90), P99: 2 * int64(tc.p90), CPUPressure: tc.pressure})
+		if got := m.starvedFor(int64(tc.service)); got != tc.want {
+			t.Errorf("p90 %v, service %v, pressure %.0f%%: starved %v; want %v", tc.p90, tc.service, tc.pressure, got, tc.want)
 		}
-	}
-	a.fid.end.Noise = noiseOf(1 * ms)
-	if r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail}); r.Status != StatusFail {
-		t.Errorf("under 1 ms of noise: %+v; want the failure kept", r)
-	}
-	// Runnable but short of CPU: little lateness, much pressure.
-	a.fid.end.Noise.CPUPressure = 49
-	if r := a.noiseSkipIfCapacity(CheckResult{Status: StatusFail}); r.Status != StatusSkip || !strings.Contains(r.Noise, "contended for 49%") {
-		t.Errorf("at 49%% CPU pressure: %+v; want a skip naming the pressure", r)
 	}
 }
 
 // TestNoiseBatch: a stub that stamped a backlog of late arrivals at once
-// (Noise.Batch) does not let waves FAIL a fleet on bunching its tail
-// lateness explains: a full-jitter fleet bunched by a stub that stalled
-// 200 ms is INCONCLUSIVE, not FAIL, though most arrivals were on time
-// (p90 1 ms); a lockstep fleet still FAILs, whether the stub stamped
-// nothing late or stamped its wave late (the wave is itself a burst).
+// (Noise.Batch) does not let waves FAIL a fleet on the pairs its batches
+// can make: a full-jitter fleet bunched by a stub that stalled 200 ms is
+// not FAIL, though most arrivals were on time (p90 1 ms); a lockstep
+// fleet still FAILs, whether the stub stamped nothing late or stamped its
+// wave in batches of 35 (the wave is itself a burst).
 func TestNoiseBatch(t *testing.T) {
-	bunched := func(batch int) *Verdict {
+	bunched := func(measured bool) *Verdict {
 		s := sim{clients: 200, server: outage(3*s1, ""), delay: fullJitter(500*ms, 4*s1), maxAttempts: 8, seed: 7,
 			policy: policy(500*ms, 4*s1, 8, 20*s1, "full"), noise: noiseOf(1 * ms), expect: &timeline.Expect{Checks: []string{CheckWaves}}}
-		s.noise.Batch = batch
 		s.noise.P90, s.noise.P99 = int64(1*ms), int64(200*ms)
 		recs := s.records()
 		// The stub read its sockets every 200 ms: the retries waiting
 		// meanwhile are stamped at once (waves alone is judged: the
 		// delay moves the waits past jitter-bounds too).
-		for i := range recs {
-			if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Attempt > 1 {
-				a.At = (a.At/int64(200*ms) + 1) * int64(200*ms)
-			}
+		b := slotted(recs, 200*ms)
+		if measured {
+			recs[len(recs)-1].End.Noise.Batch = b
 		}
-		an := New(recs[0].Meta, Options{})
-		for i := 1; i < len(recs); i++ {
-			an.Add(&recs[i])
-		}
-		return an.Result()
+		v, _ := judgeRecords(recs, Options{})
+		return v
 	}
-	if c := bunched(0).Check(CheckWaves); c.Status != StatusFail {
+	if c := bunched(false).Check(CheckWaves); c.Status != StatusFail {
 		t.Fatalf("bunched every 200 ms, no batch measured: waves = %s (%s); want fail (else this test shows nothing)", c.Status, c.Reason)
 	}
-	v := bunched(40)
-	if c := v.Check(CheckWaves); c.Status != StatusSkip || !strings.Contains(c.Noise, "stamped up to 40 arrivals at once") {
-		t.Errorf("bunched by a stub that stamped 40 late arrivals at once: waves = %s (%s; noise %q); want a skip naming the batch", c.Status, c.Reason, c.Noise)
+	v := bunched(true)
+	if c := v.Check(CheckWaves); c.Status == StatusFail || c.Range == nil || c.Range[0] > c.Threshold {
+		t.Errorf("bunched by a stub that measured its batches: waves = %s %v (%s); want no failure, the range's low end within the threshold", c.Status, c.Range, c.Reason)
 	}
-	if v.Status != VerdictInconclusive {
-		t.Errorf("verdict %s (failed %v); want INCONCLUSIVE", v.Status, v.Failed())
+	if v.Status == VerdictFail {
+		t.Errorf("verdict %s (failed %v); want no FAIL", v.Status, v.Failed())
 	}
 
 	lockstep := sim{clients: 100, server: outage(3*s1, ""), delay: constantDelay(500 * ms), maxAttempts: 6, seed: 3,
 		policy: policy(500*ms, 500*ms, 6, 20*s1, "none"), noise: noiseOf(1 * ms)}
-	lockstep.noise.Batch = waveBatchMin - 1
 	if c := lockstep.verdict(Options{}).Check(CheckWaves); c.Status != StatusFail {
-		t.Errorf("lockstep, %d late arrivals at once at most: waves = %s (%s); want fail", waveBatchMin-1, c.Status, c.Reason)
+		t.Errorf("lockstep, no batch: waves = %s (%s); want fail", c.Status, c.Reason)
 	}
 	lockstep.noise.Batch, lockstep.noise.P90, lockstep.noise.P99 = 35, int64(1*ms), int64(20*ms)
-	if c := lockstep.verdict(Options{}).Check(CheckWaves); c.Status != StatusFail || !strings.Contains(c.Reason, "still fail") {
-		t.Errorf("lockstep, its wave stamped 35 at once, p99 20 ms: waves = %s (%s; noise %q); want fail, read again at the p99", c.Status, c.Reason, c.Noise)
+	if c := lockstep.verdict(Options{}).Check(CheckWaves); c.Status != StatusFail {
+		t.Errorf("lockstep, its wave stamped 35 at once, p99 20 ms: waves = %s (%s); want fail", c.Status, c.Reason)
 	}
 }
 
-// TestNoiseRecovery: under measured noise, recovery counts as goodput the
-// attempts the stub served within the attempt timeout whose clients had
-// gone (the host delivered them late): a fleet that recovers but for
-// them PASSes, with both readings; a storm that keeps the queue past the
-// timeout still FAILs, even on a host short of CPU; and
-// load-amplification, whose lockstep waves noise breaks up, vouches for
-// a PASS there only when the clients spread their retries themselves
-// (TestNoiseLoadAmpWhoseSpread).
+// TestNoiseRecovery: on a starved host recovery's range runs from the
+// reading that counts as goodput the attempts the stub served within the
+// attempt timeout whose clients had gone (the host delivered them late)
+// to the reading as recorded: a fleet that recovers but for them is
+// INCONCLUSIVE, not FAIL; a storm that keeps the queue past the timeout
+// still FAILs; load-amplification's and wasted-work's ranges run between
+// their two readings, and are unbounded above unless the clients spread
+// their retries themselves (TestNoiseLoadAmpWhoseSpread).
 func TestNoiseRecovery(t *testing.T) {
 	noisy := func(recs []timeline.Record) {
 		recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
@@ -206,8 +210,8 @@ func TestNoiseRecovery(t *testing.T) {
 		n.CPUPressure = 60
 		recs[len(recs)-1].End.Noise = n
 	}
-	judgeRecs := func(recs []timeline.Record) *Verdict {
-		v, _ := judgeRecords(recs, Options{})
+	judgeWith := func(recs []timeline.Record, o Options) *Verdict {
+		v, _ := judgeRecords(recs, o)
 		return v
 	}
 
@@ -226,68 +230,53 @@ func TestNoiseRecovery(t *testing.T) {
 	if late == 0 {
 		t.Fatal("no in-time success to deliver late")
 	}
-	v := judgeRecs(recs)
-	c := v.Check(CheckRecovery)
-	if c.Status != StatusPass || !strings.Contains(c.Reason, "as recorded: fail") || !strings.Contains(c.Reason, "the host delivered them late") {
-		t.Errorf("a budget, %d in-time successes delivered late: recovery = %s (%s); want pass, with the reading as recorded", late, c.Status, c.Reason)
+	v := judgeWith(recs, Options{})
+	if c := v.Check(CheckRecovery); c.Status == StatusFail || !strings.Contains(c.Reason, "counting as goodput") {
+		t.Errorf("a budget, %d in-time successes delivered late: recovery = %s (%s); want no failure, with the reading that counts them", late, c.Status, c.Reason)
 	}
-	// A PASS of load-amplification under CPU pressure stands when both
-	// readings agree and the clients spread their own retries (full
-	// jitter): the host had no waves to break up.
-	if c := v.Check(CheckLoadAmplification); c.Status != StatusPass || !strings.Contains(c.Reason, "read over the trigger alone too") || !strings.Contains(c.Reason, "the clients spread their own retries") {
-		t.Errorf("load-amplification at 60%% CPU pressure, full jitter = %s (%s; noise %q); want a pass that says whose spread it was", c.Status, c.Reason, c.Noise)
+	// Under CPU pressure load-amplification reads over the trigger alone
+	// too; with the clients' own spread (full jitter) its PASS stands.
+	if c := v.Check(CheckLoadAmplification); c.Status != StatusPass || !strings.Contains(c.Reason, "read over the trigger alone") || !strings.Contains(c.Reason, "the clients spread their own retries") {
+		t.Errorf("load-amplification at 60%% CPU pressure, full jitter = %s (%s); want a pass that says whose spread it was", c.Status, c.Reason)
 	}
-	judgeWith := func(recs []timeline.Record, o Options) *Verdict {
-		v, _ := judgeRecords(recs, o)
-		return v
-	}
-	// A FAIL that the trigger's own span reads too stands (window 1.03×,
-	// trigger 1.10×, both over 1.01): the host's moving the recovery does
-	// not decide it.
+	// Both readings over 1.01: FAIL whatever the host did.
 	under := Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}}
-	if c := judgeWith(recs, under).Check(CheckLoadAmplification); c.Status != StatusFail || c.Noise != "" || !strings.Contains(c.Reason, "read over the trigger alone too") {
-		t.Errorf("load-amplification 1.01 at 60%% CPU pressure = %s (%s; noise %q); want fail, read over the trigger too", c.Status, c.Reason, c.Noise)
+	if c := judgeWith(recs, under).Check(CheckLoadAmplification); c.Status != StatusFail || !strings.Contains(c.Reason, "FAIL whatever the host did") {
+		t.Errorf("load-amplification 1.01 at 60%% CPU pressure = %s (%s); want fail whatever the host did", c.Status, c.Reason)
 	}
-	// With a threshold between the two readings (window 1.03×, trigger
-	// 1.10×), the window's pass is the host's: without the late
-	// deliveries the recovery comes at once and the window reads 1.10×,
-	// a fail.
+	// A threshold between the two readings: open.
 	between := Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.05"}}}}
-	if c := judgeWith(recs, between).Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Reason, "it read pass") {
-		t.Errorf("load-amplification 1.05 at 60%% CPU pressure = %s (%s; noise %q); want a skip", c.Status, c.Reason, c.Noise)
+	if c := judgeWith(recs, between).Check(CheckLoadAmplification); c.Status != StatusInconclusive || len(c.Range) != 2 {
+		t.Errorf("load-amplification 1.05 at 60%% CPU pressure = %s %v (%s); want inconclusive with its range", c.Status, c.Range, c.Reason)
 	}
 	quiet := metastableSim(1, budget10).records()
 	if c := judgeWith(quiet, between).Check(CheckLoadAmplification); c.Status != StatusFail {
 		t.Errorf("load-amplification 1.05 without noise nor late deliveries = %s (%s); want fail", c.Status, c.Reason)
 	}
-	// wasted-work: without the service the host's late delivery wasted,
-	// it reads the same: it stands.
-	if c := v.Check(CheckWastedWork); c.Status == StatusSkip || !strings.Contains(c.Reason, "late delivery wasted it reads the same") {
-		t.Errorf("wasted-work at 60%% CPU pressure = %s (%s; noise %q); want judged on both readings", c.Status, c.Reason, c.Noise)
+	if c := v.Check(CheckWastedWork); c.Status == StatusSkip || !strings.Contains(c.Reason, "served within the attempt timeout") {
+		t.Errorf("wasted-work at 60%% CPU pressure = %s (%s); want judged on both readings", c.Status, c.Reason)
 	}
 
 	// Five attempts, no budget: the storm outlives its trigger with the
-	// queue past the timeout; no late delivery explains that.
+	// queue past the timeout, amplified: FAIL whatever the host did.
 	recs = metastableSim(1, jitter5).records()
 	noisy(recs)
-	if c := judgeRecs(recs).Check(CheckRecovery); c.Status != StatusFail || !strings.Contains(c.Reason, "still fails") {
-		t.Errorf("no budget, at 60%% CPU pressure: recovery = %s (%s; noise %q); want fail, judged again", c.Status, c.Reason, c.Noise)
+	if c := judgeWith(recs, Options{}).Check(CheckRecovery); c.Status != StatusFail || !strings.Contains(c.Reason, "a storm of retries") {
+		t.Errorf("no budget, at 60%% CPU pressure: recovery = %s (%s); want fail, a storm", c.Status, c.Reason)
 	}
 	// The same storm on a host whose lateness is of the order of the
-	// service time (p90 30 ms, service 50 ms): the host set the capacity,
-	// and the failure, amplified or not, is not vouched for.
+	// service time (p90 30 ms, service 50 ms): the host set the capacity.
 	recs = metastableSim(1, jitter5).records()
 	noisy(recs)
 	recs[len(recs)-1].End.Noise.P99 = int64(30 * ms)
-	if c := judgeRecs(recs).Check(CheckRecovery); c.Status != StatusSkip || !strings.Contains(c.Reason, "it read fail") || !strings.Contains(c.Noise, "half or more of the stub's mean service time") {
-		t.Errorf("no budget, lateness 30ms against a 50ms service: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	if c := judgeWith(recs, Options{}).Check(CheckRecovery); c.Status != StatusInconclusive || !strings.Contains(c.Reason, "half the service time") {
+		t.Errorf("no budget, lateness 30ms against a 50ms service: recovery = %s (%s); want inconclusive naming the service time", c.Status, c.Reason)
 	}
 }
 
 // TestNoiseRecoveryWithoutRetries: a fleet that never retries cannot make
 // a storm; an overload that outlives the trigger on a starved host, with
-// the load not amplified, is the host's (at 16 CPU hogs, no-retry FAILed
-// metastable's recovery as recorded and judged again).
+// the load not amplified, may be the host's: INCONCLUSIVE, not FAIL.
 func TestNoiseRecoveryWithoutRetries(t *testing.T) {
 	recs := metastableSim(1, noRetry).records()
 	recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
@@ -300,18 +289,15 @@ func TestNoiseRecoveryWithoutRetries(t *testing.T) {
 		}
 	}
 	v, _ := judgeRecords(recs, Options{})
-	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
-		t.Errorf("no retries on a starved host: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	if c := v.Check(CheckRecovery); c.Status != StatusInconclusive {
+		t.Errorf("no retries on a starved host: recovery = %s (%s); want inconclusive", c.Status, c.Reason)
 	}
 }
 
 // TestNoiseRecoveryStormEndedWithTrigger: a storm during the trigger
 // (five attempts, no budget) whose retries end with it, and a server that
-// stays down after it on a starved host. Over trigger and after together
-// the load is amplified past 1.5×; after the trigger, not at all: no storm
-// kept the server down, the host did (our client beside one CPU hog per
-// core: 5.2× during metastable's trigger, 1.06× after it, back 8.4 s
-// after it, a FAIL under the rule that read both together).
+// stays down after it on a starved host: the load after the trigger was
+// not amplified, so no storm need have kept the server down: INCONCLUSIVE.
 func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
 	sim := metastableSim(1, func(s *capSim) {
 		jitter5(s)
@@ -332,8 +318,8 @@ func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
 	n.CPUPressure = 60
 	recs[len(recs)-1].End.Noise = n
 	v, _ := judgeRecords(recs, Options{})
-	if c := v.Check(CheckRecovery); c.Status != StatusSkip || c.Noise == "" || !strings.Contains(c.Reason, "it read fail") {
-		t.Errorf("a storm that ended with the trigger, a starved host after it: recovery = %s (%s; noise %q); want a skip that keeps the failure it read", c.Status, c.Reason, c.Noise)
+	if c := v.Check(CheckRecovery); c.Status != StatusInconclusive || !strings.Contains(c.Reason, "not amplified") {
+		t.Errorf("a storm that ended with the trigger, a starved host after it: recovery = %s (%s); want inconclusive", c.Status, c.Reason)
 	}
 	// The storm itself was read: over the trigger the load was amplified.
 	if c := v.Check(CheckLoadAmplification); !strings.Contains(c.Reason, "during the trigger: mean ") || strings.Contains(c.Reason, "during the trigger: mean 1.0") {
@@ -343,9 +329,9 @@ func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
 
 // TestNoiseBaselineOverloaded: on a host short of CPU, a server that was
 // not keeping up before the trigger (its successes before it all
-// delivered too late) leaves load-amplification unvouched for, whatever
-// it read: the host, not the scenario, overloaded it. Without noise the
-// same recording is judged as read.
+// delivered too late) leaves load-amplification's range unbounded: the
+// host, not the scenario, may have overloaded it. Without noise the same
+// recording is judged as read.
 func TestNoiseBaselineOverloaded(t *testing.T) {
 	judge := func(noisy bool, queue time.Duration) *Verdict {
 		recs := metastableSim(1, budget10).records()
@@ -360,28 +346,19 @@ func TestNoiseBaselineOverloaded(t *testing.T) {
 			n.CPUPressure = 60
 			recs[len(recs)-1].End.Noise = n
 		}
-		// A threshold it reads over (a pass would need the clients'
-		// spread as well).
 		v, _ := judgeRecords(recs, Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}})
 		return v
 	}
 	// Queued past the 250 ms attempt timeout: the fleet asked too much.
 	v := judge(true, 300*ms)
-	if c := v.Check(CheckLoadAmplification); c.Status != StatusSkip || !strings.Contains(c.Noise, "not keeping up before the trigger") {
-		t.Errorf("baseline overloaded at 60%% CPU pressure: load-amplification = %s (%s; noise %q); want a skip naming the baseline", c.Status, c.Reason, c.Noise)
+	if c := v.Check(CheckLoadAmplification); c.Status != StatusInconclusive || !strings.Contains(c.Reason, "not keeping up before the trigger") {
+		t.Errorf("baseline overloaded at 60%% CPU pressure: load-amplification = %s (%s); want inconclusive naming the baseline", c.Status, c.Reason)
 	}
 	if c := v.Check(CheckRecovery); c.Status != StatusSkip || !strings.Contains(c.Reason, "the fleet asks for more than the capacity;") {
 		t.Errorf("baseline queued past the timeout: recovery = %s (%s); want a skip that blames the fleet's demand alone", c.Status, c.Reason)
 	}
-	if c := judge(false, 300*ms).Check(CheckLoadAmplification); c.Status == StatusSkip {
+	if c := judge(false, 300*ms).Check(CheckLoadAmplification); c.Status == StatusSkip || c.Status == StatusInconclusive {
 		t.Errorf("baseline overloaded, no noise: load-amplification = %s (%s); want it judged", c.Status, c.Reason)
-	}
-	// Served within the timeout and delivered after the clients had
-	// gone: the host may have tipped it, and the reading as recorded
-	// counts them (recovery then widens: counted as goodput, the
-	// baseline kept up and the fleet recovered).
-	if c := judge(true, 100*ms).Check(CheckRecovery); c.Status != StatusPass || !strings.Contains(c.Reason, "as recorded: skip: the server was not keeping up before the trigger") || !strings.Contains(c.Reason, "or the host tipped it: before the trigger") {
-		t.Errorf("baseline served in time, delivered late: recovery = %s (%s); want a pass, widened, whose reading as recorded counts the late deliveries", c.Status, c.Reason)
 	}
 }
 
@@ -413,13 +390,13 @@ func TestNoiseLoadAmpWhoseSpread(t *testing.T) {
 		client func(*capSim)
 		edit   func([]timeline.Record)
 		want   string // the status under pressure
-		reason string // in the reason (pass) or the noise (skip)
+		reason string // in the reason
 	}{
 		{"full jitter", budgetWith(capJitter(100*ms, 2*s1)), nil, StatusPass, "the clients spread their own retries"},
-		{"lockstep, 100 ms", budgetWith(capFixed(100 * ms)), nil, StatusSkip, "fastest tenth waited"},
-		{"lockstep, exponential", budgetWith(func(k int, _ *rand.Rand) time.Duration { return min(2*s1, 100*ms<<(k-1)) }), nil, StatusSkip, "fastest tenth waited"},
-		{"at once", budgetWith(capFixed(0)), nil, StatusSkip, "cannot be told from the host's lateness"},
-		{"aligned to a 100 ms clock", budgetWith(capJitter(100*ms, 2*s1)), aligned, StatusSkip, "arrivals read"},
+		{"lockstep, 100 ms", budgetWith(capFixed(100 * ms)), nil, StatusInconclusive, "fastest tenth waited"},
+		{"lockstep, exponential", budgetWith(func(k int, _ *rand.Rand) time.Duration { return min(2*s1, 100*ms<<(k-1)) }), nil, StatusInconclusive, "fastest tenth waited"},
+		{"at once", budgetWith(capFixed(0)), nil, StatusInconclusive, "cannot be told from the host's lateness"},
+		{"aligned to a 100 ms clock", budgetWith(capJitter(100*ms, 2*s1)), aligned, StatusInconclusive, "arrivals read"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -437,18 +414,14 @@ func TestNoiseLoadAmpWhoseSpread(t *testing.T) {
 			recs[len(recs)-1].End.Noise = n
 			v, _ = judgeRecords(recs, Options{})
 			c := v.Check(CheckLoadAmplification)
-			text := c.Reason
-			if tt.want == StatusSkip {
-				text = c.Noise
+			if c.Status != tt.want || !strings.Contains(c.Reason, tt.reason) {
+				t.Errorf("at 60%% CPU pressure: load-amplification = %s (%s); want %s saying %q", c.Status, c.Reason, tt.want, tt.reason)
 			}
-			if c.Status != tt.want || !strings.Contains(text, tt.reason) {
-				t.Errorf("at 60%% CPU pressure: load-amplification = %s (%s; noise %q); want %s saying %q", c.Status, c.Reason, c.Noise, tt.want, tt.reason)
-			}
-			if tt.want == StatusSkip && v.Status != VerdictInconclusive && v.Status != VerdictFail {
+			if tt.want == StatusInconclusive && v.Status != VerdictInconclusive && v.Status != VerdictFail {
 				t.Errorf("verdict %s; want INCONCLUSIVE (or a FAIL of another check)", v.Status)
 			}
 			// wasted-work's PASS needs the same evidence.
-			if w := v.Check(CheckWastedWork); tt.want == StatusSkip && w.Status == StatusPass {
+			if w := v.Check(CheckWastedWork); tt.want == StatusInconclusive && w.Status == StatusPass {
 				t.Errorf("at 60%% CPU pressure: wasted-work = pass (%s); want it not vouched for", w.Reason)
 			} else if tt.want == StatusPass && w.Status == StatusPass && !strings.Contains(w.Reason, "the clients spread their own retries") {
 				t.Errorf("at 60%% CPU pressure: wasted-work = pass (%s); want the spread's evidence in the reason", w.Reason)

@@ -152,14 +152,16 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			r.Reason += fmt.Sprintf(" (worst: %s early)", fmtDur(a.ra.worst))
 		}
 		r.Examples = a.ra.ex
-		// The host's noise can only make a retry later than the client
-		// meant: it cannot make an honest client early, but it can carry
-		// a retry that ignored Retry-After past not_before when it is as
-		// long as the waits asked.
-		if late := a.noiseLate(); late > 0 && r.Status != StatusFail && a.raAsked != nil {
-			if med := a.raAsked.Quantile(0.5); 2*late >= med {
-				r.Noise = fmt.Sprintf("%s is half or more of the median wait Retry-After asked (%s): a retry that ignored it could have been carried past not_before by the host", a.noiseText(), fmtDur(med))
+		// The host only makes a retry later: an early retry was early
+		// (lo); one that arrived within the lateness p50 after the
+		// earliest instant allowed may have been early too (hi).
+		if late := a.noise().act(c.def.Noise, Lowers).bulk; late > 0 && a.raSlack != nil {
+			hidden := int64(a.raSlack.Below(late))
+			if hidden > 0 {
+				r.Reason += fmt.Sprintf("; %d more arrived within the host's lateness p50 %s of it", hidden, fmtDur(late))
 			}
+			r = a.decide(c, float64(a.ra.bad), float64(a.ra.bad+hidden), c.def.Threshold.Num, a.ra.judged, r.Reason)
+			r.Examples = a.ra.ex
 		}
 	case CheckInstantRetry:
 		return a.judgeInstant(c)
@@ -211,18 +213,14 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 			return skip("no logical request failed (outcomes of the harness, canceled or past the cap are not judged)")
 		}
 		// Each wait of a request may have been made late by the host:
-		// the tolerance widens by the noise per attempt.
-		late := a.noiseLate()
-		over, overEx := a.budOver.count(late)
-		tol := fmt.Sprintf("%s", fmtDur(a.budgetTol))
-		if late > 0 {
-			tol += fmt.Sprintf(" + %s per attempt (%s)", fmtDur(late), a.noiseText())
-		}
-		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", tol, fmtDur(a.budget), a.bud.judged)
+		// the range's low end credits it with the lateness per attempt.
+		overLo, _ := a.budOver.count(a.noise().act(c.def.Noise, Raises).delay)
+		over, overEx := a.budOver.count(0)
+		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", fmtDur(a.budgetTol), fmtDur(a.budget), a.bud.judged)
 		if a.budget <= 0 {
 			why = fmt.Sprintf("failed logical requests that hung (of %d failed); no stated budget, so durations were not judged", a.bud.judged)
 		}
-		r = verdict(c, float64(a.bud.bad+over), c.def.Threshold.Num, a.bud.judged, why)
+		r = a.decide(c, float64(a.bud.bad+overLo), float64(a.bud.bad+over), c.def.Threshold.Num, a.bud.judged, why)
 		r.Examples = append(append([]Example(nil), a.bud.ex...), overEx...)
 		if len(r.Examples) > a.maxEx {
 			r.Examples = r.Examples[:a.maxEx]
@@ -293,15 +291,11 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		case a.jb.judged == 0:
 			return skip("no retry paced by the client's own backoff")
 		}
-		// A wait the host made late is not the policy's: the tolerance
-		// widens by the noise.
-		late := a.noiseLate()
-		bad, ex := a.jbOver.count(late)
-		tol := fmtDur(a.jbTol)
-		if late > 0 {
-			tol += fmt.Sprintf(" + %s (%s)", fmtDur(late), a.noiseText())
-		}
-		r = verdict(c, pct(bad, a.jb.judged), c.def.Threshold.Num, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", bad, a.jb.judged, tol))
+		// A wait the host made late is not the policy's: the range's low
+		// end credits it with the lateness.
+		badLo, _ := a.jbOver.count(a.noise().act(c.def.Noise, Raises).delay)
+		bad, ex := a.jbOver.count(0)
+		r = a.decide(c, pct(badLo, a.jb.judged), pct(bad, a.jb.judged), c.def.Threshold.Num, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", bad, a.jb.judged, fmtDur(a.jbTol)))
 		if bad > 0 {
 			r.Reason += fmt.Sprintf(" (worst: %s over)", fmtDur(a.jb.worst))
 		}
@@ -312,36 +306,28 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		}
 		switch c.def.ID {
 		case CheckRecovery:
-			return a.judgeRecoveryUnderNoise()
+			return a.recoveryRange(c)
 		case CheckLoadAmplification:
-			return a.loadAmpUnderNoise(c, a.judgeLoadAmp(c, a.ldJ))
+			return a.loadAmpRange(c)
 		default:
-			return a.wastedUnderNoise(c, a.judgeWasted(c))
+			return a.wastedRange(c)
 		}
 	}
 	if c.def.ID == CheckPacing && r.Status != StatusSkip {
 		// A paced client's requests bunched by the host's lateness draw
 		// 429s from a bucket that cannot absorb the bunch: burst/rate is
-		// how much lateness the quota absorbs.
+		// how much lateness the quota absorbs. Past it, the host alone
+		// may have made every rejection.
 		q := a.meta.Quota
-		if late := a.noiseLate(); late > 0 && q.Rate > 0 && float64(late) > float64(max(q.Burst, 1))/q.Rate*1e9 {
-			return a.noiseSkip(r, fmt.Sprintf("%s exceeds what the quota's burst absorbs (%d at %.4g/s: %s)", a.noiseText(), max(q.Burst, 1), q.Rate, fmtDur(int64(float64(max(q.Burst, 1))/q.Rate*1e9))))
+		absorbs := int64(float64(max(q.Burst, 1)) / q.Rate * 1e9)
+		if late := a.noise().act(c.def.Noise, Raises).delay; q.Rate > 0 && late > absorbs {
+			r.Reason += fmt.Sprintf("; the host's lateness p99 %s exceeds what the quota's burst absorbs (%d at %.4g/s: %s)", fmtDur(late), max(q.Burst, 1), q.Rate, fmtDur(absorbs))
+			ex := r.Examples
+			r = a.decide(c, 0, r.Figure, r.Threshold, r.Samples, r.Reason)
+			r.Examples = ex
 		}
 	}
 	return r
-}
-
-// noiseSkip turns a check's result into a skip because of the host's
-// noise, keeping what it read in the reason: noise may not decide it
-// either way, so the verdict is INCONCLUSIVE.
-func (a *Analyzer) noiseSkip(r CheckResult, why string) CheckResult {
-	read := r.Status
-	if r.Reason != "" {
-		read += ": " + r.Reason
-	}
-	s := skip("not judged under this host's noise (it read " + read + ")")
-	s.Noise = why
-	return s
 }
 
 // threshold is a check's threshold before any data: the flag's or the
@@ -445,212 +431,129 @@ func (a *Analyzer) tallyAll() *keyTally {
 	return &t
 }
 
-// judgeRecoveryUnderNoise is recovery, widened by the host's noise.
-//
-// The stub's capacity is exact, but the host delivers responses late:
-// clients give up on responses the stub served within their attempt
-// timeout, which reads as lost goodput — before the trigger as after it.
-// Under measured noise a recovery that is not a PASS as recorded is
-// judged again counting those attempts as goodput (loadState.inTime):
-//
-//   - a PASS then is the client's: the overload it did not recover from
-//     was the host's late delivery (widen);
-//   - a FAIL then is the client's too: its storm kept the stub's queue
-//     past the attempt timeout, which no late delivery explains (a retry
-//     budget keeps the storm the host may start from lasting);
-//   - otherwise (nothing to judge) the result as recorded stands, a FAIL
-//     under a noisy host not vouched for (noiseSkipIfCapacity).
-//
-// A PASS as recorded stands: recovery hangs on how many retries keep the
-// queue full, and the host's lateness thins them only by its share of a
-// retry's cycle (a few ms in tens). Unlike load-amplification, it does
-// not hang on retries arriving together, which noise breaks up.
-func (a *Analyzer) judgeRecoveryUnderNoise() CheckResult {
+// The capacity checks' ranges. The stub's capacity is exact, but the
+// host delivers responses late (clients give up on attempts it served in
+// time), and a host short of CPU paces the stub itself and breaks up
+// retries that would have arrived together (schema rows).
+
+// recoveryFig is recovery's figure: seconds to recover, maxFigure when
+// the overload outlived the offered load (metastable).
+func recoveryFig(j *loadJudgement, r CheckResult) float64 {
+	if r.Status != StatusSkip && !j.rec.Recovered {
+		return maxFigure
+	}
+	return r.Figure
+}
+
+func (a *Analyzer) recoveryRange(c *checkCfg) CheckResult {
 	r := a.judgeRecovery(a.ldJ)
-	if r.Status == StatusPass {
+	if r.Status == StatusSkip {
 		return r
 	}
-	if !a.noiseMeasured() {
+	m := a.noise()
+	h := m.act(c.def.Noise, Raises)
+	if h.delay == 0 && !(h.starve && m.starvedFor(a.meta.Capacity.Service)) {
 		return r
 	}
-	lj := a.judgeLoad(true) // as recorded, when no in-time attempt was delivered late
+	hi := recoveryFig(a.ldJ, r)
+	// Late delivery: count as goodput the attempts served within the
+	// attempt timeout whose clients had gone.
+	lj := a.judgeLoad(true)
 	lr := a.judgeRecovery(&lj)
-	widened := fmt.Sprintf("goodput counts the %d successful attempts the stub queued and served within the %s attempt timeout whose clients had gone (%s: the host delivered them late)",
-		a.load.inTimeN, fmtDur(a.load.timeout), a.noiseText())
-	if a.load.inTimeN == 0 {
-		widened = fmt.Sprintf("no successful attempt the stub served within the attempt timeout was delivered too late (%s)", a.noiseText())
+	lo := recoveryFig(&lj, lr)
+	if lr.Status == StatusSkip {
+		lo = 0
 	}
-	switch lr.Status {
-	case StatusPass: // not when inTimeN is 0: as recorded, then
-		lr.Reason += "; " + widened + "; as recorded: " + r.Status + ": " + r.Reason
-		return lr
-	case StatusFail:
-		lr.Reason += "; " + widened + ", and it still fails"
-		// Lateness of the order of the service time sets the stub's
-		// capacity itself: nothing read then is the client's (at
-		// load average 13-16 beside 4 CPU hogs, p90 7-8 ms against a
-		// 10 ms service, the reference client FAILed metastable's
-		// recovery in 2 of 10 runs, amplified 1.5-3.8x).
-		if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
-			return a.noiseSkipIfCapacity(lr)
+	why := r.Reason + fmt.Sprintf("; counting as goodput the %d attempts served within the %s attempt timeout whose clients had gone: %s", a.load.inTimeN, fmtDur(a.load.timeout), lr.Status)
+	if h.starve && m.starvedFor(a.meta.Capacity.Service) {
+		// A starved host may have kept the stub down alone, unless the
+		// load after the trigger shows a storm of retries (a storm is
+		// made of retries); lateness of the order of the service time
+		// set the stub's capacity itself.
+		switch amp := lj.after.mean(); {
+		case m.p90 > 0 && 2*m.p90 >= a.meta.Capacity.Service:
+			lo = 0
+			why += fmt.Sprintf("; the host's lateness p90 %s is half the service time %s or more", fmtDur(m.p90), fmtDur(a.meta.Capacity.Service))
+		case math.IsNaN(amp) || amp <= defaultLoadAmp:
+			lo = 0
+			why += "; the host was short of CPU and the load after the trigger was not amplified past " + fmtAmp(defaultLoadAmp)
+		default:
+			why += "; the load after the trigger was amplified " + fmtAmp(amp) + ": a storm of retries"
 		}
-		// A storm is made of retries: an overload that outlived its
-		// trigger with the load after it not amplified is the host's (a
-		// fleet that never retries, on a host 16 CPU hogs starved; our
-		// client beside one hog per core, 1.06× after the trigger and
-		// 5.2× during it, back 8.4 s after it). The amplification
-		// during the trigger says nothing of what kept the server down
-		// after it.
-		if amp := lj.after.mean(); amp > defaultLoadAmp {
-			return lr
-		}
-		return a.noiseSkipIfCapacity(lr)
 	}
-	return a.noiseSkipIfCapacity(r)
+	ex := r.Examples
+	out := a.decide(c, lo, hi, a.threshold(c), r.Samples, why)
+	if out.Figure >= maxFigure {
+		out.Figure = r.Figure // metastable: the time observed, a lower bound
+	}
+	if out.Status == StatusFail {
+		out.Examples = ex
+	}
+	return out
 }
 
-// noiseSkipIfCapacity: on a noisy host the capacity checks do not vouch
-// for what they read, either way. The stub's capacity itself is exact (a
-// worker is free at its service's end whenever the stub notices), but
-// the host delivers responses late: clients whose attempt timeout is of
-// the order of the queueing delay give up on responses the stub served
-// in time, retry, and keep the queue full — an overload the host made.
-// And its lateness breaks up retries that would have arrived together: a
-// lockstep fleet's waves no longer hit the full queue at once (at 2× the
-// cores of CPU hogs, exp-no-jitter read load-amplification under its
-// threshold in 2 of 10 metastable runs; without noise, 12×). Lateness of
-// the order of the service time (2·p90) or a host short of CPU without
-// waking anything late (PSI, metastable's reference run FAILed recovery
-// at 49 % CPU pressure with a p99 of 8 ms; quiet, 8 %): INCONCLUSIVE.
-// (Recovery first widens, judgeRecoveryUnderNoise.)
-func (a *Analyzer) noiseSkipIfCapacity(r CheckResult) CheckResult {
-	if r.Status == StatusSkip || !a.noiseMeasured() {
-		return r
+// starvedRange is a capacity figure's range on a starved host: between
+// the readings that undo the host's late delivery (alt) and as read
+// (fig), and unbounded above unless the retries show their own spread
+// from the trigger until until (clientSpread): the host's lateness breaks
+// up lockstep waves, which lowers the figure. Lateness of the order of
+// the service time leaves it [0, ∞].
+func (a *Analyzer) starvedRange(fig, alt float64, until int64) (lo, hi float64, why string) {
+	m := a.noise()
+	if m.p90 > 0 && 2*m.p90 >= a.meta.Capacity.Service {
+		return 0, maxFigure, fmt.Sprintf("the host's lateness p90 %s is half the stub's service time %s or more: the host, not the scenario, set its capacity", fmtDur(m.p90), fmtDur(a.meta.Capacity.Service))
 	}
-	if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
-		return a.noiseSkip(r, fmt.Sprintf("%s: its p90 is half or more of the stub's mean service time %s: the host, not the scenario, set its capacity", a.noiseText(), fmtDur(a.meta.Capacity.Service)))
-	}
-	if p := a.fid.end.Noise.CPUPressure; p >= maxCapacityPressure {
-		return a.noiseSkip(r, fmt.Sprintf("the host's CPU was contended for %.0f%% of the run (PSI, %.0f%% at most): the host, not the scenario, set the stub's capacity", p, maxCapacityPressure))
-	}
-	return r
-}
-
-// capacityPressed reports whether the host's noise is of a size the
-// capacity checks cannot read through as they are (see
-// noiseSkipIfCapacity), and why ("" when it is not).
-func (a *Analyzer) capacityPressed() string {
-	if !a.noiseMeasured() {
-		return ""
-	}
-	if p := a.fid.end.Noise.CPUPressure; p >= maxCapacityPressure {
-		return fmt.Sprintf("the host's CPU was contended for %.0f%% of the run (PSI, %.0f%% at most)", p, maxCapacityPressure)
-	}
-	return ""
-}
-
-// pressedRead is where a capacity check read twice under CPU pressure
-// starts: twice is false when r stands as it is (skipped, no noise
-// measured, a host not short of CPU) or is settled by lateness of the
-// order of the service time (noiseSkipIfCapacity); why says what pressed.
-func (a *Analyzer) pressedRead(r CheckResult) (_ CheckResult, why string, twice bool) {
-	if r.Status == StatusSkip || !a.noiseMeasured() {
-		return r, "", false
-	}
-	if late := a.noiseBulk(); late > 0 && 2*late >= a.meta.Capacity.Service {
-		return a.noiseSkipIfCapacity(r), "", false
-	}
-	why = a.capacityPressed()
-	return r, why, why != ""
-}
-
-// loadAmpUnderNoise: load-amplification on a host short of CPU. Its
-// window runs from the trigger to the recovery, and the host's late
-// delivery moves the recovery later: the window takes in the first
-// attempts of a recovering fleet, near 1× each, and the figure thins (at
-// 2× the cores of CPU hogs, exp-no-jitter read 3.6× over a window whose
-// recovery came 3.4 s late, 16.4× over the trigger itself; quiet, 12-15×
-// and 14.6×). The trigger's own span is fixed by the scenario, not by the
-// host. So under CPU pressure a result stands only when the trigger's
-// span alone reads the same, and not when the server was not keeping up
-// before the trigger (the host, not the scenario, overloaded it: a fleet
-// that asks for less than the capacity at rest got none of it).
-//
-// A PASS needs more: the host's lateness also breaks up retries that
-// would have arrived together, so a lockstep fleet's waves no longer hit
-// the full queue at once, which lowers the figure on both readings alike
-// (beside one CPU hog per core, exp-no-jitter read 3.9× and 6.6× over
-// the trigger and its window alike, PSI 37-47%; 12× in virtual time; our
-// client, 2.2-5.2×, 4.7×). It stands when the retries show that the
-// clients spread them themselves (clientSpread): then there were no
-// waves for the host to break up. Lateness of the order of the service
-// time skips it as before (noiseSkipIfCapacity).
-func (a *Analyzer) loadAmpUnderNoise(c *checkCfg, r CheckResult) CheckResult {
-	r, why, twice := a.pressedRead(r)
-	if !twice {
-		return r
-	}
-	j := a.ldJ
-	if j.baselineOver {
-		return a.noiseSkip(r, why+", and the server was not keeping up before the trigger: the host, not the scenario, overloaded it")
-	}
-	during := j.during.mean()
-	if math.IsNaN(during) {
-		return a.noiseSkip(r, why+", and no first attempt arrived during the trigger to read it over")
-	}
-	d := verdict(c, during, c.def.Threshold.Num, j.during.first, "")
-	if d.Status != r.Status {
-		return a.noiseSkip(r, fmt.Sprintf("%s: over the trigger alone it reads %s (mean %s), over the window to the recovery %s: the host's late delivery moved the recovery, and the window with it", why, d.Status, fmtAmp(during), r.Status))
-	}
-	r.Reason += fmt.Sprintf("; %s: read over the trigger alone too (mean %s), the same: the host's lateness, which moves the recovery, does not decide it", why, fmtAmp(during))
-	return a.vouchPass(r, why, j.ampUntil)
-}
-
-// vouchPass: under CPU pressure a capacity check's PASS stands only when
-// the clients spread their own retries from the trigger until until (ns;
-// 0: the run's end), clientSpread. The host's lateness breaks up retries
-// that would have arrived together, so a lockstep fleet's waves no longer
-// hit the full queue at once: fewer rejections, fewer retries, less work
-// served for clients that had gone. Anything but a PASS stands as it is.
-func (a *Analyzer) vouchPass(r CheckResult, why string, until int64) CheckResult {
-	if r.Status != StatusPass {
-		return r
+	lo, hi = fig, fig
+	if !math.IsNaN(alt) {
+		lo, hi = min(fig, alt), max(fig, alt)
 	}
 	if until <= 0 {
 		until = math.MaxInt64
 	}
-	ok, how := a.clientSpread(a.ampFrom(), until, a.hostLateness())
+	ok, how := a.clientSpread(a.ampFrom(), until, m.p90)
 	if !ok {
-		return a.noiseSkip(r, why+": its lateness breaks up retries that would have arrived together, which lowers the figure: a lockstep fleet's PASS would be the host's; "+how)
+		hi = maxFigure
 	}
-	r.Reason += "; " + how
-	return r
+	return lo, hi, how
 }
 
-// wastedUnderNoise: wasted-work on a host short of CPU. The host's late
-// delivery wastes work the stub did in time: clients give up on
-// responses it served within their attempt timeout (loadState.inTime).
-// Read again without that work, a result the same on both readings
-// stands: what the host added does not decide it; otherwise it is not
-// vouched for. A PASS also needs the clients to have spread their own
-// retries (vouchPass): lockstep waves the host broke up waste less.
-// Lateness of the order of the service time skips it as before
-// (noiseSkipIfCapacity).
-func (a *Analyzer) wastedUnderNoise(c *checkCfg, r CheckResult) CheckResult {
-	r, why, twice := a.pressedRead(r)
-	if !twice {
+func (a *Analyzer) loadAmpRange(c *checkCfg) CheckResult {
+	r := a.judgeLoadAmp(c, a.ldJ)
+	m := a.noise()
+	if r.Status == StatusSkip || !m.act(c.def.Noise, Both).starve || !m.starvedFor(a.meta.Capacity.Service) {
+		return r
+	}
+	j := a.ldJ
+	ex := r.Examples
+	var lo, hi float64
+	var how string
+	if j.baselineOver {
+		lo, hi, how = 0, maxFigure, "the server was not keeping up before the trigger: the host, not the scenario, overloaded it"
+	} else {
+		during := j.during.mean()
+		lo, hi, how = a.starvedRange(r.Figure, during, j.ampUntil)
+		how = fmt.Sprintf("read over the trigger alone: %s; %s", fmtAmp(during), how)
+	}
+	out := a.decide(c, lo, hi, r.Threshold, r.Samples, r.Reason+"; "+how)
+	if out.Status == StatusFail {
+		out.Examples = ex
+	}
+	return out
+}
+
+func (a *Analyzer) wastedRange(c *checkCfg) CheckResult {
+	r := a.judgeWasted(c)
+	m := a.noise()
+	if r.Status == StatusSkip || !m.act(c.def.Noise, Both).starve || !m.starvedFor(a.meta.Capacity.Service) {
 		return r
 	}
 	l := a.load
 	lenient := pct(l.wasted-l.inTimeWasted, l.service)
-	d := verdict(c, lenient, c.def.Threshold.Num, l.servedN, "")
-	if d.Status != r.Status {
-		return a.noiseSkip(r, fmt.Sprintf("%s: without the %s of service the host's late delivery wasted (%d attempts served within the attempt timeout whose clients had gone) it reads %s (%.1f%%)", why, fmtDur(l.inTimeWasted), l.inTimeN, d.Status, lenient))
+	lo, hi, how := a.starvedRange(r.Figure, lenient, 0)
+	ex := r.Examples
+	out := a.decide(c, lo, hi, r.Threshold, r.Samples, r.Reason+fmt.Sprintf("; without the %s of service wasted on %d attempts served within the attempt timeout: %.1f%%; %s", fmtDur(l.inTimeWasted), l.inTimeN, lenient, how))
+	if out.Status == StatusFail {
+		out.Examples = ex
 	}
-	r.Reason += fmt.Sprintf("; %s: without the %s of service the host's late delivery wasted it reads the same (%.1f%%)", why, fmtDur(l.inTimeWasted), lenient)
-	return a.vouchPass(r, why, 0)
+	return out
 }
-
-// maxCapacityPressure is the CPU pressure (Linux PSI "some", % of the
-// run) from which the capacity checks stop vouching.
-const maxCapacityPressure = 25.0

@@ -77,6 +77,10 @@ type Check struct {
 	Params []Param
 	// Skips says when the check skips (for docs/checks.md).
 	Skips string
+	// Noise is how the host's noise moves the figure (noise.go): the
+	// check's range undoes it, and docs/checks.md's noise table is
+	// generated from it.
+	Noise NoiseRow
 }
 
 // checkTable is every check, in report order. Its values are the
@@ -88,6 +92,7 @@ var checkTable = []Check{
 			{"tolerance", KindDuration, Default{Num: 0.005, Doc: "{}; + `meta.clock_uncertainty` in a merged timeline"}},
 		},
 		Skips: "no retry followed a pacing Retry-After",
+		Noise: NoiseRow{Delay: Lowers, Undo: "hi also counts the retries that arrived within the lateness p50 after not_before − tolerance: a client early by more than that shows at least half of its early retries early"},
 	},
 	{
 		ID: CheckInstantRetry, Unit: "%", Meaning: "% of retries after an unpaced 429/5xx or other rate limit within `window`",
@@ -96,6 +101,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.050}},
 		},
 		Skips: "no retry followed an unpaced 429/5xx or rate limit",
+		Noise: NoiseRow{Delay: Lowers, Undo: "hi is the share within `window` + the lateness p99, plus up to 1 % of the retries from beyond it (within `window` + the most lateness measured)"},
 	},
 	{
 		ID: CheckWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
@@ -107,6 +113,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.100, Doc: "{}, for the warning"}},
 		},
 		Skips: "no client-paced cohort with `min_samples` retries from `min_clients` clients",
+		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs that batches of the measured size can make (k·(k−1)/2 each), and reads the spread over the mean less the lateness p99 D; hi reads the pairs within the resolution + D, and the spread less D²/4 of variance; retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
 	},
 	{
 		ID: CheckNonRetryable, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",
@@ -131,6 +138,7 @@ var checkTable = []Check{
 			{"budget", KindDuration, Default{None: true, Doc: "policy"}},
 		},
 		Skips: "no outcomes (`serve` recording); no request failed",
+		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 per attempt of each request that overran"},
 	},
 	{
 		ID: CheckGiveUp, Unit: "% lost", Meaning: "% of logical requests lost although the server began serving within their budget",
@@ -139,6 +147,7 @@ var checkTable = []Check{
 			{"within", KindDuration, Default{Num: 30, Doc: "policy budget, else the watchdog, else {}"}},
 		},
 		Skips: "no outcomes; no phases; nothing the library decided",
+		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 per attempt of each request lost"},
 	},
 	{
 		ID: CheckAmplification, Unit: "attempts/request", Meaning: "attempts per logical request",
@@ -155,6 +164,7 @@ var checkTable = []Check{
 			{"warmup", KindDuration, Default{Num: 2}},
 		},
 		Skips: "no quota, or self-throttling not expected",
+		Noise: NoiseRow{Delay: Raises, Undo: "lo is 0 when the lateness p99 exceeds what the quota's burst absorbs (burst/rate): bunched requests drain it"},
 	},
 	{
 		ID: CheckJitterBounds, Unit: "%", Meaning: "% of client-paced retries waiting longer than the bound + tolerance",
@@ -164,6 +174,7 @@ var checkTable = []Check{
 			{"first_exponent", KindNumber, Default{Num: 0}},
 		},
 		Skips: "no stated policy/base; decorrelated without cap; pacing expected",
+		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 on each wait over its bound"},
 	},
 	{
 		ID: CheckRecovery, Unit: "s", Meaning: "seconds from the last trigger's end until goodput is back at `share` of the offered first-attempt load for `hold` (metastable: the time observed, and it fails)",
@@ -174,16 +185,19 @@ var checkTable = []Check{
 			{"share", KindNumber, Default{Num: defaultRecoveryShare, Doc: "{} %"}},
 		},
 		Skips: "no capacity model; no trigger; trigger until the end; no offered load after it; overloaded before it; the run ended too soon (required with a trigger: INCONCLUSIVE)",
+		Noise: NoiseRow{Delay: Raises, Starve: Raises, Undo: "lo counts as goodput the attempts the stub served within the attempt timeout whose clients had gone; starved (PSI ≥ 25 % or lateness p90 ≥ half the service time), lo is 0 unless the load after the trigger was amplified past load-amplification's threshold"},
 	},
 	{
 		ID: CheckLoadAmplification, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
 		Threshold: Default{Num: defaultLoadAmp},
 		Skips:     "no capacity model; no trigger; no first attempt then",
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90), and when the stub was overloaded before the trigger"},
 	},
 	{
 		ID: CheckWastedWork, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",
 		Threshold: Default{Num: defaultWasted, Doc: "{} %"},
 		Skips:     "no capacity model; no service time recorded",
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo leaves out the service wasted on attempts served within the attempt timeout; hi is unbounded unless the retries show their own spread, as load-amplification"},
 	},
 }
 

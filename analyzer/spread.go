@@ -122,11 +122,3 @@ func (a *Analyzer) ampFrom() int64 {
 	}
 	return 0
 }
-
-// hostLateness is how late the host ran the fleet's and the stub's work,
-// the larger of the measured noise's bulk (p90) and the harness's start
-// lateness p90 (how late the fleet's scheduled requests began: a
-// client's timers wake as late).
-func (a *Analyzer) hostLateness() int64 {
-	return max(a.noiseBulk(), a.wv.lateP90())
-}

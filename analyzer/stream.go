@@ -339,10 +339,14 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	early := paced && p.nb-x.at > a.raTol
 	if paced {
 		a.ra.judged++
-		if a.raAsked == nil {
-			a.raAsked = loghist.New(latencyLayout)
+		if !early {
+			// How far past the earliest instant allowed: a retry the
+			// host made late by more may have been early.
+			if a.raSlack == nil {
+				a.raSlack = loghist.New(latencyLayout)
+			}
+			a.raSlack.Add(x.at - (p.nb - a.raTol))
 		}
-		a.raAsked.Add(p.nb - p.done)
 		if early {
 			e := p.nb - x.at
 			if e > a.ra.worst {
@@ -586,7 +590,6 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	if judged {
 		a.giveUpOutcome(o, limited, a.overloaded(o), seen)
 	}
-	a.wv.addLateness(o.Start - o.Scheduled)
 	if o.End > a.now {
 		a.now = o.End
 	}
@@ -828,4 +831,19 @@ func keepEarliest(ex []Example, max int, e Example, detail func() string) []Exam
 		return 0
 	})
 	return ex
+}
+
+// judgedOutcome is the one rule that decides which outcomes the checks
+// of a client's logical requests (budget, give-up, attempts,
+// amplification) see: not those the harness or the subject's plumbing
+// failed, not those the run canceled, and not those that ended after the
+// run's cap.
+func (a *Analyzer) judgedOutcome(o *timeline.Outcome) bool {
+	if o.Harness || o.Result == timeline.ResultCanceled {
+		return false
+	}
+	if a.meta != nil && a.meta.Duration > 0 && o.End > a.meta.Duration {
+		return false
+	}
+	return true
 }

@@ -35,6 +35,10 @@ const (
 	StatusPass = "pass"
 	StatusFail = "fail"
 	StatusSkip = "skip"
+	// StatusInconclusive: the figure's range under the host's noise
+	// straddles the threshold (CheckResult.Range): the check cannot
+	// decide, and the verdict is INCONCLUSIVE.
+	StatusInconclusive = "inconclusive"
 )
 
 // Verdict is the analyzer's judgement of one timeline. Status is FAIL when
@@ -86,10 +90,11 @@ type CheckResult struct {
 	// Samples is how many events the figure was measured over (retries,
 	// logical requests, attempts: see Reason).
 	Samples int64 `json:"samples"`
-	// Noise, when set, says how the host's measured noise kept the check
-	// from judging what it is for (docs/checks.md, "noise"): a check that
-	// did not fail with it makes the verdict INCONCLUSIVE, never PASS.
-	Noise string `json:"noise,omitempty"`
+	// Range is the figure's range under the host's noise, [lo, hi]: the
+	// least and the most the client's own behaviour could have read
+	// (docs/checks.md, "Noise"); absent when it is a point. Figure is lo,
+	// or hi when the check is inconclusive.
+	Range []float64 `json:"range,omitempty"`
 }
 
 // Example is one piece of evidence for a failed check: an offending attempt

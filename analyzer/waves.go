@@ -6,9 +6,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/retrylab/retrylab/internal/loghist"
 )
 
 // The waves statistic. Retries are grouped into cohorts: the k-th retry of
@@ -27,11 +24,14 @@ import (
 //     times, so a burst start is explained;
 //   - shape: the same on the waits alone (the waves the cohort forms when
 //     its triggers come together, as an outage makes them);
-//   - spread: full jitter's coefficient of variation over the cohort's,
-//     after subtracting the variance of the harness's start lateness
-//     (scheduling noise of a loaded host is not jitter).
+//   - spread: full jitter's coefficient of variation over the cohort's.
 //
-// The figure is the worst reading of the worst cohort.
+// The figure is the worst reading of the worst cohort. Under the host's
+// noise (schema row) each reading is a range: batches stamped at one
+// instant make close pairs the clients did not (lo takes them out), and
+// lateness smears pairs apart and adds spread (hi reads the pairs within
+// the resolution plus the lateness p99, the spread without the
+// lateness's variance).
 
 const (
 	// waveSample is the reservoir size of one cohort.
@@ -39,16 +39,6 @@ const (
 	// waveBins is the resolution of the pair readings: r = mean/waveBins, so
 	// waits in lockstep read about waveBins on the shape.
 	waveBins = 50
-	// waveNoiseRatio: a cohort is judged under measured host noise only
-	// when its mean own wait is at least this many times the noise's bulk
-	// (p90): its pairs are read at a resolution no finer than that, so
-	// lockstep arrivals, 90 % of them within it, still read about
-	// waveNoiseRatio on the arrivals, at the default threshold.
-	waveNoiseRatio = 10
-	// waveBatchMin: from this many late arrivals stamped at once
-	// (timeline.Noise.Batch), a FAIL of waves stands only if it also
-	// fails at the noise's tail (see judgeWaves).
-	waveBatchMin = 3
 	// waveSyncRatio: server-synchronized retries raise the warning when
 	// their arrivals are at least this concentrated relative to the
 	// responses that triggered them.
@@ -78,40 +68,8 @@ type waveCohort struct {
 // wavesState is the analyzer's waves accumulation.
 type wavesState struct {
 	cohorts    [2 * waveGroups]waveCohort
-	rng        uint64        // reservoir draws (fixed seed: the verdict is reproducible)
-	late       welford       // harness start lateness (Start − Scheduled), seconds
-	lateHist   *loghist.Hist // lateness, two buckets per power of two of µs, for the p90
+	rng        uint64 // reservoir draws (fixed seed: the verdict is reproducible)
 	minClients int
-}
-
-// addLateness feeds one outcome's start lateness.
-func (s *wavesState) addLateness(ns int64) {
-	if ns < 0 {
-		ns = 0
-	}
-	s.late.add(float64(ns) / 1e9)
-	if s.lateHist == nil {
-		s.lateHist = loghist.New(lateLayout)
-	}
-	s.lateHist.Add(ns)
-}
-
-// lateLayout buckets start lateness for the p90: under 1µs, then two
-// buckets per power of two of µs.
-var lateLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 1}
-
-// lateP90 is the 90th percentile of start lateness (the bucket's upper
-// edge; 0 under 1µs and without outcomes).
-func (s *wavesState) lateP90() int64 {
-	if s.lateHist == nil {
-		return 0
-	}
-	n := s.lateHist.N()
-	b := s.lateHist.RankBucket((9*n + 9) / 10)
-	if b <= 0 {
-		return 0 // under 1µs: none
-	}
-	return lateLayout.Upper(b)
 }
 
 // uniform is a draw on (0, 1).
@@ -182,9 +140,9 @@ type cohortReading struct {
 	n                       int64
 	mean                    float64 // seconds
 	res                     int64   // pair resolution, ns
-	arrivals, shape, spread float64
+	arrivals, shape, spread float64 // as read
+	lo, hi                  float64 // the worst reading's range under the host's noise
 	immediate               bool    // mean own wait within the floor: no own wait
-	unresolved              bool    // mean own wait within what the host's noise smears: not judged
 	serverSync              bool    // after Retry-After, no spread of its own
 	syncRatio               float64 // arrivals vs triggers (server-synchronized cohorts)
 }
@@ -208,82 +166,43 @@ func (r *cohortReading) name() string {
 type wavesJudgement struct {
 	cohorts     []cohortReading // the judged ones
 	small       int64           // retries in cohorts too small to judge
-	unresolved  []string        // cohorts the host's noise kept from judging
-	late90      int64
-	lateSD      float64 // seconds
 	serverPaced int64
 	clientPaced int64
 }
 
 // judgeCohorts computes the readings of every cohort big enough to judge,
-// and how many retries were server- and client-paced (Figures).
-func (a *Analyzer) judgeCohorts() *wavesJudgement { return a.judgeCohortsAt(a.noiseBulk()) }
-
-// judgeCohortsAt judges the cohorts at the measured noise noiseLate (ns;
-// judgeCohorts reads the bulk, p90).
-func (a *Analyzer) judgeCohortsAt(noiseLate int64) *wavesJudgement {
+// each with its range under the host's noise, and how many retries were
+// server- and client-paced (Figures).
+func (a *Analyzer) judgeCohorts() *wavesJudgement {
 	s := &a.wv
-	j := &wavesJudgement{late90: s.lateP90()}
-	lateVar := 0.0
-	if s.late.n > 1 {
-		lateVar = s.late.m2 / float64(s.late.n)
-	}
-	j.lateSD = math.Sqrt(lateVar)
-	// Host noise. Measured (End.Noise), it replaces the start lateness as
-	// the measure of how far the host moves arrivals: the floors widen by
-	// it, pairs are read at a resolution no finer than it (a stub short of
-	// CPU stamps a backlog of arrivals at once: bunching within the noise
-	// is the host's), and a cohort whose mean own wait is under
-	// waveNoiseRatio times it is not judged (lockstep smeared by that much
-	// noise reads as jitter). Start lateness is the fleet's launch backlog,
-	// not the lateness of a retry's wait, and is no longer subtracted.
-	noise := a.fid.end != nil && a.fid.end.Noise != nil
-	late := j.late90
-	if noise {
-		late, lateVar = noiseLate, 0
-	}
+	j := &wavesJudgement{}
+	m := a.noise()
+	row := lookupCheck(CheckWaves).Noise
+	loAct := m.act(row, Raises)
 	for g := range s.cohorts {
 		c := &s.cohorts[g]
 		if c.w.n == 0 {
 			continue
 		}
+		paced := g >= waveGroups && a.pacedByServer(&c.w, m.p90)
 		if c.w.n < a.waveMin || len(c.clients) < s.minClients {
 			j.small += c.w.n
-			if g >= waveGroups && a.pacedByServer(&c.w, late, lateVar) {
+			if paced {
 				j.serverPaced += c.w.n
 			} else {
 				j.clientPaced += c.w.n
 			}
 			continue
 		}
-		r := cohortReading{g: g, n: c.w.n, mean: c.w.mean, arrivals: 1, shape: 1, spread: 1}
+		r := cohortReading{g: g, n: c.w.n, mean: c.w.mean, arrivals: 1, shape: 1, spread: 1, lo: 1, hi: 1}
 		floor := a.instWindow
 		if g >= waveGroups {
 			floor = a.waveSlack
 		}
-		floor += 2 * late
-		m := int64(c.w.mean * 1e9)
-		switch {
-		case m <= floor:
-			r.immediate = true
-		case noise && m < waveNoiseRatio*late:
-			r.unresolved = true
-			j.unresolved = append(j.unresolved, r.name())
-		default:
-			r.res = max(m/waveBins, int64(time.Millisecond), late)
-			v := c.w.m2/float64(c.w.n) - lateVar
-			cv := math.Sqrt(max(v, 0)) / c.w.mean
-			r.spread = maxWaveIndex
-			if cv > fullJitterCV/maxWaveIndex {
-				r.spread = fullJitterCV / cv
-			}
-			r.shape, r.arrivals = pairReadings(c.sample, m, r.res)
-		}
-		if g >= waveGroups && a.pacedByServer(&c.w, late, lateVar) {
+		a.readCohort(&r, c, floor, m, loAct.batch)
+		if paced {
 			r.serverSync = true
-			r.syncRatio = syncReading(c.sample, max(a.waveWindow, 2*late))
-		}
-		if r.serverSync {
+			r.syncRatio = syncReading(c.sample, a.waveWindow)
 			j.serverPaced += r.n
 		} else {
 			j.clientPaced += r.n
@@ -294,15 +213,15 @@ func (a *Analyzer) judgeCohortsAt(noiseLate int64) *wavesJudgement {
 }
 
 // pacedByServer tells whether the retries of a cohort that honoured a
-// Retry-After came as it said, adding no spread of their own: the standard
-// deviation of their waits beyond the allowed instant (less the variance
-// of the harness's start lateness) is no more than that of a uniform draw
-// over the slack (slack + twice the start lateness p90), or so small
-// relative to their mean that the spread reading exceeds the threshold (a
-// constant added to Retry-After, whatever the constant).
-func (a *Analyzer) pacedByServer(w *welford, late90 int64, lateVar float64) bool {
-	sd := math.Sqrt(max(w.m2/float64(w.n)-lateVar, 0))
-	slack := float64(a.waveSlack+2*late90) / 1e9
+// Retry-After came as it said, adding no spread of their own: the
+// standard deviation of their waits beyond the allowed instant is no more
+// than that of a uniform draw over the slack and twice the host's
+// lateness p90 (late, ns: the spread the host adds), or so small relative
+// to their mean that the spread reading exceeds the threshold (a constant
+// added to Retry-After, whatever the constant).
+func (a *Analyzer) pacedByServer(w *welford, late int64) bool {
+	sd := math.Sqrt(max(w.m2/float64(w.n), 0))
+	slack := float64(a.waveSlack+2*late) / 1e9
 	if sd <= slack/math.Sqrt(12) {
 		return true
 	}
@@ -317,41 +236,11 @@ func (a *Analyzer) waveThreshold() float64 {
 // pairReadings computes the shape and arrivals readings of a sample whose
 // mean own wait is m (ns), at resolution r (ns).
 func pairReadings(sample []waveSampleRec, m, r int64) (shape, arrivals float64) {
-	n := len(sample)
-	if n < 2 {
+	if len(sample) < 2 {
 		return 1, 1
 	}
-	v := make([]int64, n)
-	// Shape: pairs of waits within r, against two uniform draws on [0, 2m].
-	for i, x := range sample {
-		v[i] = x.own()
-	}
-	close := closePairs(v, r)
-	pairs := float64(n) * float64(n-1) / 2
-	a := 2 * float64(m)
-	q := min(float64(r)/a, 1)
-	pNull := 1 - (1-q)*(1-q)
-	shape = ratio(float64(close), pairs*pNull)
-
-	// Arrivals: pairs of arrivals within r, against arrivals drawn uniformly
-	// on [base, base + 2m] (base: the response, or the allowed instant).
-	for i, x := range sample {
-		v[i] = x.arrival
-	}
-	close = closePairs(v, r)
-	for i, x := range sample {
-		v[i] = x.base
-	}
-	slices.Sort(v)
-	var null float64
-	reach := int64(a) + r
-	for i := range v {
-		for k := i + 1; k < n && v[k]-v[i] < reach; k++ {
-			null += triangleWithin(float64(v[k]-v[i]), float64(r), a)
-		}
-	}
-	arrivals = ratio(float64(close), null)
-	return shape, arrivals
+	p := newPairNull(sample, m, r)
+	return p.readings(sample, 1, 0, 1)
 }
 
 // closePairs counts the pairs of v (sorted in place) closer than r.
@@ -417,49 +306,17 @@ func syncReading(sample []waveSampleRec, w int64) float64 {
 	return float64(arr) / float64(trig)
 }
 
-// judgeWaves is the waves check: the worst reading of the worst cohort.
-//
-// A stub that read a backlog of late arrivals at once (Noise.Batch)
-// bunched what the clients may have sent apart, by as much as it kept
-// them waiting. A FAIL then stands only if the cohorts still fail read at
-// the noise's tail (p99) instead of its bulk: bunching finer than the
-// tail may be the host's; lockstep that is still lockstep at the tail is
-// the clients'. (A lockstep wave is itself a burst the stub reads late:
-// its batch alone proves nothing.)
+// judgeWaves is the waves check: the worst reading of the worst cohort,
+// a range under the host's noise (the worst cohort's low end, the worst
+// high end).
 func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
-	r := a.judgeWavesOf(c, j)
-	b := a.noiseBatch()
-	if r.Status != StatusFail || b < waveBatchMin {
-		return r
-	}
-	tail := a.noiseLate()
-	if tail > a.noiseBulk() {
-		if at := a.judgeWavesOf(c, a.judgeCohortsAt(tail)); at.Status == StatusFail {
-			r.Reason += fmt.Sprintf("; the stub stamped up to %d late arrivals at once, and read at the noise's p99 (%s) the cohorts still fail: %s", b, fmtDur(tail), at.Reason)
-			return r
-		}
-	}
-	return a.noiseSkip(r, fmt.Sprintf("the stub stamped up to %d arrivals at once after they had waited in their sockets (%s), and at that lateness the cohorts do not fail: the bunching may be the host's, not the clients'", b, a.noiseText()))
-}
-
-// judgeWavesOf is the waves check on one judgement of the cohorts.
-func (a *Analyzer) judgeWavesOf(c *checkCfg, j *wavesJudgement) CheckResult {
 	var judged []cohortReading
 	var n int64
 	for _, r := range j.cohorts {
-		if !r.serverSync && !r.unresolved {
+		if !r.serverSync {
 			judged = append(judged, r)
 			n += r.n
 		}
-	}
-	noiseNote := ""
-	if len(j.unresolved) > 0 {
-		noiseNote = fmt.Sprintf("%s: %s not judged (mean own wait under %d× the noise's p90: lockstep smeared by it reads as jitter)", a.noiseText(), strings.Join(j.unresolved, ", "), waveNoiseRatio)
-	}
-	if len(judged) == 0 && noiseNote != "" {
-		r := skip("every cohort big enough to judge waits less than the host's noise can resolve")
-		r.Noise = noiseNote
-		return r
 	}
 	if len(judged) == 0 {
 		why := fmt.Sprintf("no client-paced cohort (retry number, before or beyond Retry-After) with %d retries from %d clients", a.waveMin, a.wv.minClients)
@@ -471,9 +328,15 @@ func (a *Analyzer) judgeWavesOf(c *checkCfg, j *wavesJudgement) CheckResult {
 		}
 		return skip(why)
 	}
+	thr := a.threshold(c)
+	lo, hi := 0.0, 0.0
 	worst := 0
 	for i := range judged {
-		if judged[i].worst() > judged[worst].worst() {
+		lo, hi = max(lo, judged[i].lo), max(hi, judged[i].hi)
+		// The cohort named: the one that decides (its low end past the
+		// threshold), else the one with the highest high end.
+		w := &judged[worst]
+		if judged[i].lo > thr && judged[i].lo > w.lo || w.lo <= thr && judged[i].hi > w.hi {
 			worst = i
 		}
 	}
@@ -487,31 +350,24 @@ func (a *Analyzer) judgeWavesOf(c *checkCfg, j *wavesJudgement) CheckResult {
 	case w.worst() == w.shape:
 		reading = "shape"
 	}
-	reason := fmt.Sprintf("worst cohort %s: %d retries, mean own wait %s, readings arrivals %.2f, shape %.2f, spread %.2f (worst: %s; %d cohorts over %d retries",
+	reason := fmt.Sprintf("worst cohort %s: %d retries, mean own wait %s, readings arrivals %.2f, shape %.2f, spread %.2f (worst: %s; %d cohorts over %d retries)",
 		w.name(), w.n, fmtDur(int64(w.mean*1e9)), w.arrivals, w.shape, w.spread, reading, len(judged), n)
-	if j.late90 > 0 {
-		reason += fmt.Sprintf("; harness start lateness p90 %s, sd %s", fmtDur(j.late90), fmtDur(int64(j.lateSD*1e9)))
-	}
-	reason += ")"
 	if j.serverPaced > 0 {
 		reason += fmt.Sprintf("; %d server-paced retries excluded", j.serverPaced)
 	}
-	r := verdict(c, w.worst(), c.def.Threshold.Num, n, reason)
-	if r.Status != StatusFail {
-		r.Noise = noiseNote
-	}
+	r := a.decide(c, lo, hi, c.def.Threshold.Num, n, reason)
 	if r.Status == StatusFail {
 		slices.SortStableFunc(judged, func(x, y cohortReading) int {
 			switch {
-			case x.worst() > y.worst():
+			case x.lo > y.lo:
 				return -1
-			case x.worst() < y.worst():
+			case x.lo < y.lo:
 				return 1
 			}
 			return 0
 		})
 		for _, g := range judged[:min(len(judged), a.maxEx)] {
-			if g.worst() <= r.Threshold {
+			if g.lo <= r.Threshold {
 				break
 			}
 			ex := Example{Detail: fmt.Sprintf("%s: %d retries, mean own wait %s, arrivals %.2f, shape %.2f, spread %.2f", g.name(), g.n, fmtDur(int64(g.mean*1e9)), g.arrivals, g.shape, g.spread)}
@@ -544,7 +400,7 @@ func (a *Analyzer) serverSyncWarning(j *wavesJudgement) *Warning {
 	return &Warning{
 		ID: WarnServerSync,
 		Message: fmt.Sprintf("server-induced synchronization: %d retries waited as Retry-After said, adding no spread of their own (%s: mean %s beyond the allowed instant); their arrivals are %.2f× as concentrated as the responses that triggered them (pairs within %s)",
-			n, best.name(), fmtDur(int64(best.mean*1e9)), best.syncRatio, fmtDur(max(a.waveWindow, 2*j.late90))),
+			n, best.name(), fmtDur(int64(best.mean*1e9)), best.syncRatio, fmtDur(a.waveWindow)),
 		Remedy: "spread Retry-After on the server (retry_after.spread), or add jitter on top of Retry-After in the client",
 	}
 }

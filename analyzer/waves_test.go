@@ -121,6 +121,9 @@ func TestWavesMeasurements(t *testing.T) {
 				warned[hasWarning(v, WarnServerSync)] = true
 				want := map[bool]string{true: StatusPass, false: StatusFail}[st.spread]
 				switch {
+				case s.late > 0 && c.Status == StatusInconclusive:
+					// A loaded host may leave it open, never on the
+					// wrong side (the power table in docs/checks.md).
 				case st.warn && c.Status == StatusFail:
 					t.Errorf("%s, %s start, seed %d: waves failed (%s); want the server's pacing", st.name, start.name, seed, c.Reason)
 				case !st.warn && c.Status != want:
@@ -247,7 +250,9 @@ func TestWavesIssueRows(t *testing.T) {
 		{"gRPC ±20% jitter", bare(proportional(s1, 1.6, 120*s1, 0.2)), StatusPass},
 		{"one client alone cannot form a wave", func() sim { s := bare(fixed(100 * ms)); s.clients, s.maxAttempts = 1, 0; return s }(), StatusSkip},
 		{"instant retries, virtual time", bare(fixed(0)), StatusPass},
-		{"instant retries on a loaded host", func() sim { s := bare(fixed(0)); s.late = 390 * ms; return s }(), StatusPass},
+		// Retries at once smeared by 390 ms of lateness may have been
+		// waits of 190 ms in lockstep: open, never failed.
+		{"instant retries on a loaded host", func() sim { s := bare(fixed(0)); s.late = 390 * ms; return s }(), StatusInconclusive},
 		{"0 then exactly 1, 2, 4 s, 100 clients on a loaded host", func() sim { s := bare(urllib3()); s.clients, s.late = 100, 300*ms; return s }(), StatusFail},
 		{"0 then exactly 1, 2, 4 s, virtual time", bare(urllib3()), StatusFail},
 	}
@@ -326,8 +331,9 @@ func TestWavesNoSyncWarningWithoutRetryAfter(t *testing.T) {
 }
 
 // TestWavesLoadedHost: a fleet slowed on purpose (every start and every
-// wait comes U[0, late) late, and the outcomes show the start lateness)
-// does not make lockstep read as jitter, nor jitter as lockstep.
+// wait comes U[0, late) late, and the outcomes show the start lateness,
+// the host's lateness when it measured none) does not make lockstep pass
+// nor jitter fail: each is decided, or left open.
 func TestWavesLoadedHost(t *testing.T) {
 	if testenv.RaceEnabled {
 		t.Skip("simulated fleets on many seeds, 17 s under the race detector: make matrix runs it without")
@@ -350,8 +356,8 @@ func TestWavesLoadedHost(t *testing.T) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				s := sim{clients: 1000, seed: seed, spread: start.spread, poisson: start.poisson, late: tt.late, server: outage(15*s1, ""),
 					delay: tt.delay, maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
-				if c := s.verdict(Options{}).Check(CheckWaves); c.Status != tt.want {
-					t.Errorf("%s, %s, seed %d: waves = %s (%s); want %s", tt.name, start.name, seed, c.Status, c.Reason, tt.want)
+				if c := s.verdict(Options{}).Check(CheckWaves); c.Status != tt.want && c.Status != StatusInconclusive {
+					t.Errorf("%s, %s, seed %d: waves = %s (%s); want %s, or inconclusive", tt.name, start.name, seed, c.Status, c.Reason, tt.want)
 				}
 			}
 		}
@@ -410,8 +416,10 @@ func TestWavesWithoutOutcomes(t *testing.T) {
 		want     string
 	}{
 		{100 * ms, false, StatusFail},
+		// Without outcomes nothing shows the host's lateness: as read.
 		{300 * ms, false, StatusPass},
-		{300 * ms, true, StatusFail},
+		// With them, lockstep smeared by 300 ms is open, not passed.
+		{300 * ms, true, StatusInconclusive},
 	} {
 		if c := judge(tt.late, tt.outcomes); c.Status != tt.want {
 			t.Errorf("fixed 1s, %v late, outcomes %v: waves = %s (%s); want %s", tt.late, tt.outcomes, c.Status, c.Reason, tt.want)
