@@ -159,7 +159,7 @@ func WriteText(w io.Writer, v *Verdict) error {
 		case StatusPass:
 			fmt.Fprintf(bw, "  ✓ %s%s %s\n", c.ID, dots, figureText(c))
 		case StatusInconclusive:
-			fmt.Fprintf(bw, "  ? %s%s %s: undecided under the host's noise\n", c.ID, dots, figureText(c))
+			fmt.Fprintf(bw, "  ~ %s%s %s: undecided under the host's noise\n", c.ID, dots, figureText(c))
 		default:
 			fmt.Fprintf(bw, "  ✗ %s%s %s\n", c.ID, dots, figureText(c))
 			if len(c.Examples) > 0 {

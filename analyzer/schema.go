@@ -113,7 +113,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.100, Doc: "{}, for the warning"}},
 		},
 		Skips: "no client-paced cohort with `min_samples` retries from `min_clients` clients",
-		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs that batches of the measured size can make (k·(k−1)/2 each), and reads the spread over the mean less the lateness p99 D; hi reads the pairs within the resolution + D, and the spread less D²/4 of variance; retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
+		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs batches of the measured size can make (k·(k−1)/2 each) and reads the spread over the mean less the lateness p99; hi reads the pairs within the resolution + the p99 (98 % of pairs) or + the p90 (81 %), the tighter, and the spread less the most variance the lateness can add; retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
 	},
 	{
 		ID: CheckNonRetryable, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",
@@ -185,13 +185,13 @@ var checkTable = []Check{
 			{"share", KindNumber, Default{Num: defaultRecoveryShare, Doc: "{} %"}},
 		},
 		Skips: "no capacity model; no trigger; trigger until the end; no offered load after it; overloaded before it; the run ended too soon (required with a trigger: INCONCLUSIVE)",
-		Noise: NoiseRow{Delay: Raises, Starve: Raises, Undo: "lo counts as goodput the attempts the stub served within the attempt timeout whose clients had gone; starved (PSI ≥ 25 % or lateness p90 ≥ half the service time), lo is 0 unless the load after the trigger was amplified past load-amplification's threshold"},
+		Noise: NoiseRow{Delay: Raises, Starve: Raises, Undo: "lo counts as goodput the attempts the stub served within the attempt timeout whose clients had gone; starved, lo is 0 when the lateness p90 is half the service time or more, or when the load after the trigger was not amplified past load-amplification's default (a storm is made of retries)"},
 	},
 	{
 		ID: CheckLoadAmplification, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
 		Threshold: Default{Num: defaultLoadAmp},
 		Skips:     "no capacity model; no trigger; no first attempt then",
-		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90), and when the stub was overloaded before the trigger"},
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90); [0, ∞] when the stub was overloaded before the trigger or the lateness p90 is half the service time"},
 	},
 	{
 		ID: CheckWastedWork, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",

@@ -64,32 +64,57 @@ func checksMarkdown() string {
 	return b.String()
 }
 
-// TestChecksDoc: the checks table of docs/checks.md is the one the schema
-// gives. With -update (go generate ./analyzer) it rewrites the table.
+// noiseMarkdown is docs/checks.md's noise table: how each kind of the
+// host's noise moves each check's figure, from the schema's rows.
+func noiseMarkdown() string {
+	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	var b strings.Builder
+	b.WriteString("| id | delay | batch | starve | the range |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, c := range checkTable {
+		n := c.Noise
+		undo := n.Undo
+		if undo == "" {
+			undo = "a point: noise does not enter it"
+		}
+		b.WriteString("| `" + c.ID + "` | " + n.Delay.String() + " | " + n.Batch.String() + " | " + n.Starve.String() + " | " + cell(undo) + " |\n")
+	}
+	return b.String()
+}
+
+// TestChecksDoc: the checks table and the noise table of docs/checks.md
+// are the ones the schema gives. With -update (go generate ./analyzer) it
+// rewrites them.
 func TestChecksDoc(t *testing.T) {
-	raw, err := os.ReadFile(checksDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	before, rest, ok := strings.Cut(doc, checksDocBegin)
-	table, after, ok2 := strings.Cut(rest, checksDocEnd)
-	if !ok || !ok2 {
-		t.Fatalf("%s has no lines\n%s...\n%s around its checks table", checksDoc, checksDocBegin, checksDocEnd)
-	}
-	want := checksMarkdown()
-	if table == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(checksDoc, []byte(before+checksDocBegin+want+checksDocEnd+after), 0o644); err != nil {
+	for _, tc := range []struct {
+		begin, end, want string
+	}{
+		{checksDocBegin, checksDocEnd, checksMarkdown()},
+		{"<!-- BEGIN noise table: generated from analyzer/schema.go; edit the schema, then run go generate ./analyzer -->\n", "<!-- END noise table -->", noiseMarkdown()},
+	} {
+		raw, err := os.ReadFile(checksDoc)
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rewrote the checks table of %s", checksDoc)
-		return
+		doc := string(raw)
+		before, rest, ok := strings.Cut(doc, tc.begin)
+		table, after, ok2 := strings.Cut(rest, tc.end)
+		if !ok || !ok2 {
+			t.Fatalf("%s has no lines\n%s...\n%s around its table", checksDoc, tc.begin, tc.end)
+		}
+		if table == tc.want {
+			continue
+		}
+		if *update {
+			if err := os.WriteFile(checksDoc, []byte(before+tc.begin+tc.want+tc.end+after), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("rewrote a table of %s", checksDoc)
+			continue
+		}
+		t.Errorf("a table of %s is not the schema's: %s\nrun go generate ./analyzer (go test ./analyzer -run TestChecksDoc -update) to rewrite it",
+			checksDoc, strings.ReplaceAll(doccheck.FirstDiff(table, tc.want), "the runs give", "the schema gives"))
 	}
-	t.Errorf("the checks table of %s is not the schema's: %s\nrun go generate ./analyzer (go test ./analyzer -run TestChecksDoc -update) to rewrite it",
-		checksDoc, strings.ReplaceAll(doccheck.FirstDiff(table, want), "the runs give", "the schema gives"))
 }
 
 // TestCheckSchema: the schema is well formed: ids in report order and
