@@ -193,9 +193,14 @@ func TestVerdictFileToStdout(t *testing.T) {
 		flag  string
 		valid func(string) bool
 	}{
-		{"--json", func(s string) bool { var v analyzer.Verdict; return json.Unmarshal([]byte(s), &v) == nil && v.Status != "" }},
+		{"--json", func(s string) bool {
+			var v analyzer.Verdict
+			return json.Unmarshal([]byte(s), &v) == nil && v.Status != ""
+		}},
 		{"--junit", func(s string) bool { return strings.HasPrefix(s, "<?xml") && strings.Contains(s, "<testsuite") }},
-		{"--markdown", func(s string) bool { return strings.Contains(s, "| `retry-after` |") && !strings.Contains(s, "✗ retry-after...") }},
+		{"--markdown", func(s string) bool {
+			return strings.Contains(s, "| `retry-after` |") && !strings.Contains(s, "✗ retry-after...")
+		}},
 	} {
 		code, stdout, stderr := runCmd(t, "analyze", early, tt.flag, "-")
 		if code != exitFailed || !tt.valid(stdout) {
