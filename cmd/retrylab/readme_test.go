@@ -43,8 +43,8 @@ func quickstart(t *testing.T) []string {
 // lands there), and checks that the test command is the Makefile's.
 func TestReadmeQuickStart(t *testing.T) {
 	cmds := quickstart(t)
-	if len(cmds) != 2 {
-		t.Fatalf("quick start has %d commands %q; want 2 (the main job, the tests)", len(cmds), cmds)
+	if len(cmds) != 3 {
+		t.Fatalf("quick start has %d commands %q; want 3 (the main job, the tests, retrylab on the PATH)", len(cmds), cmds)
 	}
 	const prefix = "go run ./cmd/retrylab "
 	if !strings.HasPrefix(cmds[0], prefix) {
@@ -53,6 +53,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if cmds[1] != "make test" {
 		t.Fatalf("second quick-start command %q; want make test", cmds[1])
 	}
+	checkQuickStartPath(t, cmds[2])
 	if testing.Short() {
 		t.Skip("the main job runs about 7 s of real time")
 	}
@@ -77,6 +78,41 @@ func TestReadmeQuickStart(t *testing.T) {
 	tl, _ := filepath.Glob("out/*/timeline.ndjson")
 	if len(html) != 1 || len(tl) != 1 {
 		t.Errorf("out/ holds reports %v and timelines %v; want one of each", html, tl)
+	}
+}
+
+// checkQuickStartPath: the quick start's last command builds retrylab
+// where make build puts it and puts that directory on the PATH, and every
+// `retrylab …` command of the README's tables names a command retrylab
+// has, so that the rows run as written after the quick start.
+func checkQuickStartPath(t *testing.T, cmd string) {
+	t.Helper()
+	build, export, ok := strings.Cut(cmd, " && ")
+	if !ok || build != "make build" {
+		t.Fatalf("third quick-start command %q; want make build && export PATH=...", cmd)
+	}
+	mk := exec.Command("make", "-n", "build")
+	mk.Dir = "../.."
+	out, err := mk.CombinedOutput()
+	m := regexp.MustCompile(`build -o (\S+)/retrylab \./cmd/retrylab`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("make -n build: %v\n%s; want a go build -o DIR/retrylab ./cmd/retrylab", err, out)
+	}
+	if want := `export PATH="$PWD/` + string(m[1]) + `:$PATH"`; export != want {
+		t.Errorf("quick start puts %q on the PATH; want %q (make build writes %s/retrylab)", export, want, m[1])
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("`retrylab ([a-z]+)").FindAllSubmatch(readme, -1)
+	if len(rows) < 5 {
+		t.Fatalf("README.md names %d retrylab commands; want its tables' rows", len(rows))
+	}
+	for _, r := range rows {
+		if _, ok := commands[string(r[1])]; !ok {
+			t.Errorf("README.md says `retrylab %s`, which is no command of retrylab", r[1])
+		}
 	}
 }
 
