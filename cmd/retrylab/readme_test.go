@@ -8,8 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/scenarios"
 
 	"github.com/spf13/pflag"
 )
@@ -178,5 +182,43 @@ func TestReadmeShellBlocksAreRun(t *testing.T) {
 	}
 	if n := bytes.Count(readme, []byte("\n")); n > 500 {
 		t.Errorf("README.md has %d lines; keep it under 500 (reference material goes to docs/)", n)
+	}
+}
+
+// TestReadmeThresholdsSayWhoOverrides: where the README's check table
+// gives a check's default threshold and a built-in scenario sets its own
+// (expect.thresholds), the row says so: it names the built-in and its
+// value beside the default, so `run metastable` judging load-amplification
+// against 8 does not contradict a table that says 1.5.
+func TestReadmeThresholdsSayWhoOverrides(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| (.*) \\|$").FindAllStringSubmatch(string(readme), -1) {
+		rows[m[1]] = m[2]
+	}
+	seen := 0
+	for _, sc := range scenarios.Builtins() {
+		for id, v := range sc.Expect.Thresholds {
+			c, ok := analyzer.LookupCheck(id)
+			row, inTable := rows[id]
+			if !ok || !inTable || c.Threshold.None {
+				continue
+			}
+			seen++
+			def, own := strconv.FormatFloat(c.Threshold.Num, 'g', -1, 64), strconv.FormatFloat(v, 'g', -1, 64)
+			if !strings.Contains(row, def) {
+				t.Errorf("README's %s row does not give the default threshold %s: %s", id, def, row)
+			}
+			if !strings.Contains(row, "is the default") || !strings.Contains(row, "`"+sc.Name+"`") || !strings.Contains(row, "with "+own) {
+				t.Errorf("README's %s row gives %s but not that it is the default and %s overrides it with %s (\"%s is the default; `%s` overrides it with %s\"): %s",
+					id, def, sc.Name, own, def, sc.Name, own, row)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no built-in overrides a threshold in the README's check table: the test judged nothing")
 	}
 }
