@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -216,5 +217,37 @@ func TestVerdictFileToStdout(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "analyze", early, "--json", "-", "--markdown", "-")
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "--json and --markdown: only one verdict file can be written to stdout (-)") {
 		t.Errorf("--json - --markdown -: exit %d, stdout %q, stderr %q; want %d naming both", code, stdout, stderr, exitUsage)
+	}
+}
+
+// TestSummarySaysWhyGaveUp: a summary with gave-up outcomes says how many
+// the retry budget shed and what the give-up check judges; one without
+// says nothing of it.
+func TestSummarySaysWhyGaveUp(t *testing.T) {
+	for _, tt := range []struct {
+		results      map[string]int64
+		shed         int64
+		want, reject []string
+	}{
+		{map[string]int64{"gave-up": 4072, "ok": 9428}, 4072,
+			[]string{"gave-up 4072, all shed by the subject's retry budget (it refused their retries", "give-up fails only requests given up although the server was serving within their budget"}, nil},
+		{map[string]int64{"gave-up": 10, "ok": 5}, 4,
+			[]string{"gave-up 10, 4 of them shed by the subject's retry budget", "give-up fails only"}, nil},
+		{map[string]int64{"gave-up": 3}, 0,
+			[]string{"  gave-up 3; give-up fails only"}, []string{"shed"}},
+		{map[string]int64{"ok": 3}, 0, nil, []string{"give-up"}},
+	} {
+		var b strings.Builder
+		printSummary(&b, &runner.Summary{Scenario: "s", Subject: "retrylab", Results: tt.results, Shed: tt.shed}, "")
+		for _, w := range tt.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("results %v, shed %d: summary lacks %q:\n%s", tt.results, tt.shed, w, b.String())
+			}
+		}
+		for _, r := range tt.reject {
+			if strings.Contains(b.String(), r) {
+				t.Errorf("results %v, shed %d: summary says %q:\n%s", tt.results, tt.shed, r, b.String())
+			}
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 )
@@ -422,6 +423,9 @@ func printSummary(w io.Writer, s *runner.Summary, policy string) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, s.Results[k]))
 	}
 	fmt.Fprintf(w, "  logical requests: %d of %d (%s)\n", s.Requests, s.Planned, strings.Join(parts, ", "))
+	if g := s.Results[timeline.ResultGaveUp]; g > 0 {
+		fmt.Fprintf(w, "  %s\n", gaveUpLine(g, s.Shed))
+	}
 	sent := ""
 	if s.Target != "" {
 		sent = " sent"
@@ -448,6 +452,24 @@ func printSummary(w io.Writer, s *runner.Summary, policy string) {
 		fmt.Fprintf(w, "  harness: %s\n", f)
 	}
 	fmt.Fprintf(w, "  timeline: %s (%d bytes)\n\n", s.TimelinePath, s.TimelineBytes)
+}
+
+// gaveUpLine says what the gave-up outcomes were: how many the subject's
+// retry budget shed (by design: under overload it refuses retries so that
+// the server can recover), and what the give-up check makes of them, so a
+// PASS with thousands given up is not read as a contradiction.
+func gaveUpLine(gaveUp, shed int64) string {
+	line := fmt.Sprintf("gave-up %d", gaveUp)
+	switch {
+	case shed == gaveUp:
+		line += ", all shed by the subject's retry budget"
+	case shed > 0:
+		line += fmt.Sprintf(", %d of them shed by the subject's retry budget", shed)
+	}
+	if shed > 0 {
+		line += " (it refused their retries once retries had spent their share of its calls: under overload, that is how a client lets the server recover)"
+	}
+	return line + "; give-up fails only requests given up although the server was serving within their budget (not down, not overloaded by the scenario's trigger): its line in the verdict says whether it ran"
 }
 
 // harnessFacts are what a user must know about how the run was carried
