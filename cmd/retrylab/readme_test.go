@@ -67,11 +67,30 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Errorf("make -n test: %v\n%s; want it to run go test -race", err, out)
 	}
 
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Chdir(t.TempDir())
 	args := strings.Fields(strings.TrimPrefix(cmds[0], prefix))
 	code, stdout, stderr := runCmdCtx(t, context.Background(), args...)
 	if code != exitOK {
 		t.Fatalf("%s: exit %d; want 0\nstdout:\n%s\nstderr:\n%s", cmds[0], code, stdout, stderr)
+	}
+	// A warning the quick start's own run prints is explained beside it,
+	// addressed to whom it concerns.
+	if strings.Contains(stdout, "server-induced synchronization") {
+		readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := bytes.Cut(readme, []byte("The first runs the built-in"))
+		para, _, _ := bytes.Cut(after, []byte("## "))
+		for _, want := range []string{"*server-induced synchronization* warning", "addressed to the server", "retry_after.spread", "RetryAfterJitter"} {
+			if !bytes.Contains(para, []byte(want)) {
+				t.Errorf("the quick start's run warns of server-induced synchronization, and README.md's quick start does not say %q", want)
+			}
+		}
 	}
 	for _, want := range []string{"logical requests:", "verdict: PASS", "report: out/"} {
 		if !strings.Contains(stdout, want) {
