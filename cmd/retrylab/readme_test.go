@@ -58,6 +58,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("second quick-start command %q; want make test", cmds[1])
 	}
 	checkQuickStartPath(t, cmds[2])
+	checkQuickStartWarning(t)
 	if testing.Short() {
 		t.Skip("the main job runs about 7 s of real time")
 	}
@@ -67,30 +68,11 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Errorf("make -n test: %v\n%s; want it to run go test -race", err, out)
 	}
 
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Chdir(t.TempDir())
 	args := strings.Fields(strings.TrimPrefix(cmds[0], prefix))
 	code, stdout, stderr := runCmdCtx(t, context.Background(), args...)
 	if code != exitOK {
 		t.Fatalf("%s: exit %d; want 0\nstdout:\n%s\nstderr:\n%s", cmds[0], code, stdout, stderr)
-	}
-	// A warning the quick start's own run prints is explained beside it,
-	// addressed to whom it concerns.
-	if strings.Contains(stdout, "server-induced synchronization") {
-		readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, after, _ := bytes.Cut(readme, []byte("The first runs the built-in"))
-		para, _, _ := bytes.Cut(after, []byte("## "))
-		for _, want := range []string{"*server-induced synchronization* warning", "addressed to the server", "retry_after.spread", "RetryAfterJitter"} {
-			if !bytes.Contains(para, []byte(want)) {
-				t.Errorf("the quick start's run warns of server-induced synchronization, and README.md's quick start does not say %q", want)
-			}
-		}
 	}
 	for _, want := range []string{"logical requests:", "verdict: PASS", "report: out/"} {
 		if !strings.Contains(stdout, want) {
@@ -101,6 +83,33 @@ func TestReadmeQuickStart(t *testing.T) {
 	tl, _ := filepath.Glob("out/*/timeline.ndjson")
 	if len(html) != 1 || len(tl) != 1 {
 		t.Errorf("out/ holds reports %v and timelines %v; want one of each", html, tl)
+	}
+}
+
+// checkQuickStartWarning: the quick start's scenario is one whose honest
+// clients come back together (its description says the analyzer reports
+// server-induced synchronization), so its PASS may carry that warning
+// (whether it does depends on the host's noise); the README explains it
+// beside the quick start, addressed to whom it concerns.
+func checkQuickStartWarning(t *testing.T) {
+	t.Helper()
+	sc, err := scenarios.Builtin("outage-date")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sc.Description, "server-induced synchronization") {
+		t.Fatalf("outage-date's description %q no longer names the warning its honest clients draw: revisit the README's quick start", sc.Description)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := bytes.Cut(readme, []byte("The first runs the built-in `outage-date`"))
+	para, _, _ := bytes.Cut(after, []byte("## "))
+	for _, want := range []string{"*server-induced synchronization* warning", "addressed to the server", "retry_after.spread", "RetryAfterJitter"} {
+		if !bytes.Contains(para, []byte(want)) {
+			t.Errorf("README.md's quick start does not say %q about the server-induced synchronization warning its run may print", want)
+		}
 	}
 }
 
