@@ -175,6 +175,11 @@ type Summary struct {
 	// Harness counts outcomes marked Harness: the subject's plumbing, not
 	// its retry logic, failed them.
 	Harness int64
+	// Shed counts the gave-up outcomes (of Results) that the subject's
+	// retry budget ended: it refused a retry because the retries of all
+	// its calls had spent their share (subjects.ShedByRetryBudget), as it
+	// does under overload so that the server can recover.
+	Shed int64
 	// End is the end record the run wrote last (or would have, when the
 	// timeline could not be written): why it stopped, what was in flight,
 	// what never started, harness errors.

@@ -25,6 +25,7 @@ type result struct {
 	attempts int
 	err      string
 	end      int64
+	shed     bool // the subject's retry budget ended it (subjects.ShedByRetryBudget)
 }
 
 // client plays one simulated client: requests in sequence, think time
@@ -100,6 +101,9 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration, caller su
 		if !slot.end(r, &out) {
 			return // the run stopped: seal recorded it canceled
 		}
+		if res.shed && out.Result == timeline.ResultGaveUp {
+			r.shed.Add(1)
+		}
 		scheduled = out.End + int64(sc.Fleet.Think)
 	}
 }
@@ -126,6 +130,7 @@ func (r *runner) newWorker(ctx context.Context, caller subjects.Caller) *worker 
 			out := result{result: res, status: status, attempts: attempts, end: end}
 			if err != nil {
 				out.err = err.Error()
+				out.shed = res == timeline.ResultGaveUp && subjects.ShedByRetryBudget(err)
 			}
 			if resp != nil {
 				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))

@@ -231,7 +231,7 @@ func (r *runner) summary(elapsed, flushed time.Duration, stopped string, end tim
 		Shard: r.opts.Shard.String(), Target: r.opts.Target,
 		Planned: r.total, Requests: r.done.Load(), Results: map[string]int64{},
 		Attempts: st.Attempts, Throttled429: st.Throttled429, Unavailable503: st.Unavailable503,
-		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), StartLateness: summarizeLateness(r.late),
+		Elapsed: elapsed, Flushed: flushed, Stopped: stopped, End: end, Harness: r.harness.Load(), Shed: r.shed.Load(), StartLateness: summarizeLateness(r.late),
 	}
 	for i := range r.results {
 		if n := r.results[i].Load(); n > 0 {

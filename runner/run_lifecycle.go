@@ -65,6 +65,7 @@ type runner struct {
 	// past the grace: in flight, with no outcome.
 	dropped atomic.Int64
 	results [len(resultNames)]atomic.Int64
+	shed    atomic.Int64 // gave-up outcomes the subject's retry budget ended
 	// unstarted counts clients launched whose goroutine has not run yet.
 	unstarted atomic.Int64
 	late      *loghist.Atomic // start lateness

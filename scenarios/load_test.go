@@ -678,3 +678,34 @@ func TestAttemptTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestOneErrorPerCause: a value of the wrong shape where a mapping goes
+// is one error, at its place, not followed by the keys it then lacks
+// (a list-shaped mix, quota, capacity, limit or key group); a list-shaped
+// mix says the shape that works.
+func TestOneErrorPerCause(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"server:\n  phases:\n    - respond: {mix: [200, 500]}\n",
+			`t.yaml:3:22: server.phases[0].respond.mix: want a mapping of statuses or faults to weights, like {200: 90, 500: 10}, got a sequence`},
+		{"server:\n  phases:\n    - respond:\n        mix:\n          - 200: 90\n          - 500: 10\n",
+			`t.yaml:5:11: server.phases[0].respond.mix: want a mapping of statuses or faults to weights, like {200: 90, 500: 10}, got a sequence`},
+		{"server:\n  phases:\n    - respond: {mix: 5}\n", `t.yaml:3:22: server.phases[0].respond.mix: want a mapping, got an integer`},
+		{"server:\n  quota: [1]\n", `t.yaml:2:10: server.quota: want a mapping, got a sequence`},
+		{"server:\n  capacity: [1]\n", `t.yaml:2:13: server.capacity: want a mapping, got a sequence`},
+		{"server:\n  quota: {limits: [1]}\n", `t.yaml:2:20: server.quota.limits[0]: want a mapping, got an integer`},
+		{"fleet:\n  api_keys: [1]\n", `t.yaml:2:14: fleet.api_keys[0]: want a mapping, got an integer`},
+	}
+	for _, tt := range tests {
+		_, err := Parse("t.yaml", []byte(tt.yaml))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q) = %v; want the one error %q", tt.yaml, err, tt.want)
+		}
+	}
+	// A mapping that is one, but empty, still lacks its keys.
+	if _, err := Parse("t.yaml", []byte("server:\n  phases:\n    - respond: {mix: {}}\n")); err == nil || !strings.Contains(err.Error(), "mix needs at least one status or fault") {
+		t.Errorf("an empty mix: %v; want mix needs at least one status or fault", err)
+	}
+	if _, err := Parse("t.yaml", []byte("server:\n  capacity: {queue: 3}\n")); err == nil || !strings.Contains(err.Error(), "capacity needs concurrency") {
+		t.Errorf("a capacity without concurrency: %v; want capacity needs concurrency", err)
+	}
+}

@@ -95,23 +95,48 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 	}
 	if s := o.Subject; s != nil {
 		m.Subject = s.Name()
-		if d, ok := s.(subjects.Describer); ok {
-			p := sc.SubjectParams(0, nil, o.Virtual)
-			if n := sc.Fleet.ProcessCount(); n < sc.Fleet.Clients {
-				// Process 0's instance, shared by its clients.
-				p.Clients = (sc.Fleet.Clients + n - 1) / n
-			}
-			info := d.Describe(p)
+		if info, ok := sc.describe(s, o.Virtual); ok {
 			m.SubjectVersion, m.Summary = info.Version, info.Summary
-			if st := info.Stated; st != nil {
-				m.Policy = &timeline.Policy{
-					Base: int64(st.Base), Cap: int64(st.Cap), MaxAttempts: st.MaxAttempts,
-					Budget: int64(st.Budget), Jitter: st.Jitter, Retryable: st.Retryable,
-				}
-			}
+			m.Policy = metaPolicy(info.Stated)
 		}
 	}
 	return m
+}
+
+// StatedPolicy is the policy a run of sc through s states in its meta
+// record (timeline.Meta.Policy), the one the analyzer judges attempts,
+// amplification, budget, jitter-bounds and instant retries against: what
+// s says it follows given the scenario's subject.policy (subjects.Describer;
+// an exec program states that policy itself). Nil: s states none.
+func (sc *Scenario) StatedPolicy(s subjects.Subject, virtual bool) *timeline.Policy {
+	info, _ := sc.describe(s, virtual)
+	return metaPolicy(info.Stated)
+}
+
+// describe is s's description for a run of sc, as process 0's instance
+// has it; ok is false when s is no subjects.Describer.
+func (sc *Scenario) describe(s subjects.Subject, virtual bool) (info subjects.Info, ok bool) {
+	d, ok := s.(subjects.Describer)
+	if !ok {
+		return info, false
+	}
+	p := sc.SubjectParams(0, nil, virtual)
+	if n := sc.Fleet.ProcessCount(); n < sc.Fleet.Clients {
+		// Process 0's instance, shared by its clients.
+		p.Clients = (sc.Fleet.Clients + n - 1) / n
+	}
+	return d.Describe(p), true
+}
+
+// metaPolicy is a stated policy as the timeline records it (nil: none).
+func metaPolicy(st *subjects.Stated) *timeline.Policy {
+	if st == nil {
+		return nil
+	}
+	return &timeline.Policy{
+		Base: int64(st.Base), Cap: int64(st.Cap), MaxAttempts: st.MaxAttempts,
+		Budget: int64(st.Budget), Jitter: st.Jitter, Retryable: st.Retryable,
+	}
 }
 
 // metaCapacity is the stub's finite capacity as the timeline records it,

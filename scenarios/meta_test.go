@@ -89,3 +89,30 @@ func TestMetaCapacity(t *testing.T) {
 		t.Errorf("meta.Capacity without capacity = %+v; want nil", m.Capacity)
 	}
 }
+
+// TestMetaExecStatesTheScenarioPolicy: an exec subject's meta carries the
+// scenario's subject.policy as its stated policy, as a Go subject's does
+// (the analyzer reads only meta.Policy); with none, meta states none, and
+// StatedPolicy says the same as Meta.
+func TestMetaExecStatesTheScenarioPolicy(t *testing.T) {
+	exec := mustSubject(t, "exec:python3 client.py")
+	sc := mustParse(t, "subject: {name: retrylab, policy: {max_attempts: 8, budget: 6s, base: 200ms, cap: 4s}}\n")
+	want := &timeline.Policy{MaxAttempts: 8, Budget: int64(6 * time.Second), Base: int64(200 * time.Millisecond), Cap: int64(4 * time.Second), Jitter: "full"}
+	m := sc.Meta(MetaOptions{Subject: exec})
+	if !reflect.DeepEqual(m.Policy, want) {
+		t.Errorf("exec meta.Policy = %+v; want %+v", m.Policy, want)
+	}
+	if got := sc.StatedPolicy(exec, false); !reflect.DeepEqual(got, m.Policy) {
+		t.Errorf("StatedPolicy = %+v; want meta's %+v", got, m.Policy)
+	}
+	if !strings.Contains(m.Summary, "stated policy base=200ms,cap=4s,max_attempts=8,budget=6s,jitter=full") {
+		t.Errorf("exec meta.Summary = %q; want the stated policy", m.Summary)
+	}
+	bare := mustParse(t, "name: bare\n")
+	if m := bare.Meta(MetaOptions{Subject: exec}); m.Policy != nil || bare.StatedPolicy(exec, false) != nil {
+		t.Errorf("exec without a policy: meta.Policy = %+v; want none", m.Policy)
+	}
+	if p := bare.StatedPolicy(mustSubject(t, "retrylab"), false); p == nil || p.MaxAttempts == 0 {
+		t.Errorf("retrylab StatedPolicy = %+v; want the client's defaults", p)
+	}
+}

@@ -40,11 +40,13 @@ func (ks keys[T]) decode(d *decoder, n ast.Node, path string, v *T) {
 	m.done()
 }
 
-// read takes the table's keys from m into v, in order.
+// read takes the table's keys from m into v, in order. A mapping that
+// was no mapping at all (already reported) lacks no key: one error per
+// cause.
 func (ks keys[T]) read(m *mapping, v *T) {
 	for _, k := range ks {
 		n, path := m.take(k.name)
-		if n == nil && k.need != "" {
+		if n == nil && k.need != "" && !m.notMapping {
 			m.d.fail(m.node, m.path, "%s", k.need)
 		}
 		k.dec(m, n, path, v)

@@ -403,6 +403,12 @@ func encodeRespond(r stubserver.Respond) any {
 
 // mix reads {200: 90, 500: 5, reset: 2}: statuses or faults to weights.
 func (d *decoder) mix(n ast.Node, path string) []stubserver.Weighted {
+	if s, ok := d.resolve(n, path).(*ast.SequenceNode); ok {
+		// A list of statuses, or of one-key mappings: one error, with the
+		// shape that works.
+		d.fail(s, path, "want a mapping of statuses or faults to weights, like {200: 90, 500: 10}, got a sequence")
+		return nil
+	}
 	m := d.mapping(n, path)
 	faults := stubserver.FaultNames()
 	var out []stubserver.Weighted
@@ -439,7 +445,7 @@ func (d *decoder) mix(n ast.Node, path string) []stubserver.Weighted {
 		w.Weight = wt
 		out = append(out, w)
 	}
-	if len(out) == 0 && len(m.fields) == 0 {
+	if len(out) == 0 && len(m.fields) == 0 && !m.notMapping {
 		d.fail(n, path, "mix needs at least one status or fault")
 	}
 	return out

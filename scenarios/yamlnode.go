@@ -177,6 +177,9 @@ type mapping struct {
 	node   ast.Node
 	fields []*entry
 	known  []string
+	// notMapping: the node was something else, already reported; the
+	// keys it lacks are that one problem, not more (see keys.read).
+	notMapping bool
 }
 
 type entry struct {
@@ -201,6 +204,7 @@ func (d *decoder) mapping(n ast.Node, path string) *mapping {
 		values = []*ast.MappingValueNode{v}
 	default:
 		d.fail(n, path, "want a mapping, got %s", describe(n))
+		m.notMapping = true
 		return m
 	}
 	seen := map[string]bool{}

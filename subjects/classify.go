@@ -22,6 +22,14 @@ const (
 	ResultError        = "error"
 )
 
+// ShedByRetryBudget reports whether err is a logical request the subject's
+// retry budget ended: a retry refused because the retries of all its calls
+// had spent their share (client.ErrRetryBudgetExhausted), which sheds load
+// from an overloaded server by design. Classify calls it gave-up.
+func ShedByRetryBudget(err error) bool {
+	return errors.Is(err, client.ErrRetryBudgetExhausted)
+}
+
 // Error is what the built-in subjects return when a logical request fails
 // and they know how: the result, the last status seen (0: none) and the
 // attempts made. Err is the library's own error, if any.

@@ -66,9 +66,28 @@ func (Program) Name() string { return "exec" }
 // RealTimeOnly says why a Program cannot run in virtual time.
 func (Program) RealTimeOnly() string { return "runs a real process over real TCP" }
 
-// Describe reports the program's command line; a program states no policy.
-func (p Program) Describe(Params) Info {
-	return Info{Version: "", Summary: "exec: " + strings.Join(append([]string{p.Path}, p.Args...), " ")}
+// Describe reports the program's command line and, as its stated policy,
+// the one its run was given (Params.Policy: the scenario's subject.policy
+// or run --policy): a program's retry logic cannot be read from outside,
+// so what the user states about it is what attempts, amplification,
+// budget, jitter-bounds and instant-retry judge it against. A policy that
+// states none of base, cap, max_attempts, budget and jitter is no stated
+// policy (Stated nil). Jitter defaults to full when a base is stated, as
+// for every subject built on a policy.
+func (p Program) Describe(params Params) Info {
+	info := Info{Summary: "exec: " + strings.Join(append([]string{p.Path}, p.Args...), " ")}
+	pol := params.Policy
+	if pol.Base == 0 && pol.Cap == 0 && pol.MaxAttempts == 0 && pol.Budget == 0 && pol.Jitter == "" {
+		info.Summary += "; no stated policy"
+		return info
+	}
+	jitter := pol.Jitter
+	if jitter == "" && pol.Base > 0 {
+		jitter = "full"
+	}
+	info.Stated = &Stated{Base: pol.Base, Cap: pol.Cap, MaxAttempts: pol.MaxAttempts, Budget: pol.Budget, Jitter: jitter}
+	info.Summary += "; stated policy " + info.Stated.String()
+	return info
 }
 
 // New returns a Caller that fails with ErrProgram (or ErrRealTimeOnly in

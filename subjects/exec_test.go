@@ -352,3 +352,37 @@ func TestProgramErrorFields(t *testing.T) {
 		t.Errorf("killed: %+v; want Killed = the context's cause", pe)
 	}
 }
+
+// TestProgramDescribeStatesItsPolicy: an exec subject states the policy
+// its run was given, the fields given and nothing else (full jitter when
+// a base is stated without one), and none when given none or only knobs
+// no check reads (rate, burst, timeout).
+func TestProgramDescribeStatesItsPolicy(t *testing.T) {
+	p := Program{Path: "python3", Args: []string{"client.py"}}
+	tests := []struct {
+		policy  Policy
+		want    *Stated
+		summary string
+	}{
+		{Policy{}, nil, "exec: python3 client.py; no stated policy"},
+		{Policy{Rate: 5, Burst: 2, Timeout: time.Second}, nil, "exec: python3 client.py; no stated policy"},
+		{Policy{MaxAttempts: 8, Budget: 6 * time.Second, Base: 200 * time.Millisecond, Cap: 4 * time.Second, Jitter: "full"},
+			&Stated{MaxAttempts: 8, Budget: 6 * time.Second, Base: 200 * time.Millisecond, Cap: 4 * time.Second, Jitter: "full"},
+			"exec: python3 client.py; stated policy base=200ms,cap=4s,max_attempts=8,budget=6s,jitter=full"},
+		{Policy{Base: 100 * time.Millisecond}, &Stated{Base: 100 * time.Millisecond, Jitter: "full"},
+			"exec: python3 client.py; stated policy base=100ms,jitter=full"},
+		{Policy{MaxAttempts: 3}, &Stated{MaxAttempts: 3},
+			"exec: python3 client.py; stated policy max_attempts=3"},
+		{Policy{Base: time.Second, Jitter: "decorrelated"}, &Stated{Base: time.Second, Jitter: "decorrelated"},
+			"exec: python3 client.py; stated policy base=1s,jitter=decorrelated"},
+	}
+	for _, tt := range tests {
+		info := p.Describe(Params{Policy: tt.policy})
+		if !reflect.DeepEqual(info.Stated, tt.want) || info.Summary != tt.summary {
+			t.Errorf("Describe(%+v) = stated %+v, summary %q; want %+v, %q", tt.policy, info.Stated, info.Summary, tt.want, tt.summary)
+		}
+	}
+	if got := (*Stated)(nil).String(); got != "none stated" {
+		t.Errorf("nil Stated.String() = %q; want none stated", got)
+	}
+}

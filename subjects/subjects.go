@@ -130,6 +130,30 @@ type Stated struct {
 	Retryable   []int  // statuses the subject retries
 }
 
+// String writes a stated policy as run --policy takes it, the fields it
+// states only, in the scenario's order: "base=200ms,cap=4s,max_attempts=8,
+// budget=6s,jitter=full" ("none stated" when it states nothing).
+func (s *Stated) String() string {
+	if s == nil {
+		return "none stated"
+	}
+	var parts []string
+	add := func(k string, on bool, v any) {
+		if on {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	add("base", s.Base > 0, s.Base)
+	add("cap", s.Cap > 0, s.Cap)
+	add("max_attempts", s.MaxAttempts > 0, s.MaxAttempts)
+	add("budget", s.Budget > 0, s.Budget)
+	add("jitter", s.Jitter != "", s.Jitter)
+	if len(parts) == 0 {
+		return "none stated"
+	}
+	return strings.Join(parts, ",")
+}
+
 // RealTimeOnly is an optional interface of a Subject that cannot run in
 // virtual time (it runs real processes or real sockets). CheckVirtual
 // reports it.

@@ -15,6 +15,10 @@ func cmdAnalyze(ctx context.Context, e *env, args []string) error {
 		return usagef("analyze takes one timeline file, got %d arguments", fs.NArg())
 	}
 	path := fs.Arg(0)
+	e, err := vf.redirect(e)
+	if err != nil {
+		return err
+	}
 	opts, err := vf.options()
 	if err != nil {
 		return err

@@ -28,10 +28,14 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	o.register(fs)
 	fs.MarkHidden("subject") // --subjects names them all
 	o.verdict.registerSelection(fs)
-	fs.StringVar(&o.verdict.json, "json", "", "write the comparison as JSON to `FILE`: the ranking, each subject's verdict and key figures, every run's verdict")
-	fs.StringVar(&o.verdict.junit, "junit", "", "write the comparison as JUnit XML to `FILE` (one testsuite per run, one testcase per check)")
-	fs.StringVar(&o.verdict.markdown, "markdown", "", "write the comparison as Markdown to `FILE`: the ranking and every run's verdict (PR comment, $GITHUB_STEP_SUMMARY)")
+	fs.StringVar(&o.verdict.json, "json", "", "write the comparison as JSON to `FILE`: the ranking, each subject's verdict and key figures, every run's verdict (-: stdout, the text then on stderr)")
+	fs.StringVar(&o.verdict.junit, "junit", "", "write the comparison as JUnit XML to `FILE` (one testsuite per run, one testcase per check; -: stdout, the text then on stderr)")
+	fs.StringVar(&o.verdict.markdown, "markdown", "", "write the comparison as Markdown to `FILE`: the ranking and every run's verdict (PR comment, $GITHUB_STEP_SUMMARY; -: stdout, the text then on stderr)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	e, err := o.verdict.redirect(e)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -54,6 +58,7 @@ func cmdCompare(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	o.applyPolicy(sc)
 	subjs := make([]subjects.Subject, len(names))
 	for i, n := range names {
 		if subjs[i], err = subjects.Lookup(n); err != nil {
@@ -169,7 +174,7 @@ func writeComparison(v verdictFlags, c *reports.Comparison) error {
 		if o.path == "" {
 			continue
 		}
-		if err := writeFileAtomic(o.path, func(w io.Writer) error { return o.write(w, c.Scenario, ranking, c.Runs) }); err != nil {
+		if err := v.writeOut(o.path, func(w io.Writer) error { return o.write(w, c.Scenario, ranking, c.Runs) }); err != nil {
 			return fmt.Errorf("%s: %w", o.flag, err)
 		}
 	}

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if kind := os.Getenv(serveChildEnv); kind != "" {
 		os.Exit(serveChild(kind, os.Args[1:]))
 	}
+	if n := os.Getenv(execClientEnv); n != "" {
+		os.Exit(execClient(n))
+	}
 	os.Exit(m.Run())
 }
 

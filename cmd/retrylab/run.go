@@ -17,6 +17,7 @@ import (
 	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/subjects"
+	"github.com/retrylab/retrylab/timeline"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 )
@@ -40,6 +41,10 @@ type runOptions struct {
 	runID string
 	// spread: run's own flags for a fleet spread over processes.
 	spread spreadFlags
+	// policy is --policy as written; stated, what it states once
+	// validate has read it (it replaces the scenario's subject.policy).
+	policy string
+	stated *subjects.Policy
 }
 
 func (o *runOptions) register(fs interface {
@@ -58,6 +63,7 @@ func (o *runOptions) register(fs interface {
 	fs.StringVar(&o.out, "out", "out", "create the run's own directory (SCENARIO-SUBJECT-TIME; compare: compare-SCENARIO-TIME) under `DIR`")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bars")
 	fs.BoolVar(&o.noReport, "no-report", false, "skip the HTML report and plots")
+	fs.StringVar(&o.policy, "policy", "", "the subject's retry policy, `KEY=VALUE,...` with the keys of the scenario's subject.policy (base, cap, max_attempts, budget, jitter, rate, burst, timeout), e.g. max_attempts=8,budget=6s,base=200ms,cap=4s,jitter=full; it replaces the scenario's: a subject built on a policy follows it, an exec: program states it, and the checks judge against it")
 }
 
 // validate checks the flags that scenario loading does not. set reports
@@ -76,7 +82,23 @@ func (o *runOptions) validate(set func(name string) bool) error {
 	case o.out == "":
 		return usagef("--out must name a directory")
 	}
+	if set("policy") {
+		p, err := scenarios.ParsePolicy(o.policy)
+		if err != nil {
+			return usagef("--policy: %v", err)
+		}
+		o.stated = &p
+	}
 	return nil
+}
+
+// applyPolicy puts --policy, when given, in place of the scenario's
+// subject.policy, so that the subject, the timeline's meta (and so the
+// checks) and the scenario recorded in it all read it.
+func (o *runOptions) applyPolicy(sc *scenarios.Scenario) {
+	if o.stated != nil {
+		sc.Subject.Policy = *o.stated
+	}
 }
 
 // checkWritable finds out, before a run starts, whether the output files
@@ -96,7 +118,7 @@ func checkWritable(outDir string, files map[string]string) error {
 	sort.Strings(flags)
 	for _, flag := range flags {
 		path := files[flag]
-		if path == "" {
+		if path == "" || path == Stdout {
 			continue
 		}
 		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
@@ -168,6 +190,10 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err := o.spread.validate(&o.verdict); err != nil {
 		return err
 	}
+	e, err := o.verdict.redirect(e)
+	if err != nil {
+		return err
+	}
 	aopts, err := o.verdict.options()
 	if err != nil {
 		return err
@@ -176,6 +202,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	o.applyPolicy(sc)
 	if _, ok := subj.(subjects.Program); ok && o.spread.any() {
 		return usagef("--target, --shard and --epoch need a goroutine subject: an exec subject's fleet starts every process before the in-process stub opens the scenario")
 	}
@@ -196,7 +223,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	sum, err := runOnce(ctx, e, sc, subj, o, dir)
 	if sum != nil {
-		printSummary(e.stdout, sum)
+		printSummary(e.stdout, sum, policyLine(sc, subj))
 		printHarness(e.stderr, sum)
 	}
 	if err != nil {
@@ -359,7 +386,25 @@ func openTimeline(path string) (*os.File, error) {
 	return f, nil
 }
 
-func printSummary(w io.Writer, s *runner.Summary) {
+// policyLine says which retry policy the run's checks judge the subject
+// against (the one its timeline's meta states), and, when it states none,
+// what that leaves unjudged and how to state one.
+func policyLine(sc *scenarios.Scenario, subj subjects.Subject) string {
+	p := sc.StatedPolicy(subj, false)
+	if p == nil {
+		amp := 5.0
+		if c, ok := analyzer.LookupCheck(analyzer.CheckAmplification); ok {
+			amp = c.Threshold.Num
+		}
+		return fmt.Sprintf("none stated: attempts skips without a threshold, jitter-bounds skips, budget judges only hung requests, amplification is held to its default %g attempts/request and instant-retry to its default share; state it with subject.policy or --policy", amp)
+	}
+	st := subjects.Stated{Base: time.Duration(p.Base), Cap: time.Duration(p.Cap), MaxAttempts: p.MaxAttempts,
+		Budget: time.Duration(p.Budget), Jitter: p.Jitter}
+	return "stated " + st.String() + " (attempts, amplification, budget, jitter-bounds and instant-retry judge against it)"
+}
+
+// printSummary prints the run's summary; policy is policyLine's.
+func printSummary(w io.Writer, s *runner.Summary, policy string) {
 	fmt.Fprintf(w, "run: %s · subject %s · seed %d · %d clients", s.Scenario, s.Subject, s.Seed, s.Clients)
 	if s.Shard != "" {
 		fmt.Fprintf(w, " (shard %s)", s.Shard)
@@ -378,6 +423,9 @@ func printSummary(w io.Writer, s *runner.Summary) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, s.Results[k]))
 	}
 	fmt.Fprintf(w, "  logical requests: %d of %d (%s)\n", s.Requests, s.Planned, strings.Join(parts, ", "))
+	if g := s.Results[timeline.ResultGaveUp]; g > 0 {
+		fmt.Fprintf(w, "  %s\n", gaveUpLine(g, s.Shed))
+	}
 	sent := ""
 	if s.Target != "" {
 		sent = " sent"
@@ -397,10 +445,31 @@ func printSummary(w io.Writer, s *runner.Summary) {
 	}
 	fmt.Fprintf(w, "  run time: %v (%s; over at %v); start lateness p50 %v, p99 %v\n", s.Elapsed.Round(time.Millisecond), stopped,
 		s.Flushed.Round(time.Millisecond), s.StartLateness.P50, s.StartLateness.P99)
+	if policy != "" {
+		fmt.Fprintf(w, "  policy: %s\n", policy)
+	}
 	for _, f := range harnessFacts(s) {
 		fmt.Fprintf(w, "  harness: %s\n", f)
 	}
 	fmt.Fprintf(w, "  timeline: %s (%d bytes)\n\n", s.TimelinePath, s.TimelineBytes)
+}
+
+// gaveUpLine says what the gave-up outcomes were: how many the subject's
+// retry budget shed (by design: under overload it refuses retries so that
+// the server can recover), and what the give-up check makes of them, so a
+// PASS with thousands given up is not read as a contradiction.
+func gaveUpLine(gaveUp, shed int64) string {
+	line := fmt.Sprintf("gave-up %d", gaveUp)
+	switch {
+	case shed == gaveUp:
+		line += ", all shed by the subject's retry budget"
+	case shed > 0:
+		line += fmt.Sprintf(", %d of them shed by the subject's retry budget", shed)
+	}
+	if shed > 0 {
+		line += " (it refused their retries once retries had spent their share of its calls: under overload, that is how a client lets the server recover)"
+	}
+	return line + "; give-up fails only requests given up although the server was serving within their budget (not down, not overloaded by the scenario's trigger): its line in the verdict says whether it ran"
 }
 
 // harnessFacts are what a user must know about how the run was carried

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/retrylab/retrylab/analyzer"
 	"github.com/retrylab/retrylab/internal/atomicfile"
@@ -21,13 +22,51 @@ type verdictFlags struct {
 	json     string
 	junit    string
 	markdown string
+	// stdout receives the one file named "-" (see redirect).
+	stdout io.Writer
+}
+
+// Stdout is the path that names standard output in --json, --junit and
+// --markdown.
+const Stdout = "-"
+
+// redirect sends the command's own output to stderr when one verdict file
+// is "-": stdout then carries that file alone, so that it can be piped
+// (`retrylab analyze t.ndjson --json - | jq`). Two files on stdout would
+// be one unreadable stream: that is bad input naming both flags. It
+// returns the env the command writes its text through.
+func (v *verdictFlags) redirect(e *env) (*env, error) {
+	var named []string
+	for _, f := range []struct{ flag, path string }{{"--json", v.json}, {"--junit", v.junit}, {"--markdown", v.markdown}} {
+		if f.path == Stdout {
+			named = append(named, f.flag)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return e, nil
+	case 1:
+		out := *e
+		v.stdout, out.stdout = e.stdout, e.stderr
+		return &out, nil
+	}
+	return nil, usagef("%s: only one verdict file can be written to stdout (-)", strings.Join(named, " and "))
+}
+
+// writeOut writes one verdict file: to stdout (redirect) when path is
+// "-", else to path, whole or not at all.
+func (v *verdictFlags) writeOut(path string, write func(io.Writer) error) error {
+	if path == Stdout && v.stdout != nil {
+		return write(v.stdout)
+	}
+	return writeFileAtomic(path, write)
 }
 
 func (v *verdictFlags) register(fs *pflag.FlagSet) {
 	v.registerSelection(fs)
-	fs.StringVar(&v.json, "json", "", "write the verdict as JSON to `FILE`")
-	fs.StringVar(&v.junit, "junit", "", "write the verdict as JUnit XML to `FILE` (one testcase per check)")
-	fs.StringVar(&v.markdown, "markdown", "", "write the verdict as Markdown to `FILE` (PR comment, $GITHUB_STEP_SUMMARY)")
+	fs.StringVar(&v.json, "json", "", "write the verdict as JSON to `FILE` (-: stdout, the text then on stderr)")
+	fs.StringVar(&v.junit, "junit", "", "write the verdict as JUnit XML to `FILE` (one testcase per check; -: stdout, the text then on stderr)")
+	fs.StringVar(&v.markdown, "markdown", "", "write the verdict as Markdown to `FILE` (PR comment, $GITHUB_STEP_SUMMARY; -: stdout, the text then on stderr)")
 }
 
 // registerSelection adds only --check and --skip, for commands that judge
@@ -86,7 +125,7 @@ func (v *verdictFlags) emit(e *env, verdict *analyzer.Verdict) error {
 		if o.path == "" {
 			continue
 		}
-		if err := writeFileAtomic(o.path, func(w io.Writer) error { return o.write(w, verdict) }); err != nil {
+		if err := v.writeOut(o.path, func(w io.Writer) error { return o.write(w, verdict) }); err != nil {
 			return fmt.Errorf("%s: %w", o.flag, err)
 		}
 	}
