@@ -1,21 +1,10 @@
 package subjects
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 
 	"github.com/retrylab/retrylab/client"
-)
-
-// Defaults of the negative controls for zero Policy fields: the client
-// package's, since every control is the client. A zero MaxAttempts is
-// derived from the budget as the client derives it (client.AttemptsFor).
-const (
-	DefaultBase   = client.DefaultBase
-	DefaultCap    = client.DefaultCap
-	DefaultBudget = client.DefaultBudget
 )
 
 // controlNames lists the negative controls, in registration order.
@@ -106,20 +95,3 @@ func callerOf(t *client.Transport) Caller {
 		return resp, err
 	}
 }
-
-// SetBody sets r's body (and GetBody, ContentLength) to body; nil leaves
-// r without one.
-func SetBody(r *http.Request, body []byte) {
-	if body == nil {
-		r.Body = http.NoBody
-		r.ContentLength = 0
-		r.GetBody = nil
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-}
-
-// Drain reads a little of a response that will be retried and closes it,
-// so its connection can be reused: client.Drain, as the client does.
-func Drain(resp *http.Response) { client.Drain(resp) }
