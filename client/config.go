@@ -51,8 +51,8 @@ var DefaultRetryable = []int{
 // Jitter selects how a computed backoff is randomized. Every mode draws from
 // Config.Rand (or the call's own source, WithRand); there is no mode
 // without jitter, so a fixed-delay or exponential-only policy cannot be
-// configured (only a negative control departs from it, through
-// NewVariant). The zero value is JitterFull.
+// configured (only a negative control departs from it, through package
+// clientcontrol). The zero value is JitterFull.
 type Jitter int
 
 // Jitter modes. For the wait before retry n (n = 1 for the first retry) let
@@ -143,29 +143,18 @@ type Config struct {
 	RetryAfterJitter time.Duration
 
 	// RetryBudget bounds the retries of all the Transport's calls
-	// together: a token bucket of RetryBudget.Capacity tokens, shared by
-	// every call and quota key, that a retry takes RetryCost tokens from
-	// (TimeoutCost after a timed-out attempt) and a call answered without
-	// a retryable status gives back to (its last retry's cost, or Refund
-	// after a first-attempt success). A retry that finds too few tokens is
-	// not made: the call fails at once with ErrRetryBudgetExhausted. The
-	// zero value is the default budget: 500 tokens, 5 per retry, 10 after
-	// a timeout, 1 back per first-attempt success (the AWS SDKs' retry
-	// quota); NoRetryBudget turns it off. RetryBudget's doc has the exact
-	// rule. Why: backoff spreads retries in time but does not make them
-	// fewer, so under sustained overload every failed call still becomes
-	// MaxAttempts requests, and that extra load can keep an overloaded
-	// server down after its trigger is gone (a metastable failure). The
-	// budget is per Transport: one Transport per upstream API, reused by
-	// every goroutine of the process, as the AWS SDK keeps one quota per
-	// client; every process of a fleet has its own. Its scope is the
-	// point: a Transport per request or per short-lived worker starts each
-	// with a full bucket and bounds nothing. Measured against a server
-	// overloaded by open-loop arrivals (the built-in metastable-open), one
-	// budget per process of many calls kept the load at 1.25× and the
-	// server recovered in about a second; one per one-request caller let
-	// 10× through and it never recovered (client/README.md, "The budget's
-	// scope").
+	// together: a token bucket shared by every call and quota key, that a
+	// retry takes tokens from and a call answered without a retryable
+	// status gives back to; a retry that finds too few is not made (the
+	// call fails at once with ErrRetryBudgetExhausted). The zero value is
+	// the default budget (the AWS SDKs' retry quota), NoRetryBudget turns
+	// it off, and RetryBudget's doc has the exact rule. Why: backoff
+	// spreads retries in time but does not make them fewer, and under
+	// sustained overload that load can keep a server down after its
+	// trigger is gone (a metastable failure). The budget is per Transport:
+	// share one per upstream API across the process; one per request or
+	// per short-lived worker starts full each time and bounds nothing
+	// (client/README.md, "The budget's scope", has the measurements).
 	RetryBudget RetryBudget
 
 	// Retryable is the set of statuses retried (nil: DefaultRetryable). An

@@ -11,7 +11,7 @@ type randKey struct{}
 // WithRand returns a copy of ctx that carries r as the source of one
 // call's draws: when a request's context carries a source, the Transport
 // draws that call's jitter (every backoff, Retry-After jitter and
-// redraw, a Variant's draws) and its generated Idempotency-Key from it,
+// redraw, a negative control's draws) and its generated Idempotency-Key from it,
 // in the call's own order, instead of from Config.Rand. A call's attempts
 // are sequential, so r is used without a lock: give each call a source of
 // its own, never one shared by calls that may run at once.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrylab/retrylab/client/internal/variant"
 )
 
 // TestWithRandDrawsPerCall: a call whose context carries a source
@@ -68,7 +70,7 @@ func TestWithRandDrawsPerCall(t *testing.T) {
 		var got *rand.Rand
 		want := callSource()
 		fv := newFake(every3)
-		tv := NewVariant(fv, Config{}, Variant{Backoff: func(r *rand.Rand, _ int, _ time.Duration) time.Duration {
+		tv := newVariant(fv, Config{}, variant.Variant{Backoff: func(r *rand.Rand, _ int, _ time.Duration) time.Duration {
 			got = r
 			return time.Millisecond
 		}})

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/retrylab/retrylab/client/internal/variant"
 )
 
 // Transport is a retrying, self-pacing http.RoundTripper. Make one with New;
@@ -71,7 +73,7 @@ type Transport struct {
 	rbObs     RetryBudgetObserver // obs, if it has the interface
 	retryable [10]uint64          // bit set of statuses 0..639
 	rb        retryBudget
-	v         Variant // the departures of a negative control (NewVariant)
+	v         variant.Variant // a negative control's departures (package clientcontrol)
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -383,6 +385,16 @@ func discard(resp *http.Response, a *attempt) {
 	}
 }
 
+// Drain reads up to DrainLimit bytes of resp's body and closes it, as the
+// Transport does with every response it retries, so the connection can be
+// reused. A nil resp or body is left alone.
+func Drain(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		io.CopyN(io.Discard, resp.Body, DrainLimit)
+		resp.Body.Close()
+	}
+}
+
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
@@ -423,7 +435,7 @@ func (t *Transport) delay(r *rand.Rand, retry int, prev time.Duration) time.Dura
 	return t.cfg.Jitter.Delay(r, t.cfg.Base, t.cfg.Cap, retry, prev)
 }
 
-// retryAfterExtra is a Variant's addition to a Retry-After wait.
+// retryAfterExtra is a negative control's addition to a Retry-After wait.
 func (t *Transport) retryAfterExtra(r *rand.Rand) time.Duration {
 	if r == nil {
 		t.randMu.Lock()

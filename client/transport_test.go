@@ -1053,3 +1053,15 @@ func TestRateLimited403(t *testing.T) {
 		})
 	}
 }
+
+// TestDrain: Drain reads up to DrainLimit bytes and closes the body; a nil
+// response or body is left alone.
+func TestDrain(t *testing.T) {
+	b := &trackedBody{r: strings.NewReader(strings.Repeat("x", DrainLimit+100))}
+	Drain(&http.Response{Body: b})
+	if !b.closed.Load() || b.read.Load() != DrainLimit {
+		t.Errorf("Drain: closed %v, read %d; want closed, %d read", b.closed.Load(), b.read.Load(), DrainLimit)
+	}
+	Drain(nil)
+	Drain(&http.Response{})
+}

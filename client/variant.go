@@ -1,68 +1,9 @@
 package client
 
-import (
-	"io"
-	"math/rand/v2"
-	"net/http"
-	"time"
-)
+import "github.com/retrylab/retrylab/client/internal/variant"
 
-// Variant is a deliberate departure of a Transport from its own rules in
-// one part, for building a negative control: a client that is this
-// package's Transport in everything but one mistake, which a test harness
-// must catch. (The retrylab harness builds its controls so: each is
-// NewVariant with one field set, so it differs from the reference client
-// only where that field says.) Every field makes the Transport worse;
-// applications have no use for a Variant, and Config cannot express one:
-// a Config never yields a backoff without jitter, a Retry-After left
-// unread or a write retried without a key.
-//
-// The zero Variant changes nothing: NewVariant(next, cfg, Variant{})
-// behaves as New(next, cfg), draw for draw.
-type Variant struct {
-	// Backoff, when set, replaces the jittered backoff (Config.Jitter's
-	// Delay): it returns the wait before retry n (1 for the first retry),
-	// given the call's previous backoff wait prev (0 before its first). r
-	// is the call's source (WithRand) when its context carries one, else
-	// the Transport's (Config.Rand), held locked during the call: draw from
-	// it and nothing else, so a seeded run replays. A negative
-	// wait counts as 0. The rest is the Transport's: a positive
-	// Retry-After still wins over the backoff, and a wait that would cross
-	// the budget is still redrawn once within what remains of it.
-	Backoff func(r *rand.Rand, retry int, prev time.Duration) time.Duration
-	// IgnoreRetryAfter makes the Transport never read Retry-After: every
-	// retryable failure waits its backoff, and a 403 is a rate limit (see
-	// Config.Retryable) only by its rate-limit headers.
-	IgnoreRetryAfter bool
-	// RetryAfterExtra, when set, returns what is added to every positive
-	// Retry-After wait, in place of the Config.RetryAfterJitter draw; r as
-	// for Backoff. A negative value counts as 0.
-	RetryAfterExtra func(r *rand.Rand) time.Duration
-	// RetryWithoutKey retries a non-idempotent request (POST, PATCH, ...)
-	// that carries no Idempotency-Key as an idempotent one, sending it
-	// without a key (Config.AddIdempotencyKey is not applied): a write the
-	// server applied but whose answer was lost may be applied twice.
-	RetryWithoutKey bool
-	// NoSlowDown makes the Transport ignore rate-limit headers for pacing:
-	// no proactive slow-down (see ParseRateLimit), whatever they say. They
-	// still make a 403 a rate limit.
-	NoSlowDown bool
-}
-
-// NewVariant returns a Transport as New does, but for the departures v
-// names (see Variant). It is for negative controls, never for production.
-func NewVariant(next http.RoundTripper, cfg Config, v Variant) *Transport {
-	t := New(next, cfg)
-	t.v = v
-	return t
-}
-
-// Drain reads up to DrainLimit bytes of resp's body and closes it, as the
-// Transport does with every response it retries, so the connection can be
-// reused. A nil resp or body is left alone.
-func Drain(resp *http.Response) {
-	if resp != nil && resp.Body != nil {
-		io.CopyN(io.Discard, resp.Body, DrainLimit)
-		resp.Body.Close()
-	}
+// A negative control's departures (package clientcontrol) reach a
+// Transport through variant.Set, so that this package exports no hook.
+func init() {
+	variant.Set = func(t any, v variant.Variant) { t.(*Transport).v = v }
 }

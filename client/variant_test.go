@@ -8,7 +8,17 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrylab/retrylab/client/internal/variant"
 )
+
+// newVariant is clientcontrol.New, which this package's tests cannot
+// import: New with the departures v, set through the hook it installs.
+func newVariant(next http.RoundTripper, cfg Config, v variant.Variant) *Transport {
+	t := New(next, cfg)
+	variant.Set(t, v)
+	return t
+}
 
 // variantRun sends calls requests of method, one after the other, through
 // the Transport mk makes over f (answering with respond) from cfg, seeded;
@@ -57,36 +67,36 @@ func TestVariant(t *testing.T) {
 	base := Config{Base: 100 * time.Millisecond, AddIdempotencyKey: true}
 	tests := []struct {
 		name    string
-		v       Variant
+		v       variant.Variant
 		method  string
 		calls   int
 		respond func(int, *http.Request) (*http.Response, error)
 		same    bool   // the same trace as New's
 		want    string // a line the trace must hold, when it differs
 	}{
-		{"zero variant, bare 503s", Variant{}, "GET", 1, bare, true, ""},
-		{"zero variant, POST", Variant{}, "POST", 1, ra("1"), true, ""},
-		{"backoff", Variant{Backoff: ceiling}, "GET", 1, bare, false, "7s GET \"\""},
-		{"backoff under a positive Retry-After", Variant{Backoff: ceiling}, "GET", 1, ra("2"), true, ""},
-		{"negative backoff is none", Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return -time.Hour }}, "GET", 1, bare, false, "0s GET \"\""},
-		{"ignore Retry-After", Variant{IgnoreRetryAfter: true}, "GET", 1, ra("30"), false, "status 200"},
-		{"ignore Retry-After, none sent", Variant{IgnoreRetryAfter: true}, "GET", 1, bare, true, ""},
-		{"Retry-After extra", Variant{RetryAfterExtra: func(*rand.Rand) time.Duration { return time.Second }}, "GET", 1, ra("2"), false, "6s GET \"\""},
-		{"Retry-After extra, Retry-After 0", Variant{RetryAfterExtra: func(*rand.Rand) time.Duration { return time.Second }}, "GET", 1, ra("0"), true, ""},
-		{"retry without key", Variant{RetryWithoutKey: true}, "POST", 1, ra("1"), false, "1s POST \"\""},
-		{"retry without key, GET", Variant{RetryWithoutKey: true}, "GET", 1, ra("1"), true, ""},
-		{"no slow-down", Variant{NoSlowDown: true}, "GET", 3, limits, false, "0s GET \"\""},
-		{"no slow-down, Retry-After", Variant{NoSlowDown: true}, "GET", 1, ra("1"), true, ""},
+		{"zero variant, bare 503s", variant.Variant{}, "GET", 1, bare, true, ""},
+		{"zero variant, POST", variant.Variant{}, "POST", 1, ra("1"), true, ""},
+		{"backoff", variant.Variant{Backoff: ceiling}, "GET", 1, bare, false, "7s GET \"\""},
+		{"backoff under a positive Retry-After", variant.Variant{Backoff: ceiling}, "GET", 1, ra("2"), true, ""},
+		{"negative backoff is none", variant.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return -time.Hour }}, "GET", 1, bare, false, "0s GET \"\""},
+		{"ignore Retry-After", variant.Variant{IgnoreRetryAfter: true}, "GET", 1, ra("30"), false, "status 200"},
+		{"ignore Retry-After, none sent", variant.Variant{IgnoreRetryAfter: true}, "GET", 1, bare, true, ""},
+		{"Retry-After extra", variant.Variant{RetryAfterExtra: func(*rand.Rand) time.Duration { return time.Second }}, "GET", 1, ra("2"), false, "6s GET \"\""},
+		{"Retry-After extra, Retry-After 0", variant.Variant{RetryAfterExtra: func(*rand.Rand) time.Duration { return time.Second }}, "GET", 1, ra("0"), true, ""},
+		{"retry without key", variant.Variant{RetryWithoutKey: true}, "POST", 1, ra("1"), false, "1s POST \"\""},
+		{"retry without key, GET", variant.Variant{RetryWithoutKey: true}, "GET", 1, ra("1"), true, ""},
+		{"no slow-down", variant.Variant{NoSlowDown: true}, "GET", 3, limits, false, "0s GET \"\""},
+		{"no slow-down, Retry-After", variant.Variant{NoSlowDown: true}, "GET", 1, ra("1"), true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ref := variantRun(t, New, base, tt.method, tt.calls, tt.respond)
-			zero := variantRun(t, func(next http.RoundTripper, cfg Config) *Transport { return NewVariant(next, cfg, Variant{}) },
+			zero := variantRun(t, func(next http.RoundTripper, cfg Config) *Transport { return newVariant(next, cfg, variant.Variant{}) },
 				base, tt.method, tt.calls, tt.respond)
-			got := variantRun(t, func(next http.RoundTripper, cfg Config) *Transport { return NewVariant(next, cfg, tt.v) },
+			got := variantRun(t, func(next http.RoundTripper, cfg Config) *Transport { return newVariant(next, cfg, tt.v) },
 				base, tt.method, tt.calls, tt.respond)
 			if zero != ref {
-				t.Fatalf("NewVariant with the zero Variant:\n%s\nNew:\n%s", zero, ref)
+				t.Fatalf("newVariant with the zero Variant:\n%s\nNew:\n%s", zero, ref)
 			}
 			if tt.same != (got == ref) {
 				t.Errorf("trace equal to New's = %v; want %v\nNew:\n%s\nvariant:\n%s", got == ref, tt.same, ref, got)
@@ -96,16 +106,4 @@ func TestVariant(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestDrain: Drain reads up to DrainLimit bytes and closes the body; a nil
-// response or body is left alone.
-func TestDrain(t *testing.T) {
-	b := &trackedBody{r: strings.NewReader(strings.Repeat("x", DrainLimit+100))}
-	Drain(&http.Response{Body: b})
-	if !b.closed.Load() || b.read.Load() != DrainLimit {
-		t.Errorf("Drain: closed %v, read %d; want closed, %d read", b.closed.Load(), b.read.Load(), DrainLimit)
-	}
-	Drain(nil)
-	Drain(&http.Response{})
 }

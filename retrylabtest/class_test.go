@@ -34,9 +34,8 @@ func skipUnderRace(t *testing.T) {
 // TestEveryBuiltinPassesTheReference is the class of the false alarms a
 // new user met first: every built-in scenario, at its own fleet size,
 // in virtual time, on seeds 1-20, PASSes our own client. A verdict that
-// depended on the seed (flapping was INCONCLUSIVE on 12 of 20: its
-// poisson schedule's last launch was taken for the first arrival) would
-// teach a team to ignore the gate.
+// depended on the seed would teach a team to ignore the gate
+// (docs/benchmarks/tolerances.md has the case that prompted it).
 func TestEveryBuiltinPassesTheReference(t *testing.T) {
 	skipUnderRace(t)
 	for _, name := range scenarios.BuiltinNames() {

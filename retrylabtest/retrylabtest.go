@@ -136,7 +136,6 @@ type config struct {
 	clients  int
 	requests int
 	duration time.Duration
-	stagger  time.Duration
 	procs    int
 	policy   *subjects.Policy
 	checks   []string
@@ -162,11 +161,6 @@ func WithProcesses(n int) Option { return func(c *config) { c.procs = n } }
 
 // WithPolicy replaces the scenario's subject policy.
 func WithPolicy(p subjects.Policy) Option { return func(c *config) { c.policy = &p } }
-
-// WithStagger sets the gap between client start instants (DefaultStagger
-// otherwise; 0 starts a burst fleet at one instant, which makes the
-// timeline's order depend on scheduling).
-func WithStagger(d time.Duration) Option { return func(c *config) { c.stagger = d } }
 
 // WithChecks selects analyzer checks, as `--check` does
 // ("waves", "waves:threshold=2.5").
@@ -240,7 +234,7 @@ type prepared struct {
 // outside its bubble); it fails t when one is wrong.
 func prepare(t testing.TB, scenario Scenario, subject Subject, opts []Option) *prepared {
 	t.Helper()
-	cfg := config{seed: DefaultSeed, stagger: DefaultStagger}
+	cfg := config{seed: DefaultSeed}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -297,7 +291,7 @@ func runVirtual(t testing.TB, sc *scenarios.Scenario, subj subjects.Subject, cfg
 		Seed:      cfg.seed,
 		Timeline:  &buf,
 		Virtual:   true,
-		Stagger:   cfg.stagger,
+		Stagger:   DefaultStagger,
 	})
 	if err != nil {
 		t.Fatalf("retrylabtest: %v", err)

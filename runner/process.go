@@ -91,27 +91,15 @@ func (r *runner) withRequestRand(ctx context.Context, shared bool, id, seq int) 
 // inTurn is the harness transport of a shared instance in virtual time:
 // it hands the instance the answers (responses and errors) that arrive at
 // one instant one at a time, in the order of their requests' paths, each
-// at an instant of its own a nanosecond after the last.
-//
-// In a testing/synctest bubble the goroutines woken at one instant run in
-// any order. An instance's state shared by its clients — the retry
-// budget that a retry takes from and a success gives back to, clamped at
-// its capacity; the rate-limit headers' slow-down — would then change in
-// a different order from one run to the next, and a retry refused in one
-// run could be made in the other. Answers delivered in turn change it in
-// the same order every run: an answer is handed over only when the bubble
-// has settled at the instant after its arrival (every answer of its
-// instant has arrived by then, since the clock moves only when every
-// goroutine is blocked), and the next one a nanosecond later, when the
-// instance has done with the one before (charged or refunded its budget,
-// started its wait or its next request) and blocked again.
-//
-// What it costs: every answer reaches the instance a nanosecond or more
-// after the stub sent it, n nanoseconds for the n-th of one instant. What
-// it does not order: draws on a shared limiter (policy.rate) or
-// slow-down slot by clients woken by their own timers at one instant (a
-// Retry-After naming the same date, clock-aligned retries) before they
-// send.
+// a nanosecond after the last. Why: in a synctest bubble the goroutines
+// woken at one instant run in any order, so the state the instance's
+// clients share (the retry budget, the rate-limit slow-down) would change
+// in another order each run, and a seeded run would not replay. An answer
+// is handed over once the bubble has settled (every answer of its instant
+// has arrived), the next once the instance has blocked again. Cost: the
+// n-th answer of an instant arrives n ns late. Not ordered: draws on a
+// shared limiter or slow-down slot by clients woken by their own timers
+// at one instant (a shared Retry-After date, clock-aligned retries).
 type inTurn struct {
 	next http.RoundTripper
 	// off ends the turns when the run is sealed: the answers still held

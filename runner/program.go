@@ -24,8 +24,9 @@ const DefaultReadyTimeout = 60 * time.Second
 // An exec fleet (subjects.Program) runs one process per simulated client,
 // or, with fleet.processes N below fleet.clients, N processes, process p
 // playing clients p, p+N, p+2N… (scenarios.Fleet.ProcessOf) through
-// subjects.Program.RunClients. Interpreters take seconds to start (100 Node or Python processes took
-// 7-47 s on 2 cores), so the runner starts every process first and opens
+// subjects.Program.RunClients. Interpreters take seconds to start
+// (BENCHMARKS.md, "exec: many clients per process"), so the runner starts
+// every process first and opens
 // the scenario — time zero, when the stub's phase clock starts — only when
 // all are ready: the start barrier. A process is ready when it prints
 // subjects.ReadyLine, when its first request reaches the stub (a request
@@ -272,32 +273,11 @@ func (r *runner) abortPrograms(pf *programFleet) {
 
 // programOutcomes records one outcome per logical request of each
 // client of process p: from its result lines, else from what happened to
-// the process.
-//
-// A process that broke the exec contract (it could not start, printed a
-// line outside the protocol, its stdout could not be read, it exited
-// non-zero or was ended by a signal, it exited without a result line for
-// every request, it printed and sent nothing before the watchdog killed
-// it, or it was not ready when the start barrier timed out) is the
-// plumbing's failure, not the library's: every outcome of the process is
-// marked Harness, those it printed a line for keep the printed result, and
-// the error says what happened (see programFleet.fault). The end record gets one
-// plumbing error per distinct text.
-//
-// A process the watchdog killed after it had sent a request or printed a
-// line is the library hanging: its missing requests are hung, not Harness.
-// runStopped says the run stopped (cap, signal, write error) before every
-// process ended: a process killed then, not by the watchdog, was cut short
-// by the run and its missing requests are canceled.
-//
-// A process playing several clients (fleet.processes) is judged as a
-// whole when it could not start, broke the line protocol, could not be
-// read or ended other than by exit status 0 or the fleet's kill: every
-// outcome of all its clients is Harness. Otherwise each client is judged
-// alone: a client with a line for every request is clean; one without is
-// Harness when the process exited 0 (or made no request and printed
-// nothing for it before the watchdog), else hung or canceled as above.
-// Whether a request was made is known per process.
+// the process (fault judges it; runStopped: the run stopped before every
+// process ended, so a process killed then was cut short, not hung). A
+// process that broke the exec contract is the plumbing's failure, not the
+// library's: its outcomes are Harness, and the end record gets one
+// plumbing error per distinct text. docs/exec.md states the rules.
 func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) {
 	sc := r.sc
 	start := max(0, p.started.Sub(r.start).Nanoseconds())
@@ -413,47 +393,11 @@ type processResult struct {
 	missing func(seq int) (result, msg string)
 }
 
-// fault judges one ended process. The texts of a process that broke the
-// contract (Harness; after "exec PATH: ", in the outcomes and, once per
-// distinct text after "subject plumbing: ", in the end record) are
-//
-//	could not start the program: ERR
-//	the program broke the line protocol: stdout line L: "LINE": PROBLEM
-//	reading the program's stdout failed: ERR
-//	the program exited with status S after printing all its result lines
-//	the program exited with status S after printing P of its N result lines
-//	the program exited with status S without printing a result line
-//	the program was ended by a signal (signal: NAME) after printing … (as above)
-//	the program exited with status 0 after printing …, but a process it started kept its stdout or stderr open over 1s after it exited (ERR)
-//	the program exited with status 0 after printing P of its N result lines
-//	the program exited with status 0 without printing a result line
-//	the program printed no result line within WATCHDOG and made no request at all
-//	the program was not ready at the start barrier, which opened without it after its T timeout: its requests ran late against the scenario
-//
-// with "; it was not ready at the start barrier either (timeout T)" when
-// that happened too, then "; stderr: LAST LINE" when an exit or a signal
-// left some. A printed fail line's outcome adds "; its line's reason:
-// REASON"; a request with no line is an error outcome whose text adds
-// "; no result line for /r/K" (before the stderr), except the hung one:
-//
-//	the program printed no result line for /r/K within WATCHDOG and made no request at all
-//
-// WATCHDOG is "the fleet watchdog (R requests × fleet.timeout T = D after
-// the start barrier)", or "the exec program's own timeout (D after it
-// started)" for a Program given a Timeout. The texts of a process that
-// did not break it (not Harness) are, for a request with no line,
-//
-//	the program printed no result line for /r/K within WATCHDOG; it had made a request, so its library is taken to have hung   (hung)
-//	the program printed no result line for /r/K within WATCHDOG; it had printed P result lines, so its library is taken to have hung   (hung)
-//	the run stopped (CAUSE) before the program printed a result line for /r/K   (canceled)
-//
-// For a process playing several clients every text starts "exec COMMAND
-// (process P of N, K clients): ", a request is named /c/C/r/K, and the
-// texts judged per client say "this client's" result lines ("after
-// printing 1 of this client's 2 result lines", "without printing a result
-// line for this client", "the program printed no result line for this
-// client within WATCHDOG and made no request at all", "…; the process had
-// made a request, so its library is taken to have hung").
+// fault judges one ended process, or one client u of it: whether it broke
+// the exec contract (harness, with summary saying how) and what each
+// request it printed no line for gets (missing). The texts are the
+// contract's, listed in docs/exec.md ("Broken contract: harness
+// outcomes", and per client under "Many clients per process").
 func (pf *programFleet) fault(p *process, u unit, runStopped bool) processResult {
 	var perr *subjects.ProgramError
 	errors.As(p.err, &perr)

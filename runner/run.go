@@ -213,7 +213,7 @@ var ErrUpstream = errors.New("a simulated fleet does not run against an upstream
 
 // ErrNoSubject is wrapped by Run's error when the scenario's subject
 // cannot be found.
-var ErrNoSubject = errors.New("scenarios: no such subject")
+var ErrNoSubject = errors.New("runner: no such subject")
 
 // Run plays sc: it starts the stub server in-process (loopback TCP on
 // 127.0.0.1:0, or an in-memory network when opts.Virtual), starts the
@@ -247,12 +247,12 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 		eff.Fleet.Processes = opts.Processes
 	}
 	if eff.Fleet.Clients <= 0 || eff.Fleet.Requests <= 0 || eff.Duration <= 0 {
-		return nil, fmt.Errorf("scenarios: run %s: clients, requests and duration must be positive", sc.Name)
+		return nil, fmt.Errorf("runner: run %s: clients, requests and duration must be positive", sc.Name)
 	}
 	if u := sc.Server.Upstream; u != "" {
 		// A simulated fleet would load the real API: only `retrylab serve`
 		// proxies, and its load is what the application sends.
-		return nil, fmt.Errorf("scenarios: run %s: %w (server.upstream %s): serve it with `retrylab serve` in front of your application", sc.Name, ErrUpstream, u)
+		return nil, fmt.Errorf("runner: run %s: %w (server.upstream %s): serve it with `retrylab serve` in front of your application", sc.Name, ErrUpstream, u)
 	}
 	if eff.Fleet.Method == "" {
 		eff.Fleet.Method = scenarios.DefaultMethod
@@ -268,25 +268,25 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 		}
 		s, err := subjects.Lookup(name)
 		if err != nil {
-			return nil, fmt.Errorf("scenarios: run %s: %w: %w", sc.Name, ErrNoSubject, err)
+			return nil, fmt.Errorf("runner: run %s: %w: %w", sc.Name, ErrNoSubject, err)
 		}
 		subj = s
 	}
 	eff.Subject.Name = subj.Name()
 	if opts.Virtual {
 		if err := subjects.CheckVirtual(subj); err != nil {
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+			return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
 		}
 	}
 	_, program := subj.(subjects.Program)
 	if err := checkSpread(&eff, opts, program); err != nil {
-		return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+		return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
 	}
 	var late time.Duration
 	if !opts.Epoch.IsZero() {
 		var err error
 		if late, err = CheckEpoch(&eff, opts.Epoch, time.Now()); err != nil {
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+			return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
 		}
 	}
 

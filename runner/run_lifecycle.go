@@ -97,7 +97,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	} else {
 		ln, dial, closeNet, err := listen(opts.Virtual)
 		if err != nil {
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+			return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
 		}
 		defer closeNet()
 		l = &countingListener{Listener: ln, errs: &r.dialErrors}
@@ -149,7 +149,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 			r.abortPrograms(pf)
 			closeListener()
 			r.closeRecorder()
-			return nil, fmt.Errorf("scenarios: run %s: %w", sc.Name, err)
+			return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
 		}
 		r.srv = srv
 		phases = srv.Phases()
@@ -165,7 +165,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 			r.abortPrograms(pf)
 			closeListener()
 			r.closeRecorder()
-			return nil, fmt.Errorf("scenarios: run %s: timeline: %w", sc.Name, err)
+			return nil, fmt.Errorf("runner: run %s: timeline: %w", sc.Name, err)
 		}
 	}
 	served := make(chan struct{})
@@ -301,7 +301,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		return sum, &TimelineError{Err: recErr}
 	}
 	if shErr != nil {
-		return sum, fmt.Errorf("scenarios: run %s: %w", sc.Name, shErr)
+		return sum, fmt.Errorf("runner: run %s: %w", sc.Name, shErr)
 	}
 	return sum, nil
 }

@@ -24,7 +24,7 @@ const MaxEpochAhead = time.Hour
 
 // ErrEpochPassed is wrapped by CheckEpoch's (and Run's) error when the
 // epoch is so far in the past that the run would miss its first phase.
-var ErrEpochPassed = errors.New("scenarios: the epoch has passed")
+var ErrEpochPassed = errors.New("runner: the epoch has passed")
 
 // ParseTarget reads the base URL of an external stub: http or https, a
 // host, and no path (the stub derives client and request from the path
@@ -33,20 +33,20 @@ var ErrEpochPassed = errors.New("scenarios: the epoch has passed")
 func ParseTarget(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if !strings.Contains(s, "://") {
-		return nil, fmt.Errorf("scenarios: target %q: want an http:// or https:// URL", s)
+		return nil, fmt.Errorf("runner: target %q: want an http:// or https:// URL", s)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("scenarios: target %q: %w", s, err)
+		return nil, fmt.Errorf("runner: target %q: %w", s, err)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("scenarios: target %q: want an http:// or https:// URL", s)
+		return nil, fmt.Errorf("runner: target %q: want an http:// or https:// URL", s)
 	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("scenarios: target %q: no host", s)
+		return nil, fmt.Errorf("runner: target %q: no host", s)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return nil, fmt.Errorf("scenarios: target %q: want a base URL without user, query or fragment", s)
+		return nil, fmt.Errorf("runner: target %q: want a base URL without user, query or fragment", s)
 	case u.Path != "" && u.Path != "/":
-		return nil, fmt.Errorf("scenarios: target %q: want no path (the fleet requests /c/{client}/r/{seq} on the target)", s)
+		return nil, fmt.Errorf("runner: target %q: want no path (the fleet requests /c/{client}/r/{seq} on the target)", s)
 	}
 	u.Path = ""
 	return u, nil
@@ -72,7 +72,7 @@ func firstPhaseEnd(sc *scenarios.Scenario) time.Duration {
 func CheckEpoch(sc *scenarios.Scenario, epoch, now time.Time) (late time.Duration, err error) {
 	switch d := epoch.Sub(now); {
 	case d > MaxEpochAhead:
-		return 0, fmt.Errorf("scenarios: the epoch %s is %v ahead, more than %v", epoch.Format(time.RFC3339), d.Round(time.Second), MaxEpochAhead)
+		return 0, fmt.Errorf("runner: the epoch %s is %v ahead, more than %v", epoch.Format(time.RFC3339), d.Round(time.Second), MaxEpochAhead)
 	case d >= 0:
 		return 0, nil
 	case -d >= firstPhaseEnd(sc):

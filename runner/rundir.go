@@ -100,5 +100,5 @@ func NewRunDir(parent, name string) (string, error) {
 			return "", err
 		}
 	}
-	return "", fmt.Errorf("scenarios: %s: %d run directories named %s already exist", parent, maxRunDirSuffix, name)
+	return "", fmt.Errorf("runner: %s: %d run directories named %s already exist", parent, maxRunDirSuffix, name)
 }

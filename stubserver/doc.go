@@ -250,11 +250,10 @@
 // and in bytes: the attempt counter holds two generations of at most 65,536
 // keys and 4 MiB of key each, the memory limiter at most 65,536 keys and
 // 4 MiB of key per limit (plus, for a sliding-window-log, at most 64 MiB
-// of timestamps). With per-entry overhead the worst case is keys of 64
-// bytes, where both bounds meet: measured, 14.7 MiB for the counter and
-// 14.3 MiB for a token-bucket limiter, about 30 MiB in all whatever the
-// traffic (with 256-byte keys, 9.7 and 6.6 MiB). Request headers are
-// bounded by MaxHeaderBytes and bodies by MaxBodyBytes.
+// of timestamps), so their memory has a ceiling whatever the traffic
+// (BENCHMARKS.md, "Stub server: memory under hostile identities", has it
+// measured). Request headers are bounded by MaxHeaderBytes and bodies by
+// MaxBodyBytes.
 //
 // # Metrics
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // capped-lockstep is a negative control whose one mistake is jittering
@@ -16,8 +17,8 @@ func init() {
 	registerControl(&control{
 		name:    "capped-lockstep",
 		mistake: "jitters, then caps: late retries all wait exactly Cap",
-		variant: func(e client.Config) client.Variant {
-			return client.Variant{Backoff: func(r *rand.Rand, n int, _ time.Duration) time.Duration {
+		variant: func(e client.Config) clientcontrol.Variant {
+			return clientcontrol.Variant{Backoff: func(r *rand.Rand, n int, _ time.Duration) time.Duration {
 				d := float64(client.Ceiling(e.Base, 1<<62, n)) * (0.5 + r.Float64())
 				if d >= float64(e.Cap) {
 					return e.Cap

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // clock-aligned is a negative control whose one mistake is retrying at the
@@ -17,8 +18,8 @@ func init() {
 	registerControl(&control{
 		name:    "clock-aligned",
 		mistake: "retries at the next whole second of the clock",
-		variant: func(client.Config) client.Variant {
-			return client.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration {
+		variant: func(client.Config) clientcontrol.Variant {
+			return clientcontrol.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration {
 				now := time.Now()
 				return now.Truncate(time.Second).Add(time.Second).Sub(now)
 			}}

@@ -1,21 +1,11 @@
 package subjects
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 
 	"github.com/retrylab/retrylab/client"
-)
-
-// Defaults of the negative controls for zero Policy fields: the client
-// package's, since every control is the client. A zero MaxAttempts is
-// derived from the budget as the client derives it (client.AttemptsFor).
-const (
-	DefaultBase   = client.DefaultBase
-	DefaultCap    = client.DefaultCap
-	DefaultBudget = client.DefaultBudget
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // controlNames lists the negative controls, in registration order.
@@ -25,8 +15,8 @@ var controlNames []string
 // client itself (the retrylab subject: client.New, configured from the
 // Policy), retry budget included. Each control is controlBase with one
 // mistake, made of the client's own parts (a Config field the client lets
-// one set, or one client.Variant field), so it keeps everything of the
-// reference but its mistake and can differ from it only where it says.
+// one set, or one clientcontrol.Variant field), so it keeps everything of
+// the reference but its mistake and can differ from it only where it says.
 // Only the controls whose mistake is a missing bound (no-retry-budget,
 // unbounded) have no retry budget.
 var controlBase = retrylabSubject{name: "retrylab"}
@@ -40,9 +30,9 @@ type control struct {
 	// retryable set, the attempt cap, the time budget, the pacing rate) on
 	// the configuration the control claims; nil: none.
 	config func(cfg *client.Config)
-	// variant returns a mistake only a client.Variant can express, given
-	// the effective configuration; nil: none.
-	variant func(e client.Config) client.Variant
+	// variant returns a mistake only a clientcontrol.Variant can express,
+	// given the effective configuration; nil: none.
+	variant func(e client.Config) clientcontrol.Variant
 	// attempts derives a zero MaxAttempts for a control whose backoff is
 	// not the client's, so that its cap is as coherent with its budget as
 	// the client's (nil: client.AttemptsFor); the mistake stays its
@@ -83,18 +73,18 @@ func (c *control) Describe(p Params) Info {
 	}
 }
 
-// New returns the control's caller: client.NewVariant over the harness
+// New returns the control's caller: clientcontrol.New over the harness
 // transport, with the claimed configuration and the control's mistake.
 func (c *control) New(next http.RoundTripper, p Params) Caller {
 	cfg := c.claimed(p)
 	if c.config != nil {
 		c.config(&cfg)
 	}
-	var v client.Variant
+	var v clientcontrol.Variant
 	if c.variant != nil {
 		v = c.variant(cfg.Effective())
 	}
-	return callerOf(client.NewVariant(counting{next}, cfg, v))
+	return callerOf(clientcontrol.New(counting{next}, cfg, v))
 }
 
 // callerOf is the Caller of a client Transport: each call counted.
@@ -106,20 +96,3 @@ func callerOf(t *client.Transport) Caller {
 		return resp, err
 	}
 }
-
-// SetBody sets r's body (and GetBody, ContentLength) to body; nil leaves
-// r without one.
-func SetBody(r *http.Request, body []byte) {
-	if body == nil {
-		r.Body = http.NoBody
-		r.ContentLength = 0
-		r.GetBody = nil
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-}
-
-// Drain reads a little of a response that will be retried and closes it,
-// so its connection can be reused: client.Drain, as the client does.
-func Drain(resp *http.Response) { client.Drain(resp) }

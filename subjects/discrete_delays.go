@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // discrete-delays is a negative control whose one mistake is a handful of
@@ -16,8 +17,8 @@ func init() {
 	registerControl(&control{
 		name:    "discrete-delays",
 		mistake: "waits 0, 1 or 2 s at random before every retry (three waves)",
-		variant: func(client.Config) client.Variant {
-			return client.Variant{Backoff: func(r *rand.Rand, _ int, _ time.Duration) time.Duration {
+		variant: func(client.Config) clientcontrol.Variant {
+			return clientcontrol.Variant{Backoff: func(r *rand.Rand, _ int, _ time.Duration) time.Duration {
 				return time.Duration(min(int(r.Float64()*3), 2)) * time.Second
 			}}
 		},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // exp-no-jitter is a negative control whose one mistake is exponential
@@ -16,8 +17,8 @@ func init() {
 	registerControl(&control{
 		name:    "exp-no-jitter",
 		mistake: "waits min(Cap, Base·2^(n-1)) exactly, ignoring the jitter mode",
-		variant: func(e client.Config) client.Variant {
-			return client.Variant{Backoff: func(_ *rand.Rand, n int, _ time.Duration) time.Duration {
+		variant: func(e client.Config) clientcontrol.Variant {
+			return clientcontrol.Variant{Backoff: func(_ *rand.Rand, n int, _ time.Duration) time.Duration {
 				return client.Ceiling(e.Base, e.Cap, n)
 			}}
 		},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // fixed-delay is a negative control whose one mistake is a constant wait:
@@ -16,8 +17,8 @@ func init() {
 	registerControl(&control{
 		name:    "fixed-delay",
 		mistake: "waits a constant Base before every retry (no growth, no jitter)",
-		variant: func(e client.Config) client.Variant {
-			return client.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return e.Base }}
+		variant: func(e client.Config) clientcontrol.Variant {
+			return clientcontrol.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return e.Base }}
 		},
 		// Enough attempts to wait out the budget at one Base each (the
 		// budget then ends the call, as the client's does): the cap

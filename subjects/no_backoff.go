@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/client"
+	"github.com/retrylab/retrylab/client/clientcontrol"
 )
 
 // no-backoff is a negative control whose one mistake is having no backoff:
@@ -21,8 +22,8 @@ func init() {
 	registerControl(&control{
 		name:    "no-backoff",
 		mistake: "retries at once: no backoff (a usable Retry-After is still honoured)",
-		variant: func(client.Config) client.Variant {
-			return client.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return 0 }}
+		variant: func(client.Config) clientcontrol.Variant {
+			return clientcontrol.Variant{Backoff: func(*rand.Rand, int, time.Duration) time.Duration { return 0 }}
 		},
 	})
 }

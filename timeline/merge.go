@@ -94,47 +94,19 @@ func (e *MergeError) Unwrap() error { return e.Err }
 // files (outcomes, end record) — into one timeline on w that the analyzer
 // and the reports read as they read a one-process run.
 //
-// Every input must name the same scenario, seed, phases and epoch
-// (Meta.Epoch), and the fleet files the same subject, policy and fleet,
-// with every shard of the fleet present once; the first input that does
-// not is a *MergeError naming it. Each input's records are re-based onto
-// the epoch through its wall-clock anchor (their instants + Start −
-// Epoch), and the inputs, each already in time order, are merged by time
-// (an attempt's response, an outcome's end): one record per input is held
-// at a time, so memory does not grow with the files. Attempts of a
-// logical request that reached several replicas are renumbered in merged
-// order (each replica numbered only the attempts it saw); attempts of a
-// request one replica saw keep its numbers. A record the merge does not
-// change (on the epoch, its number kept) is copied as it was read, fields
-// this version does not know included; the others are encoded anew.
-//
-// With a fleet file among the inputs, Merge also checks that the
-// recordings back the fleet's outcomes. Per logical request it counts the
-// attempt records of every input and notes what the outcome claims: an
-// attempt when it reports attempts, a final status or success; as many
-// attempts as it reports (Outcome.Attempts > 0). Outcomes of requests no
-// input holds an attempt of, and outcomes that report more attempts than
-// the inputs hold for their request, are counted per fleet file; each
-// kind becomes one sentence naming the shard, its file and an example
-// request (a stub's recording left out of the merge, or cut short),
-// appended to the merged end record's Errors (which the analyzer reads as
-// INCONCLUSIVE reasons) and listed in MergeSummary.Problems. The check
-// judges at the end of the merge, since a request's attempts may come
-// after its outcome (answered after the client gave up, or on a host
-// whose clock runs ahead); it forgets a request once its outcome is in and
-// backed, so it holds about the requests in flight plus the unbacked
-// ones. It cannot see a missing recording whose requests' outcomes claim
-// nothing (unstarted, held back by the client's own limiter), attempts the
-// subject does not count, nor a serve recording's own clients, which have
-// no outcomes.
-//
-// The merged meta is the first fleet file's (the first input's when there
-// is none) with Scheduled the sum of the shards', no Shard, and
-// ClockUncertainty stated (see MergeOptions). The merged end record is
-// written only when every fleet file has one: the worst reason among them
-// (completed, duration, interrupted, error, write-error), the latest
-// instants, the sums of what was in flight, unstarted and failed to dial,
-// and every error, prefixed by its shard. Merge does not close w's
+// Every input must be of the same run (scenario, seed, phases, epoch; the
+// fleet files' subject, policy and fleet, every shard once): the first
+// that is not is a *MergeError naming it. Each input, already in time
+// order, is re-based onto the epoch through its wall-clock anchor and
+// merged by time, one record per input held at a time, so memory does not
+// grow with the files; attempts of a request that reached several replicas
+// are renumbered in merged order, and a record the merge does not change
+// is copied as read. With a fleet file among the inputs, outcomes that no
+// recording backs are reported per shard in the merged end record's Errors
+// (INCONCLUSIVE for the analyzer) and in MergeSummary.Problems. The merged
+// meta and end record join the inputs' (the meta states the clock
+// uncertainty, see MergeOptions). docs/fleets.md and docs/cli.md (merge)
+// state the rules and what the check cannot see. Merge does not close w's
 // underlying writer; it flushes what it wrote.
 func Merge(w io.Writer, inputs []MergeInput, opts MergeOptions) (*MergeSummary, error) {
 	if len(inputs) == 0 {

@@ -25,7 +25,7 @@ func TestRunSpreadFlagErrors(t *testing.T) {
 		{[]string{"--target", "http://10.1.2.3:8080"}, "--target http://10.1.2.3:8080 is not a loopback address; pass --allow-remote"},
 		{[]string{"--target", "http://stub.example"}, "is not a loopback address"},
 		{[]string{"--allow-remote"}, "--allow-remote needs --target"},
-		{[]string{"--target", "127.0.0.1:8080"}, "--target: scenarios: target \"127.0.0.1:8080\": want an http:// or https:// URL"},
+		{[]string{"--target", "127.0.0.1:8080"}, "--target: runner: target \"127.0.0.1:8080\": want an http:// or https:// URL"},
 		{[]string{"--target", "http://127.0.0.1:1/api"}, "want no path"},
 		{[]string{"--target", "http://127.0.0.1:1", "--json", "v.json"}, "--json with --target: this run's timeline holds no attempt"},
 		{[]string{"--target", "http://127.0.0.1:1", "--check", "waves"}, "--check with --target"},
@@ -33,7 +33,7 @@ func TestRunSpreadFlagErrors(t *testing.T) {
 		{[]string{"--shard", "1"}, "want i/n"},
 		{[]string{"--shard", "5/8", "--clients", "4"}, "shard 5/8 of 4 clients has none"},
 		{[]string{"--epoch", "tomorrow"}, `invalid argument "tomorrow" for "--epoch"`},
-		{[]string{"--epoch", past}, "--epoch " + past + ": scenarios: the epoch has passed"},
+		{[]string{"--epoch", past}, "--epoch " + past + ": runner: the epoch has passed"},
 		{[]string{"--epoch", ahead}, "more than 1h0m0s"},
 		{[]string{"--shard", "0/2", "--subject", "exec:true"}, "an exec subject's fleet starts every process"},
 	} {

@@ -49,15 +49,10 @@ var budgetShares = []int{0, 10, 30, 50, 90, 100}
 // its retry budget, our client.
 var budgetSubjects = []string{"no-retry", "no-retry-budget", "retrylab"}
 
-// Tolerances of the figures against their models, measured: over seeds
-// 1-5 (-budget-seed) the largest deviation of no-retry-budget's
-// amplification from the geometric sum was 1.6 % (seed 5, p = 30 %), of
-// retrylab's from its model 0.023 (seed 5, p = 30 %, where it is the
-// geometric sum's noise; 0.022 at p = 50 %), and of an ok share from
-// (1 - p) × the expected amplification 0.032 (seed 3, retrylab at 50 %);
-// each tolerance is about twice that, except no-retry-budget's, the
-// issue's 10 %. At p = 100 % retrylab's retries are exactly what the
-// initial tokens pay for on every seed (1.100×): tolFull is rounding.
+// Tolerances of the figures against their models: about twice the
+// largest deviation seen over seeds 1-5 (-budget-seed), except
+// no-retry-budget's, the 10 %, and tolFull, rounding
+// (docs/benchmarks/tolerances.md has the runs).
 const (
 	tolNoBudget = 0.10  // relative, of the geometric sum
 	tolBudget   = 0.05  // absolute, of the budget's model

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/retrylab/retrylab/client"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -54,7 +55,7 @@ func (backoffSubject) New(next http.RoundTripper, p subjects.Params) subjects.Ca
 			if !subjects.RetryableStatus(resp.StatusCode) {
 				return resp, nil
 			}
-			subjects.Drain(resp)
+			client.Drain(resp)
 			if resp.StatusCode == http.StatusTooManyRequests {
 				if s, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
 					return nil, backoff.RetryAfter(int(s))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sethvargo/go-retry"
 
+	"github.com/retrylab/retrylab/client"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -49,7 +50,7 @@ func (goRetrySubject) New(next http.RoundTripper, p subjects.Params) subjects.Ca
 				return retry.RetryableError(err)
 			}
 			if subjects.RetryableStatus(resp.StatusCode) {
-				subjects.Drain(resp)
+				client.Drain(resp)
 				return retry.RetryableError(statusError{resp.StatusCode})
 			}
 			final = resp

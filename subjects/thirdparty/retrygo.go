@@ -8,6 +8,7 @@ import (
 
 	"github.com/avast/retry-go/v4"
 
+	"github.com/retrylab/retrylab/client"
 	"github.com/retrylab/retrylab/subjects"
 )
 
@@ -49,7 +50,7 @@ func (retryGoSubject) New(next http.RoundTripper, p subjects.Params) subjects.Ca
 				return err
 			}
 			if subjects.RetryableStatus(resp.StatusCode) {
-				subjects.Drain(resp)
+				client.Drain(resp)
 				return statusError{resp.StatusCode}
 			}
 			final = resp

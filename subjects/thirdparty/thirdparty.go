@@ -1,6 +1,7 @@
 package thirdparty
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -52,10 +53,17 @@ func readBody(req *http.Request) ([]byte, error) {
 }
 
 // attemptOf returns a copy of req bound to ctx with a fresh body, as user
-// code around a generic retry library builds each attempt.
+// code around a generic retry library builds each attempt: Body,
+// GetBody and ContentLength all read body; nil gives a request without one.
 func attemptOf(ctx context.Context, req *http.Request, body []byte) *http.Request {
 	r := req.Clone(ctx)
-	subjects.SetBody(r, body)
+	if body == nil {
+		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
+		return r
+	}
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Body, _ = r.GetBody()
+	r.ContentLength = int64(len(body))
 	return r
 }
 
