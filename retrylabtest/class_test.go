@@ -51,39 +51,62 @@ func TestEveryBuiltinPassesTheReference(t *testing.T) {
 	}
 }
 
+// controlRow is a built-in, the control that exposes its mistake, the
+// check it FAILs, and the fleet it is played with.
+type controlRow struct {
+	scenario, bad, fails string
+	clients, requests    int
+	policy               *subjects.Policy
+}
+
+// options are the run's options on seed.
+func (tt controlRow) options(seed int64) []retrylabtest.Option {
+	opts := []retrylabtest.Option{retrylabtest.WithSeed(seed)}
+	if tt.clients > 0 {
+		opts = append(opts, retrylabtest.WithClients(tt.clients))
+	}
+	if tt.requests > 0 {
+		opts = append(opts, retrylabtest.WithRequests(tt.requests))
+	}
+	if tt.policy != nil {
+		opts = append(opts, retrylabtest.WithPolicy(*tt.policy))
+	}
+	return opts
+}
+
+var refPolicy = subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Budget: 10 * time.Second, Jitter: "full", Rate: 8, Burst: 1}
+
+// controlRows: every built-in's controls.
+var controlRows = []controlRow{
+	{"outage-delta", "ignore-retry-after", "retry-after", 50, 0, nil},
+	{"outage-date", "ignore-retry-after", "retry-after", 50, 0, nil},
+	{"outage-bare", "exp-no-jitter", "waves", 100, 0, nil},
+	{"quota-steady", "no-pacing", "pacing", 0, 20, nil},
+	{"quota-layered", "retrylab", "pacing", 0, 0, &refPolicy},
+	{"quota-tiers", "no-pacing", "pacing", 0, 0, nil},
+	{"non-retryable", "retry-4xx", "non-retryable", 30, 10, nil},
+	{"budget-trip", "unbounded", "budget", 30, 0, nil},
+	{"malformed-retry-after", "no-backoff", "instant-retry", 30, 0, nil},
+	{"post-idempotency", "no-idempotency-key", "idempotency", 30, 0, nil},
+	{"flapping", "exp-no-jitter", "waves", 0, 4, nil},
+	{"flapping", "no-backoff", "instant-retry", 0, 4, nil},
+	{"slow-server", "retryablehttp", "budget", 20, 0, nil},
+	// Every control but no-retry-budget and unbounded keeps the
+	// reference's retry budget, which bounds the storm: the control
+	// metastable exposes is the one without it.
+	{"metastable", "no-retry-budget", "recovery", 0, 0, nil},
+	// Open loop: every control but these two keeps the reference's
+	// retry budget, shared by a process's calls, and recovers as the
+	// reference does (docs/validation.md).
+	{"metastable-open", "no-retry-budget", "recovery", 0, 0, nil},
+	{"metastable-open", "unbounded", "load-amplification", 0, 0, nil},
+}
+
 // TestEveryBuiltinFailsItsControl is the other direction on the same
 // seeds: the subject with the mistake a built-in exposes FAILs the check
 // that names it (a FAIL verdict, not an INCONCLUSIVE one) on every seed.
 func TestEveryBuiltinFailsItsControl(t *testing.T) {
-	ref := subjects.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Budget: 10 * time.Second, Jitter: "full", Rate: 8, Burst: 1}
-	tests := []struct {
-		scenario, bad, fails string
-		clients, requests    int
-		policy               *subjects.Policy
-	}{
-		{"outage-delta", "ignore-retry-after", "retry-after", 50, 0, nil},
-		{"outage-date", "ignore-retry-after", "retry-after", 50, 0, nil},
-		{"outage-bare", "exp-no-jitter", "waves", 100, 0, nil},
-		{"quota-steady", "no-pacing", "pacing", 0, 20, nil},
-		{"quota-layered", "retrylab", "pacing", 0, 0, &ref},
-		{"quota-tiers", "no-pacing", "pacing", 0, 0, nil},
-		{"non-retryable", "retry-4xx", "non-retryable", 30, 10, nil},
-		{"budget-trip", "unbounded", "budget", 30, 0, nil},
-		{"malformed-retry-after", "no-backoff", "instant-retry", 30, 0, nil},
-		{"post-idempotency", "no-idempotency-key", "idempotency", 30, 0, nil},
-		{"flapping", "exp-no-jitter", "waves", 0, 4, nil},
-		{"flapping", "no-backoff", "instant-retry", 0, 4, nil},
-		{"slow-server", "retryablehttp", "budget", 20, 0, nil},
-		// Every control but no-retry-budget and unbounded keeps the
-		// reference's retry budget, which bounds the storm: the control
-		// metastable exposes is the one without it.
-		{"metastable", "no-retry-budget", "recovery", 0, 0, nil},
-		// Open loop: every control but these two keeps the reference's
-		// retry budget, shared by a process's calls, and recovers as the
-		// reference does (docs/validation.md).
-		{"metastable-open", "no-retry-budget", "recovery", 0, 0, nil},
-		{"metastable-open", "unbounded", "load-amplification", 0, 0, nil},
-	}
+	tests := controlRows
 	skipUnderRace(t)
 	covered := map[string]bool{}
 	for _, tt := range tests {
@@ -101,17 +124,7 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 				if tt.bad == "unbounded" && tt.scenario == "metastable-open" && seed > 3 {
 					break
 				}
-				opts := []retrylabtest.Option{retrylabtest.WithSeed(seed)}
-				if tt.clients > 0 {
-					opts = append(opts, retrylabtest.WithClients(tt.clients))
-				}
-				if tt.requests > 0 {
-					opts = append(opts, retrylabtest.WithRequests(tt.requests))
-				}
-				if tt.policy != nil {
-					opts = append(opts, retrylabtest.WithPolicy(*tt.policy))
-				}
-				r := retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered(tt.bad), opts...)
+				r := retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered(tt.bad), tt.options(seed)...)
 				c := r.Verdict.Check(tt.fails)
 				if r.Verdict.Status != analyzer.VerdictFail || c == nil || c.Status != analyzer.StatusFail {
 					got := "absent"
