@@ -21,9 +21,9 @@ import (
 //
 // Noise (schema row): the stub stamps a response before it leaves and an
 // arrival when it is read, so the host only lengthens a gap. A retry
-// within the window was within it (lo); one within the window plus the
-// lateness p99 may have been, and so may the 1 % of retries the host made
-// later than its p99 (hi).
+// within the window was within it (lo); at most all of those within the
+// window plus a lateness x and a share P(lateness > x) of the others may
+// have been (hi, the least over x of p50, p90, p99 and the most seen).
 
 // instLayout buckets the retries' gaps: eight buckets per power of two
 // of 100 µs.
@@ -90,8 +90,7 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	}
 	policy := a.policy != nil && a.policy.Base > 0
 	h := a.noise().act(c.def.Noise, Lowers)
-	late, tail := h.delay, max(h.n.most, h.delay)
-	w := a.instWindow + late
+	late := h.delay
 	var readings []instReading
 	var poolExp float64
 	for k := range a.instK {
@@ -101,10 +100,7 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 		}
 		lo, hi := ck.bad, ck.bad
 		if late > 0 {
-			// Within the window plus the lateness p99, and up to 1 % more
-			// of the retries from beyond it, up to the most lateness seen.
-			hi = int64(ck.gaps.Below(w))
-			hi += min(int64(ck.gaps.Below(a.instWindow+tail))-hi, ck.n/100)
+			hi = h.n.hiddenWithin(ck.gaps, a.instWindow, ck.n)
 		}
 		bad += lo
 		badHi += hi
@@ -170,7 +166,7 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	}
 	why := fmt.Sprintf("worst: %s, %d of %d came within %s", worst.name, worst.lo, worst.n, fmtDur(a.instWindow))
 	if worst.hi != worst.lo {
-		why += fmt.Sprintf(" (%d within %s + the host's lateness p99 %s)", worst.hi, fmtDur(a.instWindow), fmtDur(late))
+		why += fmt.Sprintf(" (%d of them may have been, under the host's lateness)", worst.hi)
 	}
 	if worst.expect >= 0 {
 		why += fmt.Sprintf("; the stated policy's jitter gives %.1f%%", worst.expect)
@@ -190,4 +186,25 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 func mustLo(r instReading) float64 {
 	lo, _ := r.share()
 	return lo
+}
+
+// hiddenWithin is the most retries of n (their gaps in gaps) that may
+// have come within the window w had the host not made them late: for a
+// lateness x, those within w + x, and of the others at most the share
+// the host makes later than x (its measured tail, plus two standard
+// errors of a share of n); the least over x of its quantiles.
+func (m hostNoise) hiddenWithin(gaps *loghist.Hist, w, n int64) int64 {
+	best := n
+	for _, q := range []struct {
+		x    int64
+		tail float64
+	}{{m.bulk, 0.5}, {m.p90, 0.1}, {m.delay, 0.01}, {max(m.most, m.delay), 0}} {
+		in := int64(gaps.Below(w + q.x))
+		out := float64(n) * q.tail
+		if q.tail > 0 {
+			out += 2 * math.Sqrt(float64(n)*q.tail*(1-q.tail))
+		}
+		best = min(best, in+min(int64(math.Ceil(out)), n-in))
+	}
+	return best
 }

@@ -101,7 +101,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.050}},
 		},
 		Skips: "no retry followed an unpaced 429/5xx or rate limit",
-		Noise: NoiseRow{Delay: Lowers, Undo: "hi is the share within `window` + the lateness p99, plus up to 1 % of the retries from beyond it (within `window` + the most lateness measured)"},
+		Noise: NoiseRow{Delay: Lowers, Undo: "hi is, for a lateness x, the share within `window` + x plus the share the host makes later than x (two standard errors over); the least over x of the p50, p90, p99 and the most measured"},
 	},
 	{
 		ID: CheckWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
