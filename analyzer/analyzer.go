@@ -342,7 +342,13 @@ type Analyzer struct {
 	instK [waveGroups]instCohort // instant-retry by retry number
 	nonr  counter
 	idem  counter
-	bud   counter
+	// idempotency's other population: writes that carried a key, and
+	// those whose key another write carried first.
+	idemReuse                     counter
+	idemOwners                    map[string]idemOwner
+	idemUnowned                   int64 // writes past maxIdemOwners, not compared
+	idemNone, idemFresh, idemLate int64 // retries without the key, with a fresh one, with one the first attempt lacked
+	bud                           counter
 	// budOver: the failed requests past their budget and tolerance, kept
 	// to be judged once the host's noise is known (the end record).
 	budOver overList

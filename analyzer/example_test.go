@@ -40,7 +40,7 @@ func Example() {
 	//       ↳ client 1 · 1/0 · retry 1 came 1ms after a 503 without a usable Retry-After
 	//   ↷ waves................ skipped: not in the scenario's expect.checks
 	//   ↷ non-retryable........ skipped: not in the scenario's expect.checks
-	//   ✗ idempotency.......... 2 retries > 0
+	//   ✗ idempotency.......... 2 offences > 0
 	//       ↳ client 1 · 1/0 · POST /c/1/r/0 retried (attempt 2 at 3ms) without an Idempotency-Key
 	//   ↷ attempts............. skipped: not in the scenario's expect.checks
 	//   ↷ budget............... skipped: a serve recording has no client outcomes

@@ -184,11 +184,19 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		r = verdict(c, float64(a.nonr.bad), c.def.Threshold.Num, a.nonrSent, why)
 		r.Examples = a.nonr.ex
 	case CheckIdempotency:
-		if a.idem.judged == 0 {
-			return skip("no POST or PATCH request was retried")
+		if a.idem.judged == 0 && a.idemReuse.judged == 0 {
+			return skip("no POST or PATCH request was retried or carried an Idempotency-Key")
 		}
-		r = verdict(c, float64(a.idem.bad), c.def.Threshold.Num, a.idem.judged, fmt.Sprintf("%d of %d POST/PATCH retries carried no Idempotency-Key", a.idem.bad, a.idem.judged))
-		r.Examples = a.idem.ex
+		why := fmt.Sprintf("%d of %d POST/PATCH retries without the write's Idempotency-Key (%d carried none, %d a fresh key per attempt, %d one their first attempt lacked); %d of %d writes with a key sent a key another write had sent",
+			a.idem.bad, a.idem.judged, a.idemNone, a.idemFresh, a.idemLate, a.idemReuse.bad, a.idemReuse.judged)
+		if a.idemUnowned > 0 {
+			why += fmt.Sprintf(" (%d writes past the first %d keys not compared)", a.idemUnowned, maxIdemOwners)
+		}
+		r = verdict(c, float64(a.idem.bad+a.idemReuse.bad), c.def.Threshold.Num, a.idem.judged+a.idemReuse.judged, why)
+		r.Examples = append(append([]Example(nil), a.idemReuse.ex...), a.idem.ex...)
+		if len(r.Examples) > a.maxEx {
+			r.Examples = r.Examples[:a.maxEx]
+		}
 	case CheckAttempts:
 		if a.attCap <= 0 {
 			return skip("no stated max_attempts in the policy and no threshold")

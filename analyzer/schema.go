@@ -123,8 +123,8 @@ var checkTable = []Check{
 		Skips: "the server sent no status in the set but rate limits",
 	},
 	{
-		ID: CheckIdempotency, Unit: "retries", Meaning: "POST/PATCH retries without `Idempotency-Key` (count)",
-		Skips: "no POST or PATCH was retried",
+		ID: CheckIdempotency, Unit: "offences", Meaning: "POST/PATCH retries without the write's `Idempotency-Key` (none, or a fresh one per attempt), and writes sent with a key another write had sent (count)",
+		Skips: "no POST or PATCH was retried or carried a key",
 	},
 	{
 		ID: CheckAttempts, Unit: "attempts", Meaning: "most attempts used by one logical request",

@@ -61,6 +61,9 @@ type keyState struct {
 	capAt int64  // arrival of the attempt past the attempts cap, 0 when none
 	idem  string // IdemKey of the earliest attempt seen
 	idemN int32  // its number (0: none seen yet)
+	// idemOwned: the write's key was checked against the other writes'
+	// (idemOwners).
+	idemOwned bool
 	// What its outcome claimed, once it came.
 	outcome    bool // an outcome was recorded
 	excluded   bool // the outcome is one the checks do not see (judgedOutcome)
@@ -216,8 +219,50 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	if (st.idemN == 0 || int32(r.Attempt) < st.idemN) && (r.IdemKey != "" || !r.Idempotent) {
 		st.idem, st.idemN = strings.Clone(r.IdemKey), int32(r.Attempt)
 	}
-	if n > 1 && (r.Method == "POST" || r.Method == "PATCH") {
-		a.idempotencyRetry(st, r)
+	if r.Method == "POST" || r.Method == "PATCH" {
+		if r.IdemKey != "" && !st.idemOwned {
+			st.idemOwned = true
+			a.idempotencyOwner(st, r)
+		}
+		if n > 1 {
+			a.idempotencyRetry(st, r)
+		}
+	}
+}
+
+// maxIdemOwners bounds the Idempotency-Keys kept to find one sent for two
+// writes; past it, further writes' keys are not compared (said in the
+// check's reason).
+const maxIdemOwners = 1 << 18
+
+// idemOwner is the first write an Idempotency-Key was sent for.
+type idemOwner struct{ client, key, path string }
+
+// idempotencyOwner checks write r's key against every other write's: a
+// key names one write. A provider that honours keys answers a second
+// write sent with the first one's key with the first one's stored
+// response, and the second write is lost (across clients too: a key
+// that is not unique per write).
+func (a *Analyzer) idempotencyOwner(st *keyState, r *timeline.Attempt) {
+	a.idemReuse.judged++
+	if a.idemOwners == nil {
+		a.idemOwners = make(map[string]idemOwner)
+	}
+	o, ok := a.idemOwners[r.IdemKey]
+	if !ok {
+		if len(a.idemOwners) < maxIdemOwners {
+			a.idemOwners[strings.Clone(r.IdemKey)] = idemOwner{client: strings.Clone(r.Client), key: strings.Clone(r.Key), path: strings.Clone(r.Path)}
+		} else {
+			a.idemUnowned++
+		}
+		return
+	}
+	if o.client == r.Client && o.key == r.Key {
+		return // the same write, its key reused after a success
+	}
+	if a.idemReuse.hit(a.maxEx) {
+		a.idemReuse.ex = append(a.idemReuse.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
+			Detail: fmt.Sprintf("key digest %s was sent for %s %s and %s %s: a provider that honours keys answers the second with the first's stored response, and the second write is lost", r.IdemKey, r.Method, o.path, r.Method, r.Path)})
 	}
 }
 
@@ -233,12 +278,15 @@ func (a *Analyzer) idempotencyRetry(st *keyState, r *timeline.Attempt) {
 	var why string
 	switch {
 	case !r.Idempotent && r.IdemKey == "":
+		a.idemNone++
 		why = "without an Idempotency-Key"
 	case r.IdemKey == "" || st.idemN == 0 || st.idemN == int32(r.Attempt):
 		return // presence alone known, or no earlier attempt seen to compare
 	case st.idem == "":
+		a.idemLate++
 		why = fmt.Sprintf("with an Idempotency-Key its attempt %d did not carry (the server cannot deduplicate a write it saw without a key)", st.idemN)
 	case st.idem != r.IdemKey:
+		a.idemFresh++
 		why = fmt.Sprintf("with a different Idempotency-Key from its attempt %d (digest %s, then %s): a fresh key per attempt lets the server run the write twice", st.idemN, st.idem, r.IdemKey)
 	default:
 		return
