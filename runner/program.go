@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
@@ -44,6 +45,13 @@ type programFleet struct {
 	// DefaultReadyTimeout).
 	readyWait time.Duration
 	gate      *gateListener
+	// stamps is what the stub saw of each logical request: its outcome's
+	// start, and how late its result line was read (see programOutcomes).
+	stamps *requestStamps
+	// readerLag: for each result line, how long after the stub answered
+	// its request's latest attempt the runner read it (End.Noise's
+	// ReaderP90, ReaderP99). Written by programOutcomes alone.
+	readerLag *loghist.Hist
 	clients   int           // fleet.clients
 	multi     bool          // a process plays several clients (RunClients)
 	ready     []atomic.Bool // by process
@@ -66,7 +74,6 @@ type programFleet struct {
 type process struct {
 	index   int   // the process's number, 0 … len(procs)-1
 	clients []int // the clients it plays, in increasing order
-	started time.Time
 	lines   []subjects.ProgramLine
 	err     error
 	ended   time.Time
@@ -93,7 +100,8 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 	prog.Timeout = programTimeout(prog.Timeout, readyWait, timeout*time.Duration(requests))
 	pf := &programFleet{prog: prog, requests: requests, timeout: timeout, readyWait: readyWait,
 		clients: n, multi: nproc < n, ready: make([]atomic.Bool, nproc),
-		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, nproc)}
+		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, nproc),
+		stamps: newRequestStamps(n, requests), readerLag: loghist.New(latenessLayout)}
 	pf.ctx, pf.cancel = context.WithCancelCause(ctx)
 	for i := range nproc {
 		pf.procs[i] = &process{index: i, done: make(chan struct{})}
@@ -105,7 +113,6 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 	pf.gate = newGate(l, pf.sent)
 	prefix := strings.TrimSuffix(r.base+stubserver.RequestPath(0, 0), "0/r/0") // …/c/
 	for i, p := range pf.procs {
-		p.started = time.Now()
 		pf.wg.Add(1)
 		go func() {
 			defer pf.wg.Done()
@@ -298,10 +305,12 @@ func (r *runner) abortPrograms(pf *programFleet) {
 // Harness when the process exited 0 (or made no request and printed
 // nothing for it before the watchdog), else hung or canceled as above.
 // Whether a request was made is known per process.
+//
+// Each outcome is stamped from the evidence of its own request (see
+// stampOutcome), not with the process's start and exit.
 func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) {
 	sc := r.sc
-	start := max(0, p.started.Sub(r.start).Nanoseconds())
-	end := max(start, p.ended.Sub(r.start).Nanoseconds())
+	exited := max(0, p.ended.Sub(r.start).Nanoseconds())
 	pos := make(map[int]int, len(p.clients)) // client → its index in p.clients
 	for j, id := range p.clients {
 		pos[id] = j
@@ -323,6 +332,7 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 			total++
 		}
 	}
+	stamps := pf.stampProcess(r, p, pos, bySeq, exited)
 	prefix := "exec " + pf.prog.Path + ": "
 	whole := pf.multi && pf.brokeProcess(p)
 	if pf.multi {
@@ -340,7 +350,11 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 		}
 		f := pf.fault(p, u, runStopped)
 		for seq, l := range bySeq[j] {
-			o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq), Start: start, End: end}
+			o := timeline.Outcome{Client: clientID}
+			o.Key, o.Start, o.End = stamps[j][seq].key, stamps[j][seq].start, stamps[j][seq].end
+			// The program keeps its own schedule: no fleet schedule to
+			// be late against (the probe measures how late it ran).
+			o.Scheduled = o.Start
 			switch {
 			case l != nil:
 				o.Result = l.Result()
@@ -361,6 +375,84 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 			r.plumbingError(prefix + f.summary)
 		}
 	}
+}
+
+// stamp is one outcome's key and instants (ns since time zero).
+type stamp struct {
+	key        string
+	start, end int64
+}
+
+// stampProcess stamps the outcomes of process p, whose kept result lines
+// are bySeq (by client, as p.clients, then by request; nil: none) and
+// which exited at exited (ns since time zero):
+//
+//   - End is the instant the runner read the request's result line (the
+//     library's call had returned by then; how much later the read came
+//     is measured, see programFleet.readerLag); a request without a line
+//     ends when the process exited (or was killed), or at its client's
+//     last line read after that.
+//   - Start is the arrival of the request's first attempt at the stub.
+//     The client began it a little earlier (its own send, the loopback),
+//     so a duration is short by that much, never long. A request the stub
+//     saw no attempt of has no evidence of its start: it starts at the
+//     read of its client's previous result line (a client's requests
+//     follow each other), else at time zero — the latest instant it can
+//     have begun, so a duration made up for lack of evidence is never
+//     longer than the request's, and cannot fail budget by itself.
+//   - A start later than the end (a line printed before the request was
+//     sent: a claim the analyzer checks against the stub's records) is
+//     the end.
+//
+// A line read before time zero (before the start barrier) is at time
+// zero. The key is the one the stub recorded the request's attempts
+// under (requestStamps).
+func (pf *programFleet) stampProcess(r *runner, p *process, pos map[int]int, bySeq [][]*subjects.ProgramLine, exited int64) [][]stamp {
+	out := make([][]stamp, len(bySeq))
+	prev := make([]int64, len(bySeq)) // each client's previous line's read
+	done := make([][]bool, len(bySeq))
+	for j := range bySeq {
+		out[j] = make([]stamp, len(bySeq[j]))
+		done[j] = make([]bool, len(bySeq[j]))
+	}
+	for i := range p.lines { // in the order they were read
+		l := &p.lines[i]
+		j, ok := 0, true
+		if pf.multi {
+			j, ok = pos[l.Client()]
+		}
+		seq := l.Seq()
+		if !ok || seq < 0 || seq >= len(bySeq[j]) || bySeq[j][seq] != l {
+			continue // not kept
+		}
+		seen := pf.stamps.request(p.clients[j], seq)
+		end := max(0, l.Read.Sub(r.start).Nanoseconds())
+		start := prev[j]
+		if seen.hasFirst {
+			start = seen.first
+		}
+		out[j][seq] = stamp{key: seen.key, start: min(start, end), end: end}
+		done[j][seq] = true
+		if seen.hasAnswered && end >= seen.answered {
+			pf.readerLag.Add(end - seen.answered)
+		}
+		prev[j] = max(prev[j], end)
+	}
+	for j := range out {
+		for seq := range out[j] {
+			if done[j][seq] {
+				continue
+			}
+			seen := pf.stamps.request(p.clients[j], seq)
+			end := max(exited, prev[j])
+			start := prev[j]
+			if seen.hasFirst {
+				start = seen.first
+			}
+			out[j][seq] = stamp{key: seen.key, start: min(start, end), end: end}
+		}
+	}
+	return out
 }
 
 // brokeProcess reports whether process p broke the contract as a whole:

@@ -86,6 +86,10 @@ type ProgramLine struct {
 	OK     bool
 	Path   string // as printed: r/N, /r/N, /c/{client}/r/N or the request's URL
 	Reason string // for a failure, the rest of the line (may be empty)
+	// Read is when Run's reader read the line off the program's stdout
+	// (with a monotonic reading): the latest instant the logical request
+	// can have ended, as the harness sees it. Zero from ParseProgramLine.
+	Read time.Time
 }
 
 // WantLine says what a result line must look like; the errors of
@@ -515,6 +519,7 @@ func (p Program) run(ctx context.Context, env []string, ready func(), check func
 	n := 0
 	for sc.Scan() {
 		n++
+		read := time.Now()
 		text := sc.Text()
 		if strings.TrimSpace(text) == ReadyLine {
 			if len(lines) == 0 && perr.Output == nil {
@@ -550,6 +555,7 @@ func (p Program) run(ctx context.Context, env []string, ready func(), check func
 			continue
 		}
 		first[key] = n
+		l.Read = read
 		lines = append(lines, l)
 	}
 	switch err := sc.Err(); {

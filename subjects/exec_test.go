@@ -199,10 +199,12 @@ func TestProgramRun(t *testing.T) {
   if [ $i = 1 ]; then echo "fail $RETRYLAB_BASE_URL/r/$i budget spent"; else echo "ok $RETRYLAB_BASE_URL/r/$i"; fi
   i=$((i+1)); done; echo "client=$RETRYLAB_CLIENT extra=$EXTRA" >&2`
 	p := Program{Path: "sh", Args: []string{"-c", script}, Env: []string{"EXTRA=1"}}
+	before := time.Now()
 	lines, err := p.Run(context.Background(), "http://127.0.0.1:9/c/7/", 7, 3, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	lines = readStamps(t, lines, before, time.Now())
 	want := []ProgramLine{
 		{OK: true, Path: "http://127.0.0.1:9/c/7/r/0"},
 		{Path: "http://127.0.0.1:9/c/7/r/1", Reason: "budget spent"},
@@ -211,6 +213,23 @@ func TestProgramRun(t *testing.T) {
 	if !reflect.DeepEqual(lines, want) {
 		t.Errorf("Run lines = %+v; want %+v", lines, want)
 	}
+}
+
+// readStamps checks that every line was stamped when it was read, in
+// order, within [before, after], and returns the lines without the stamps.
+func readStamps(t *testing.T, lines []ProgramLine, before, after time.Time) []ProgramLine {
+	t.Helper()
+	out := make([]ProgramLine, len(lines))
+	prev := before
+	for i, l := range lines {
+		if l.Read.Before(prev) || l.Read.After(after) {
+			t.Errorf("line %d (%s) read at %v; want in order, within the run [%v, %v]", i, l.Path, l.Read, before, after)
+		}
+		prev = l.Read
+		l.Read = time.Time{}
+		out[i] = l
+	}
+	return out
 }
 
 func TestProgramRunErrors(t *testing.T) {
