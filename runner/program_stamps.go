@@ -101,8 +101,13 @@ func (s *requestStamps) request(client, seq int) seenRequest {
 	i := client*s.requests + seq
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := seenRequest{key: key, first: s.first[i] - 1, hasFirst: s.first[i] > 0,
-		answered: s.answered[i] - 1, hasAnswered: s.answered[i] > 0}
+	r := seenRequest{key: key, hasFirst: s.first[i] > 0, hasAnswered: s.answered[i] > 0}
+	if r.hasFirst {
+		r.first = s.first[i] - 1
+	}
+	if r.hasAnswered {
+		r.answered = s.answered[i] - 1
+	}
 	if s.byHeader[i] {
 		r.key = strconv.Itoa(client) + " req:" + strconv.Itoa(seq)
 	}
