@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,7 +113,14 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 		p := pf.procs[r.sc.Fleet.ProcessOf(id)]
 		p.clients = append(p.clients, id)
 	}
-	pf.gate = newGate(l, pf.sent)
+	var keys map[string]int // a client may be told by its API key alone
+	if len(r.sc.Fleet.APIKeys) > 0 {
+		keys = make(map[string]int, n)
+		for id := range n {
+			keys[r.sc.Fleet.APIKey(id)] = id
+		}
+	}
+	pf.gate = newGate(l, pf.sent, n, keys)
 	prefix := strings.TrimSuffix(r.base+stubserver.RequestPath(0, 0), "0/r/0") // …/c/
 	for i, p := range pf.procs {
 		pf.wg.Add(1)
@@ -679,22 +689,24 @@ func lastLine(s string) string {
 
 // gateListener holds the connections of an exec fleet until the barrier,
 // and notes, for every connection, the client whose first request it
-// carries (from the request line's /c/{client}/ path), so that a first
-// request makes its process ready.
+// carries (every identity the stub accepts, and the fleet's API keys: see
+// clientOfHead), so that a first request makes its process ready.
 type gateListener struct {
 	net.Listener
-	sent   func(client int)
-	conns  chan net.Conn
-	opened chan struct{}
-	once   sync.Once
-	closed chan struct{}
-	cOnce  sync.Once
-	mu     sync.Mutex
-	held   map[net.Conn]struct{}
+	sent    func(client int)
+	clients int            // fleet.clients
+	keys    map[string]int // the fleet's API keys, to their clients
+	conns   chan net.Conn
+	opened  chan struct{}
+	once    sync.Once
+	closed  chan struct{}
+	cOnce   sync.Once
+	mu      sync.Mutex
+	held    map[net.Conn]struct{}
 }
 
-func newGate(l net.Listener, sent func(int)) *gateListener {
-	g := &gateListener{Listener: l, sent: sent, conns: make(chan net.Conn),
+func newGate(l net.Listener, sent func(int), clients int, keys map[string]int) *gateListener {
+	g := &gateListener{Listener: l, sent: sent, clients: clients, keys: keys, conns: make(chan net.Conn),
 		opened: make(chan struct{}), closed: make(chan struct{}), held: map[net.Conn]struct{}{}}
 	go g.acceptLoop()
 	return g
@@ -732,7 +744,7 @@ func (g *gateListener) track(c net.Conn, add bool) {
 // peek notes the client of the connection's first request (without
 // consuming it) and hands the connection to Accept once the gate is open.
 func (g *gateListener) peek(c net.Conn) {
-	if id, ok := clientOfRequestLine(peekRequestLine(c)); ok {
+	if id, ok := clientOfHead(peekHead(c), g.clients, g.keys); ok {
 		g.sent(id)
 	}
 	select {
@@ -749,27 +761,32 @@ func (g *gateListener) peek(c net.Conn) {
 	}
 }
 
-// clientOfRequestLine parses "GET /c/17/r/0 HTTP/1.1".
-func clientOfRequestLine(s string) (int, bool) {
-	_, rest, ok := strings.Cut(s, " ")
-	if !ok {
-		return 0, false
-	}
-	path, _, _ := strings.Cut(rest, " ")
-	if i := strings.Index(path, "://"); i >= 0 { // absolute form
-		j := strings.IndexByte(path[i+3:], '/')
-		if j < 0 {
+// clientOfHead is the fleet's client whose request head h is (as
+// peekHead returns it: maybe cut short), identified as the stub will
+// (stubserver.IdentifyClient: the path's /c/{client}/, else X-Client-Id),
+// else by its API key (keys: each of the fleet's keys to its client);
+// false when it names none of the fleet's clients 0 … clients-1.
+func clientOfHead(h []byte, clients int, keys map[string]int) (int, bool) {
+	if !bytes.Contains(h, []byte("\n\n")) && !bytes.Contains(h, []byte("\n\r\n")) {
+		// Cut short: its whole lines, then the end of the head.
+		i := bytes.LastIndexByte(h, '\n')
+		if i < 0 {
 			return 0, false
 		}
-		path = path[i+3+j:]
+		h = append(h[:i+1:i+1], "\r\n"...)
 	}
-	tail, ok := strings.CutPrefix(path, "/c/")
-	if !ok {
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(h)))
+	if err != nil {
 		return 0, false
 	}
-	id, _, _ := strings.Cut(tail, "/")
-	n, err := strconv.Atoi(id)
-	return n, err == nil
+	if id := canonicalID(stubserver.IdentifyClient(req)); id >= 0 && id < clients {
+		return id, true
+	}
+	if key := stubserver.APIKey(req); key != "" {
+		id, ok := keys[key]
+		return id, ok
+	}
+	return 0, false
 }
 
 func (g *gateListener) open() { g.once.Do(func() { close(g.opened) }) }

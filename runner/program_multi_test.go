@@ -32,6 +32,7 @@ import (
 //	first-hang    play the first client only, then sleep
 //	bare          print "ok r/0" (names no client), then behave as ok
 //	timed:SPEC    every client at once as fakeTimed
+//	header-only:HOW  every client at once as fakeHeaderOnly
 //
 // With $RETRYLAB_FAKE_DIR set it writes its list there, one file per
 // process, so that a test sees how many processes ran.
@@ -52,6 +53,15 @@ func fakeMulti(mode, list string) int {
 	n, _ := strconv.Atoi(os.Getenv("RETRYLAB_REQUESTS"))
 	if spec, ok := strings.CutPrefix(mode, "timed:"); ok {
 		return fakeTimed(spec, ids, func(id int) string { return prefix + strconv.Itoa(id) }, n)
+	}
+	if how, ok := strings.CutPrefix(mode, "header-only:"); ok {
+		keyOf := func(j int) string {
+			if j < len(keys) {
+				return keys[j]
+			}
+			return ""
+		}
+		return fakeHeaderOnly(how, ids, func(id int) string { return prefix + strconv.Itoa(id) }, keyOf, n)
 	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
 	var mu sync.Mutex
