@@ -317,8 +317,24 @@ func (r *runner) abortPrograms(pf *programFleet) {
 // Whether a request was made is known per process.
 //
 // Each outcome is stamped from the evidence of its own request (see
-// stampOutcome), not with the process's start and exit.
+// stampProcess), not with the process's start and exit.
 func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) {
+	r.recordOutcomes(pf, p, runStopped, pf.stampProcess)
+}
+
+// stamper stamps the outcomes of a process (programFleet.stampProcess;
+// BenchmarkExecOutcomes measures it against the stamps it replaced).
+type stamper func(r *runner, p *process, kept []keptLine, exited int64) [][]stamp
+
+// keptLine is a result line kept for an outcome: of the client
+// p.clients[client], for its request seq, read at read.
+type keptLine struct {
+	client, seq int
+	read        time.Time
+}
+
+// recordOutcomes is programOutcomes, its outcomes stamped by stamp.
+func (r *runner) recordOutcomes(pf *programFleet, p *process, runStopped bool, stamp stamper) {
 	sc := r.sc
 	exited := max(0, p.ended.Sub(r.start).Nanoseconds())
 	pos := make(map[int]int, len(p.clients)) // client → its index in p.clients
@@ -331,6 +347,7 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 	for j := range bySeq {
 		bySeq[j] = make([]*subjects.ProgramLine, sc.Fleet.Requests)
 	}
+	kept := make([]keptLine, 0, len(p.lines)) // in the order they were read
 	for i := range p.lines {
 		j, ok := 0, true
 		if pf.multi {
@@ -340,9 +357,10 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 			bySeq[j][seq] = &p.lines[i]
 			printed[j]++
 			total++
+			kept = append(kept, keptLine{client: j, seq: seq, read: p.lines[i].Read})
 		}
 	}
-	stamps := pf.stampProcess(r, p, pos, bySeq, exited)
+	stamps := stamp(r, p, kept, exited)
 	prefix := "exec " + pf.prog.Path + ": "
 	whole := pf.multi && pf.brokeProcess(p)
 	if pf.multi {
@@ -394,8 +412,8 @@ type stamp struct {
 }
 
 // stampProcess stamps the outcomes of process p, whose kept result lines
-// are bySeq (by client, as p.clients, then by request; nil: none) and
-// which exited at exited (ns since time zero):
+// are kept (in the order they were read) and which exited at exited (ns
+// since time zero):
 //
 //   - End is the instant the runner read the request's result line (the
 //     library's call had returned by then; how much later the read came
@@ -417,49 +435,44 @@ type stamp struct {
 // A line read before time zero (before the start barrier) is at time
 // zero. The key is the one the stub recorded the request's attempts
 // under (requestStamps).
-func (pf *programFleet) stampProcess(r *runner, p *process, pos map[int]int, bySeq [][]*subjects.ProgramLine, exited int64) [][]stamp {
-	out := make([][]stamp, len(bySeq))
-	prev := make([]int64, len(bySeq)) // each client's previous line's read
-	done := make([][]bool, len(bySeq))
-	for j := range bySeq {
-		out[j] = make([]stamp, len(bySeq[j]))
-		done[j] = make([]bool, len(bySeq[j]))
+func (pf *programFleet) stampProcess(r *runner, p *process, kept []keptLine, exited int64) [][]stamp {
+	n := pf.requests
+	seen := make([]seenRequest, len(p.clients)*n)
+	pf.stamps.fill(p.clients, seen)
+	flat := make([]stamp, len(p.clients)*n)
+	for i := range flat {
+		flat[i].end = -1 // not stamped yet
 	}
-	for i := range p.lines { // in the order they were read
-		l := &p.lines[i]
-		j, ok := 0, true
-		if pf.multi {
-			j, ok = pos[l.Client()]
+	prev := make([]int64, len(p.clients)) // each client's previous line's read
+	for _, k := range kept {
+		i, s := k.client*n+k.seq, &seen[k.client*n+k.seq]
+		end := max(0, k.read.Sub(r.start).Nanoseconds())
+		start := prev[k.client]
+		if s.hasFirst {
+			start = s.first
 		}
-		seq := l.Seq()
-		if !ok || seq < 0 || seq >= len(bySeq[j]) || bySeq[j][seq] != l {
-			continue // not kept
+		flat[i] = stamp{start: min(start, end), end: end}
+		if s.hasAnswered && end >= s.answered {
+			pf.readerLag.Add(end - s.answered)
 		}
-		seen := pf.stamps.request(p.clients[j], seq)
-		end := max(0, l.Read.Sub(r.start).Nanoseconds())
-		start := prev[j]
-		if seen.hasFirst {
-			start = seen.first
-		}
-		out[j][seq] = stamp{key: seen.key, start: min(start, end), end: end}
-		done[j][seq] = true
-		if seen.hasAnswered && end >= seen.answered {
-			pf.readerLag.Add(end - seen.answered)
-		}
-		prev[j] = max(prev[j], end)
+		prev[k.client] = max(prev[k.client], end)
 	}
-	for j := range out {
+	out := make([][]stamp, len(p.clients))
+	for j, id := range p.clients {
+		out[j] = flat[j*n : (j+1)*n]
 		for seq := range out[j] {
-			if done[j][seq] {
+			st, s := &out[j][seq], &seen[j*n+seq]
+			st.key = s.key(id, seq)
+			if st.end >= 0 {
 				continue
 			}
-			seen := pf.stamps.request(p.clients[j], seq)
-			end := max(exited, prev[j])
-			start := prev[j]
-			if seen.hasFirst {
-				start = seen.first
+			// No line: it ended with the process.
+			st.end = max(exited, prev[j])
+			st.start = prev[j]
+			if s.hasFirst {
+				st.start = s.first
 			}
-			out[j][seq] = stamp{key: seen.key, start: min(start, end), end: end}
+			st.start = min(st.start, st.end)
 		}
 	}
 	return out

@@ -84,34 +84,46 @@ func (s *requestStamps) add(a *timeline.Attempt) {
 
 // seenRequest is what the stub saw of one logical request: its first
 // arrival and its latest attempt's answer (has…: whether it saw them),
-// and the key its attempts carry.
+// and whether it keyed it "K req:N".
 type seenRequest struct {
 	first, answered       int64
 	hasFirst, hasAnswered bool
-	key                   string
+	byHeader              bool
 }
 
-// request is what the stub saw of client's request seq (nothing when s is
-// nil).
-func (s *requestStamps) request(client, seq int) seenRequest {
-	key := strconv.Itoa(client) + "/" + strconv.Itoa(seq)
-	if s == nil || client < 0 || client >= s.clients || seq < 0 || seq >= s.requests {
-		return seenRequest{key: key}
+// key is the key the stub recorded request seq of client under.
+func (r *seenRequest) key(client, seq int) string {
+	sep := "/"
+	if r.byHeader {
+		sep = " req:"
 	}
-	i := client*s.requests + seq
+	return strconv.Itoa(client) + sep + strconv.Itoa(seq)
+}
+
+// fill sets dst[j*requests+seq] to what the stub saw of request seq of
+// clients[j], for every request of each (nothing for a client outside
+// the fleet; nothing at all when s is nil), under one lock.
+func (s *requestStamps) fill(clients []int, dst []seenRequest) {
+	clear(dst)
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := seenRequest{key: key, hasFirst: s.first[i] > 0, hasAnswered: s.answered[i] > 0}
-	if r.hasFirst {
-		r.first = s.first[i] - 1
+	for j, id := range clients {
+		if id < 0 || id >= s.clients {
+			continue
+		}
+		for seq := range s.requests {
+			i, d := id*s.requests+seq, &dst[j*s.requests+seq]
+			if f := s.first[i]; f > 0 {
+				d.first, d.hasFirst, d.byHeader = f-1, true, s.byHeader[i]
+			}
+			if a := s.answered[i]; a > 0 {
+				d.answered, d.hasAnswered = a-1, true
+			}
+		}
 	}
-	if r.hasAnswered {
-		r.answered = s.answered[i] - 1
-	}
-	if s.byHeader[i] {
-		r.key = strconv.Itoa(client) + " req:" + strconv.Itoa(seq)
-	}
-	return r
 }
 
 // canonicalID parses an id as the fleet writes it (decimal, no sign, no

@@ -236,23 +236,33 @@ func TestRequestStamps(t *testing.T) {
 	tests := []struct {
 		client, seq int
 		want        seenRequest
+		key         string
 	}{
-		{1, 0, seenRequest{key: "1/0", first: 10, hasFirst: true}}, // its latest attempt hung: no answer
-		{2, 1, seenRequest{key: "2 req:1", first: 5, hasFirst: true, answered: 7, hasAnswered: true}},
-		{0, 1, seenRequest{key: "0/1", first: 30, hasFirst: true, answered: 45, hasAnswered: true}},
-		{0, 0, seenRequest{key: "0/0"}},
-		{2, 0, seenRequest{key: "2/0"}},
-		{5, 0, seenRequest{key: "5/0"}},
+		{1, 0, seenRequest{first: 10, hasFirst: true}, "1/0"}, // its latest attempt hung: no answer
+		{2, 1, seenRequest{first: 5, hasFirst: true, answered: 7, hasAnswered: true, byHeader: true}, "2 req:1"},
+		{0, 1, seenRequest{first: 30, hasFirst: true, answered: 45, hasAnswered: true}, "0/1"},
+		{0, 0, seenRequest{}, "0/0"},
+		{2, 0, seenRequest{}, "2/0"},
+		{5, 0, seenRequest{}, "5/0"}, // no such client
 	}
 	for _, tt := range tests {
-		if got := s.request(tt.client, tt.seq); got != tt.want {
-			t.Errorf("request(%d, %d) = %+v; want %+v", tt.client, tt.seq, got, tt.want)
+		got := make([]seenRequest, 2)
+		s.fill([]int{tt.client}, got)
+		if got[tt.seq] != tt.want || got[tt.seq].key(tt.client, tt.seq) != tt.key {
+			t.Errorf("fill(%d)[%d] = %+v, key %q; want %+v, %q", tt.client, tt.seq, got[tt.seq], got[tt.seq].key(tt.client, tt.seq), tt.want, tt.key)
 		}
 	}
 	// A path-keyed attempt of the same request makes the path's key its key.
 	s.add(&timeline.Attempt{Key: "2/1", At: 8, Done: 9, Status: 200})
-	if got := s.request(2, 1).key; got != "2/1" {
-		t.Errorf("after a path-keyed attempt, key %q; want 2/1", got)
+	got := make([]seenRequest, 4)
+	s.fill([]int{0, 2}, got)
+	if got[3].byHeader || got[3].key(2, 1) != "2/1" || got[1].first != 30 {
+		t.Errorf("after a path-keyed attempt, fill([0 2]) = %+v; want 2/1 keyed by its path, client 0's beside it", got)
+	}
+	var none *requestStamps // an exec run without a stub's records
+	none.fill([]int{0}, got[:2])
+	if got[0] != (seenRequest{}) {
+		t.Errorf("nil fill = %+v; want nothing seen", got[0])
 	}
 }
 

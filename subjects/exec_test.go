@@ -1,14 +1,18 @@
 package subjects
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 )
@@ -370,4 +374,41 @@ func TestProgramErrorFields(t *testing.T) {
 	if !errors.As(err, &pe) || !errors.Is(pe.Killed, cause) {
 		t.Errorf("killed: %+v; want Killed = the context's cause", pe)
 	}
+}
+
+// slowReader yields its chunks one per Read, sleeping gap before each
+// but the first.
+type slowReader struct {
+	chunks []string
+	gap    time.Duration
+	n      int
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.n >= len(r.chunks) {
+		return 0, io.EOF
+	}
+	if r.n > 0 {
+		time.Sleep(r.gap)
+	}
+	r.n++
+	return copy(p, r.chunks[r.n-1]), nil
+}
+
+// A line is stamped with the read that completed it: lines that arrive
+// in one read share its instant, a line split across two reads gets the
+// second's.
+func TestStampedReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		sr := &stampedReader{r: &slowReader{chunks: []string{"ok r/0\nok r/", "1\nok r/2\n", "ok r/3\n"}, gap: time.Second}}
+		sc := bufio.NewScanner(sr)
+		var got []time.Duration
+		for sc.Scan() {
+			got = append(got, sr.at.Sub(t0))
+		}
+		if want := []time.Duration{0, time.Second, time.Second, 2 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("lines read at %v; want %v", got, want)
+		}
+	})
 }
