@@ -9,20 +9,25 @@ import (
 	"time"
 )
 
-// peekRequestLine returns the first line the peer sent on c without
-// consuming it (MSG_PEEK), so that the connection can be handed to the
-// stub untouched; "" when it cannot tell (c closed, not TCP, no full line
-// within about a second of the first bytes).
-func peekRequestLine(c net.Conn) string {
+// maxPeek bounds the request head peekHead returns: the request line and
+// the headers that identify a client come first in any client's request.
+const maxPeek = 8 << 10
+
+// peekHead returns the head of the first request the peer sent on c (its
+// request line and headers, up to the blank line, at most maxPeek bytes)
+// without consuming it (MSG_PEEK), so that the connection can be handed
+// to the stub untouched; nil when it cannot tell (c closed, not TCP, no
+// whole head within about a second of the first bytes).
+func peekHead(c net.Conn) []byte {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return ""
+		return nil
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return ""
+		return nil
 	}
-	buf := make([]byte, 512)
+	buf := make([]byte, maxPeek)
 	for tries := 0; tries < 1000; tries++ {
 		var n int
 		var rerr error
@@ -31,13 +36,13 @@ func peekRequestLine(c net.Conn) string {
 			return rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK
 		})
 		if err != nil || rerr != nil || n == 0 {
-			return ""
+			return nil
 		}
-		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 || n == len(buf) {
-			return string(buf[:n])
+		if n == len(buf) || bytes.Contains(buf[:n], []byte("\r\n\r\n")) || bytes.Contains(buf[:n], []byte("\n\n")) {
+			return buf[:n]
 		}
-		// Part of the line: the rest is on its way.
+		// Part of the head: the rest is on its way.
 		time.Sleep(time.Millisecond)
 	}
-	return ""
+	return nil
 }

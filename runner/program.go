@@ -1,16 +1,20 @@
 package runner
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
@@ -45,6 +49,13 @@ type programFleet struct {
 	// DefaultReadyTimeout).
 	readyWait time.Duration
 	gate      *gateListener
+	// stamps is what the stub saw of each logical request: its outcome's
+	// start, and how late its result line was read (see programOutcomes).
+	stamps *requestStamps
+	// readerLag: for each result line, how long after the stub answered
+	// its request's latest attempt the runner read it (End.Noise's
+	// ReaderP90, ReaderP99). Written by programOutcomes alone.
+	readerLag *loghist.Hist
 	clients   int           // fleet.clients
 	multi     bool          // a process plays several clients (RunClients)
 	ready     []atomic.Bool // by process
@@ -67,7 +78,6 @@ type programFleet struct {
 type process struct {
 	index   int   // the process's number, 0 … len(procs)-1
 	clients []int // the clients it plays, in increasing order
-	started time.Time
 	lines   []subjects.ProgramLine
 	err     error
 	ended   time.Time
@@ -94,7 +104,8 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 	prog.Timeout = programTimeout(prog.Timeout, readyWait, timeout*time.Duration(requests))
 	pf := &programFleet{prog: prog, requests: requests, timeout: timeout, readyWait: readyWait,
 		clients: n, multi: nproc < n, ready: make([]atomic.Bool, nproc),
-		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, nproc)}
+		allReady: make(chan struct{}), opened: make(chan struct{}), procs: make([]*process, nproc),
+		stamps: newRequestStamps(n, requests), readerLag: loghist.New(latenessLayout)}
 	pf.ctx, pf.cancel = context.WithCancelCause(ctx)
 	for i := range nproc {
 		pf.procs[i] = &process{index: i, done: make(chan struct{})}
@@ -103,10 +114,16 @@ func (r *runner) startPrograms(ctx context.Context, prog subjects.Program, l net
 		p := pf.procs[r.sc.Fleet.ProcessOf(id)]
 		p.clients = append(p.clients, id)
 	}
-	pf.gate = newGate(l, pf.sent)
+	var keys map[string]int // a client may be told by its API key alone
+	if len(r.sc.Fleet.APIKeys) > 0 {
+		keys = make(map[string]int, n)
+		for id := range n {
+			keys[r.sc.Fleet.APIKey(id)] = id
+		}
+	}
+	pf.gate = newGate(l, pf.sent, n, keys)
 	prefix := strings.TrimSuffix(r.base+stubserver.RequestPath(0, 0), "0/r/0") // …/c/
 	for i, p := range pf.procs {
-		p.started = time.Now()
 		pf.wg.Add(1)
 		go func() {
 			defer pf.wg.Done()
@@ -278,10 +295,28 @@ func (r *runner) abortPrograms(pf *programFleet) {
 // process that broke the exec contract is the plumbing's failure, not the
 // library's: its outcomes are Harness, and the end record gets one
 // plumbing error per distinct text. docs/exec.md states the rules.
+//
+// Each outcome is stamped from the evidence of its own request (see
+// stampProcess), not with the process's start and exit.
 func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) {
+	r.recordOutcomes(pf, p, runStopped, pf.stampProcess)
+}
+
+// stamper stamps the outcomes of a process (programFleet.stampProcess;
+// BenchmarkExecOutcomes measures it against the stamps it replaced).
+type stamper func(r *runner, p *process, kept []keptLine, exited int64) [][]stamp
+
+// keptLine is a result line kept for an outcome: of the client
+// p.clients[client], for its request seq, read at read.
+type keptLine struct {
+	client, seq int
+	read        time.Time
+}
+
+// recordOutcomes is programOutcomes, its outcomes stamped by stamp.
+func (r *runner) recordOutcomes(pf *programFleet, p *process, runStopped bool, stamp stamper) {
 	sc := r.sc
-	start := max(0, p.started.Sub(r.start).Nanoseconds())
-	end := max(start, p.ended.Sub(r.start).Nanoseconds())
+	exited := max(0, p.ended.Sub(r.start).Nanoseconds())
 	pos := make(map[int]int, len(p.clients)) // client → its index in p.clients
 	for j, id := range p.clients {
 		pos[id] = j
@@ -292,6 +327,7 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 	for j := range bySeq {
 		bySeq[j] = make([]*subjects.ProgramLine, sc.Fleet.Requests)
 	}
+	kept := make([]keptLine, 0, len(p.lines)) // in the order they were read
 	for i := range p.lines {
 		j, ok := 0, true
 		if pf.multi {
@@ -301,8 +337,10 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 			bySeq[j][seq] = &p.lines[i]
 			printed[j]++
 			total++
+			kept = append(kept, keptLine{client: j, seq: seq, read: p.lines[i].Read})
 		}
 	}
+	stamps := stamp(r, p, kept, exited)
 	prefix := "exec " + pf.prog.Path + ": "
 	whole := pf.multi && pf.brokeProcess(p)
 	if pf.multi {
@@ -320,7 +358,11 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 		}
 		f := pf.fault(p, u, runStopped)
 		for seq, l := range bySeq[j] {
-			o := timeline.Outcome{Client: clientID, Key: clientID + "/" + strconv.Itoa(seq), Start: start, End: end}
+			o := timeline.Outcome{Client: clientID}
+			o.Key, o.Start, o.End = stamps[j][seq].key, stamps[j][seq].start, stamps[j][seq].end
+			// The program keeps its own schedule: no fleet schedule to
+			// be late against (the probe measures how late it ran).
+			o.Scheduled = o.Start
 			switch {
 			case l != nil:
 				o.Result = l.Result()
@@ -341,6 +383,79 @@ func (r *runner) programOutcomes(pf *programFleet, p *process, runStopped bool) 
 			r.plumbingError(prefix + f.summary)
 		}
 	}
+}
+
+// stamp is one outcome's key and instants (ns since time zero).
+type stamp struct {
+	key        string
+	start, end int64
+}
+
+// stampProcess stamps the outcomes of process p, whose kept result lines
+// are kept (in the order they were read) and which exited at exited (ns
+// since time zero):
+//
+//   - End is the instant the runner read the request's result line (the
+//     library's call had returned by then; how much later the read came
+//     is measured, see programFleet.readerLag); a request without a line
+//     ends when the process exited (or was killed), or at its client's
+//     last line read after that.
+//   - Start is the arrival of the request's first attempt at the stub.
+//     The client began it a little earlier (its own send, the loopback),
+//     so a duration is short by that much, never long. A request the stub
+//     saw no attempt of has no evidence of its start: it starts at the
+//     read of its client's previous result line (a client's requests
+//     follow each other), else at time zero — the latest instant it can
+//     have begun, so a duration made up for lack of evidence is never
+//     longer than the request's, and cannot fail budget by itself.
+//   - A start later than the end (a line printed before the request was
+//     sent: a claim the analyzer checks against the stub's records) is
+//     the end.
+//
+// A line read before time zero (before the start barrier) is at time
+// zero. The key is the one the stub recorded the request's attempts
+// under (requestStamps).
+func (pf *programFleet) stampProcess(r *runner, p *process, kept []keptLine, exited int64) [][]stamp {
+	n := pf.requests
+	seen := make([]seenRequest, len(p.clients)*n)
+	pf.stamps.fill(p.clients, seen)
+	flat := make([]stamp, len(p.clients)*n)
+	for i := range flat {
+		flat[i].end = -1 // not stamped yet
+	}
+	prev := make([]int64, len(p.clients)) // each client's previous line's read
+	for _, k := range kept {
+		i, s := k.client*n+k.seq, &seen[k.client*n+k.seq]
+		end := max(0, k.read.Sub(r.start).Nanoseconds())
+		start := prev[k.client]
+		if s.hasFirst {
+			start = s.first
+		}
+		flat[i] = stamp{start: min(start, end), end: end}
+		if s.hasAnswered && end >= s.answered {
+			pf.readerLag.Add(end - s.answered)
+		}
+		prev[k.client] = max(prev[k.client], end)
+	}
+	out := make([][]stamp, len(p.clients))
+	for j, id := range p.clients {
+		out[j] = flat[j*n : (j+1)*n]
+		for seq := range out[j] {
+			st, s := &out[j][seq], &seen[j*n+seq]
+			st.key = s.key(id, seq)
+			if st.end >= 0 {
+				continue
+			}
+			// No line: it ended with the process.
+			st.end = max(exited, prev[j])
+			st.start = prev[j]
+			if s.hasFirst {
+				st.start = s.first
+			}
+			st.start = min(st.start, st.end)
+		}
+	}
+	return out
 }
 
 // brokeProcess reports whether process p broke the contract as a whole:
@@ -531,22 +646,24 @@ func lastLine(s string) string {
 
 // gateListener holds the connections of an exec fleet until the barrier,
 // and notes, for every connection, the client whose first request it
-// carries (from the request line's /c/{client}/ path), so that a first
-// request makes its process ready.
+// carries (every identity the stub accepts, and the fleet's API keys: see
+// clientOfHead), so that a first request makes its process ready.
 type gateListener struct {
 	net.Listener
-	sent   func(client int)
-	conns  chan net.Conn
-	opened chan struct{}
-	once   sync.Once
-	closed chan struct{}
-	cOnce  sync.Once
-	mu     sync.Mutex
-	held   map[net.Conn]struct{}
+	sent    func(client int)
+	clients int            // fleet.clients
+	keys    map[string]int // the fleet's API keys, to their clients
+	conns   chan net.Conn
+	opened  chan struct{}
+	once    sync.Once
+	closed  chan struct{}
+	cOnce   sync.Once
+	mu      sync.Mutex
+	held    map[net.Conn]struct{}
 }
 
-func newGate(l net.Listener, sent func(int)) *gateListener {
-	g := &gateListener{Listener: l, sent: sent, conns: make(chan net.Conn),
+func newGate(l net.Listener, sent func(int), clients int, keys map[string]int) *gateListener {
+	g := &gateListener{Listener: l, sent: sent, clients: clients, keys: keys, conns: make(chan net.Conn),
 		opened: make(chan struct{}), closed: make(chan struct{}), held: map[net.Conn]struct{}{}}
 	go g.acceptLoop()
 	return g
@@ -584,7 +701,7 @@ func (g *gateListener) track(c net.Conn, add bool) {
 // peek notes the client of the connection's first request (without
 // consuming it) and hands the connection to Accept once the gate is open.
 func (g *gateListener) peek(c net.Conn) {
-	if id, ok := clientOfRequestLine(peekRequestLine(c)); ok {
+	if id, ok := clientOfHead(peekHead(c), g.clients, g.keys); ok {
 		g.sent(id)
 	}
 	select {
@@ -601,27 +718,32 @@ func (g *gateListener) peek(c net.Conn) {
 	}
 }
 
-// clientOfRequestLine parses "GET /c/17/r/0 HTTP/1.1".
-func clientOfRequestLine(s string) (int, bool) {
-	_, rest, ok := strings.Cut(s, " ")
-	if !ok {
-		return 0, false
-	}
-	path, _, _ := strings.Cut(rest, " ")
-	if i := strings.Index(path, "://"); i >= 0 { // absolute form
-		j := strings.IndexByte(path[i+3:], '/')
-		if j < 0 {
+// clientOfHead is the fleet's client whose request head h is (as
+// peekHead returns it: maybe cut short), identified as the stub will
+// (stubserver.IdentifyClient: the path's /c/{client}/, else X-Client-Id),
+// else by its API key (keys: each of the fleet's keys to its client);
+// false when it names none of the fleet's clients 0 … clients-1.
+func clientOfHead(h []byte, clients int, keys map[string]int) (int, bool) {
+	if !bytes.Contains(h, []byte("\n\n")) && !bytes.Contains(h, []byte("\n\r\n")) {
+		// Cut short: its whole lines, then the end of the head.
+		i := bytes.LastIndexByte(h, '\n')
+		if i < 0 {
 			return 0, false
 		}
-		path = path[i+3+j:]
+		h = append(h[:i+1:i+1], "\r\n"...)
 	}
-	tail, ok := strings.CutPrefix(path, "/c/")
-	if !ok {
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(h)))
+	if err != nil {
 		return 0, false
 	}
-	id, _, _ := strings.Cut(tail, "/")
-	n, err := strconv.Atoi(id)
-	return n, err == nil
+	if id := canonicalID(stubserver.IdentifyClient(req)); id >= 0 && id < clients {
+		return id, true
+	}
+	if key := stubserver.APIKey(req); key != "" {
+		id, ok := keys[key]
+		return id, ok
+	}
+	return 0, false
 }
 
 func (g *gateListener) open() { g.once.Do(func() { close(g.opened) }) }

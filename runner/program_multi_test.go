@@ -31,6 +31,8 @@ import (
 //	skip-last     play every client but the last, exit 0
 //	first-hang    play the first client only, then sleep
 //	bare          print "ok r/0" (names no client), then behave as ok
+//	timed:SPEC    every client at once as fakeTimed
+//	header-only:HOW  every client at once as fakeHeaderOnly
 //
 // With $RETRYLAB_FAKE_DIR set it writes its list there, one file per
 // process, so that a test sees how many processes ran.
@@ -49,6 +51,18 @@ func fakeMulti(mode, list string) int {
 	}
 	prefix := os.Getenv("RETRYLAB_BASE_URL_PREFIX")
 	n, _ := strconv.Atoi(os.Getenv("RETRYLAB_REQUESTS"))
+	if spec, ok := strings.CutPrefix(mode, "timed:"); ok {
+		return fakeTimed(spec, ids, func(id int) string { return prefix + strconv.Itoa(id) }, n)
+	}
+	if how, ok := strings.CutPrefix(mode, "header-only:"); ok {
+		keyOf := func(j int) string {
+			if j < len(keys) {
+				return keys[j]
+			}
+			return ""
+		}
+		return fakeHeaderOnly(how, ids, func(id int) string { return prefix + strconv.Itoa(id) }, keyOf, n)
+	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
 	var mu sync.Mutex
 	play := func(j int) {

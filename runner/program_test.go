@@ -43,6 +43,8 @@ func TestMain(m *testing.M) {
 //	forms        behave as ok, naming request i in the form (client+i)%4
 //	             of r/i, /r/i, $RETRYLAB_BASE_URL/r/i, /c/{client}/r/i
 //	lie          request every r/i once and print "ok" whatever the answer
+//	timed:SPEC   a client with a budget per request (see fakeTimed)
+//	header-only:HOW  a client that cannot vary its path (see fakeHeaderOnly)
 //	retrylab     request every r/i through our own client package with
 //	             the policy in $RETRYLAB_FAKE_POLICY (base,cap,budget), one
 //	             after the other, print a result line for each
@@ -53,6 +55,12 @@ func fakeClient(mode string) int {
 	base := os.Getenv("RETRYLAB_BASE_URL")
 	client, _ := strconv.Atoi(os.Getenv("RETRYLAB_CLIENT"))
 	n, _ := strconv.Atoi(os.Getenv("RETRYLAB_REQUESTS"))
+	if spec, ok := strings.CutPrefix(mode, "timed:"); ok {
+		return fakeTimed(spec, []int{client}, func(int) string { return base }, n)
+	}
+	if how, ok := strings.CutPrefix(mode, "header-only:"); ok {
+		return fakeHeaderOnly(how, []int{client}, func(int) string { return base }, func(int) string { return os.Getenv("RETRYLAB_API_KEY") }, n)
+	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
 	get := func(i int) bool {
 		resp, err := hc.Get(fmt.Sprintf("%s/r/%d", base, i))

@@ -199,6 +199,9 @@ func (r *runner) fillEnd(end *timeline.End, pf *programFleet, shErr error) {
 		// An exec fleet's start barrier; a goroutine fleet has none (its
 		// schedule is not its readiness), and records no fleet_ready.
 		end.FleetReady = pf.readyAt
+		if h := pf.readerLag; end.Noise != nil && h.N() > 0 {
+			end.Noise.ReaderP90, end.Noise.ReaderP99 = h.Quantile(0.90), h.Quantile(0.99)
+		}
 	}
 	r.errMu.Lock()
 	end.Errors = append(end.Errors, r.harnessErrs...)

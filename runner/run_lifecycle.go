@@ -144,7 +144,11 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	}
 	var phases []timeline.Phase // nil with a target: Meta lays them out
 	if opts.Target == "" {
-		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual, Stamps: r.stamps})
+		var onAttempt func(*timeline.Attempt)
+		if pf != nil {
+			onAttempt = pf.stamps.add // the evidence its outcomes are stamped with
+		}
+		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual, Stamps: r.stamps, OnAttempt: onAttempt})
 		if err != nil {
 			r.abortPrograms(pf)
 			closeListener()

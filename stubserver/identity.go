@@ -189,13 +189,10 @@ const digestBytes = 8
 // same key. The Server answers 400 to a request whose identities are
 // longer than MaxIDBytes.
 func Identify(r *http.Request) (client, key string) {
-	if c, seq, _, ok := splitPath(r.URL.Path); ok {
+	client, seq, byPath := identifyClient(r)
+	if byPath {
 		// The key is the path's "{client}/r/{seq}" without "r/": build it.
-		return c, c + "/" + seq
-	}
-	client = header(r.Header, "X-Client-Id")
-	if client == "" {
-		client = remoteIP(r.RemoteAddr)
+		return client, client + "/" + seq
 	}
 	if id := header(r.Header, RequestHeader); id != "" {
 		return client, client + " req:" + id
@@ -205,6 +202,34 @@ func Identify(r *http.Request) (client, key string) {
 	}
 	return client, client + " " + r.Method + " " + r.URL.Path
 }
+
+// IdentifyClient is the simulated client of r, as Identify derives it
+// (the path's {client}, else X-Client-Id, else the remote IP), without
+// reading the body: what a harness that sees a request before the
+// server does (an exec fleet's start barrier) tells its client by.
+func IdentifyClient(r *http.Request) string {
+	client, _, _ := identifyClient(r)
+	return client
+}
+
+// identifyClient is Identify's client, and the path's {seq} when the
+// path named both (byPath).
+func identifyClient(r *http.Request) (client, seq string, byPath bool) {
+	if c, seq, _, ok := splitPath(r.URL.Path); ok {
+		return c, seq, true
+	}
+	client = header(r.Header, "X-Client-Id")
+	if client == "" {
+		client = remoteIP(r.RemoteAddr)
+	}
+	return client, "", false
+}
+
+// APIKey is the API key r carries, as the server's quotas read it (the
+// Authorization Bearer token, else X-Api-Key; "" for none). A scenario's
+// fleet.api_keys gives each client its own, so a harness can tell a
+// client by it.
+func APIKey(r *http.Request) string { return apiKey(r) }
 
 // digestsBody reports whether r's key carries a digest of its body: a
 // write (any method but the safe ones) that may have one.

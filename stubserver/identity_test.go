@@ -61,6 +61,9 @@ func TestIdentify(t *testing.T) {
 		if c, k := Identify(r); c != tt.client || k != tt.key {
 			t.Errorf("Identify(%s %s %v from %q) = %q, %q; want %q, %q", tt.method, tt.path, tt.hdr, tt.remote, c, k, tt.client, tt.key)
 		}
+		if c := IdentifyClient(r); c != tt.client {
+			t.Errorf("IdentifyClient(%s %s %v from %q) = %q; want %q, Identify's", tt.method, tt.path, tt.hdr, tt.remote, c, tt.client)
+		}
 	}
 }
 
@@ -82,8 +85,8 @@ func TestQuotaKeyHelpers(t *testing.T) {
 		if tt.apikey != "" {
 			r.Header.Set("X-Api-Key", tt.apikey)
 		}
-		if got := apiKey(r); got != tt.key {
-			t.Errorf("apiKey(%q, %q) = %q; want %q", tt.auth, tt.apikey, got, tt.key)
+		if got := APIKey(r); got != tt.key {
+			t.Errorf("APIKey(%q, %q) = %q; want %q", tt.auth, tt.apikey, got, tt.key)
 		}
 		if got := endpoint(r); got != tt.endpoint {
 			t.Errorf("endpoint(%q) = %q; want %q", tt.path, got, tt.endpoint)
@@ -108,6 +111,9 @@ func FuzzIdentify(f *testing.F) {
 		client, key := Identify(r)
 		if key == "" {
 			t.Errorf("Identify(%q) key is empty", path)
+		}
+		if c := IdentifyClient(r); c != client {
+			t.Errorf("IdentifyClient(%q) = %q; want Identify's %q", path, c, client)
 		}
 		if rest, ok := strings.CutPrefix(path, "/c/"); ok {
 			if parts := strings.SplitN(rest, "/", 4); len(parts) >= 3 && parts[0] != "" && parts[1] == "r" && parts[2] != "" {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,6 +106,11 @@ type ProgramLine struct {
 	OK     bool
 	Path   string // as printed: r/N, /r/N, /c/{client}/r/N or the request's URL
 	Reason string // for a failure, the rest of the line (may be empty)
+	// Read is when Run's reader read the line off the program's stdout
+	// (the read that completed it, with a monotonic reading): the latest
+	// instant the logical request can have ended, as the harness sees it.
+	// Zero from ParseProgramLine.
+	Read time.Time
 }
 
 // WantLine says what a result line must look like; the errors of
@@ -529,11 +535,13 @@ func (p Program) run(ctx context.Context, env []string, ready func(), check func
 			perr.BadLine = perr.Output.(*LineError).Text
 		}
 	}
-	sc := bufio.NewScanner(out)
+	stdout := &stampedReader{r: out}
+	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 4096), maxLine)
 	n := 0
 	for sc.Scan() {
 		n++
+		read := stdout.at // the read that completed this line
 		text := sc.Text()
 		if strings.TrimSpace(text) == ReadyLine {
 			if len(lines) == 0 && perr.Output == nil {
@@ -569,6 +577,7 @@ func (p Program) run(ctx context.Context, env []string, ready func(), check func
 			continue
 		}
 		first[key] = n
+		l.Read = read
 		lines = append(lines, l)
 	}
 	switch err := sc.Err(); {
@@ -611,6 +620,24 @@ func requestRange(requests int) string {
 		return "one request, /r/0"
 	}
 	return fmt.Sprintf("%d requests, /r/0 … /r/%d", requests, requests-1)
+}
+
+// stampedReader notes when each Read of r returned data. A Scanner reads
+// again only when it holds no whole line, so when it returns a line, the
+// latest Read is the one that completed it: at is that line's read. One
+// clock reading per read, not per line: a program's lines that arrive
+// together are read together.
+type stampedReader struct {
+	r  io.Reader
+	at time.Time
+}
+
+func (s *stampedReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.at = time.Now()
+	}
+	return n, err
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -22,7 +22,9 @@ func TestProgramRunClients(t *testing.T) {
 echo ready; echo "ok /c/3/r/0"; echo "fail ${RETRYLAB_BASE_URL_PREFIX}7/r/0 gave-up"; exit 1`
 	p := Program{Path: "sh", Args: []string{"-c", script}}
 	readies := 0
+	before := time.Now()
 	lines, err := p.RunClients(context.Background(), "http://127.0.0.1:9/c/", []int{3, 7}, 1, nil, func() { readies++ })
+	lines = readStamps(t, lines, before, time.Now())
 	var pe *ProgramError
 	if !errors.As(err, &pe) || pe.ExitCode != 1 || pe.Stderr != "3,7 http://127.0.0.1:9/c/ 1 []\n" {
 		t.Fatalf("RunClients error %+v; want exit status 1 with the environment on stderr", err)

@@ -1,14 +1,18 @@
 package subjects
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 )
@@ -199,10 +203,12 @@ func TestProgramRun(t *testing.T) {
   if [ $i = 1 ]; then echo "fail $RETRYLAB_BASE_URL/r/$i budget spent"; else echo "ok $RETRYLAB_BASE_URL/r/$i"; fi
   i=$((i+1)); done; echo "client=$RETRYLAB_CLIENT extra=$EXTRA" >&2`
 	p := Program{Path: "sh", Args: []string{"-c", script}, Env: []string{"EXTRA=1"}}
+	before := time.Now()
 	lines, err := p.Run(context.Background(), "http://127.0.0.1:9/c/7/", 7, 3, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	lines = readStamps(t, lines, before, time.Now())
 	want := []ProgramLine{
 		{OK: true, Path: "http://127.0.0.1:9/c/7/r/0"},
 		{Path: "http://127.0.0.1:9/c/7/r/1", Reason: "budget spent"},
@@ -211,6 +217,23 @@ func TestProgramRun(t *testing.T) {
 	if !reflect.DeepEqual(lines, want) {
 		t.Errorf("Run lines = %+v; want %+v", lines, want)
 	}
+}
+
+// readStamps checks that every line was stamped when it was read, in
+// order, within [before, after], and returns the lines without the stamps.
+func readStamps(t *testing.T, lines []ProgramLine, before, after time.Time) []ProgramLine {
+	t.Helper()
+	out := make([]ProgramLine, len(lines))
+	prev := before
+	for i, l := range lines {
+		if l.Read.Before(prev) || l.Read.After(after) {
+			t.Errorf("line %d (%s) read at %v; want in order, within the run [%v, %v]", i, l.Path, l.Read, before, after)
+		}
+		prev = l.Read
+		l.Read = time.Time{}
+		out[i] = l
+	}
+	return out
 }
 
 func TestProgramRunErrors(t *testing.T) {
@@ -385,4 +408,41 @@ func TestProgramDescribeStatesItsPolicy(t *testing.T) {
 	if got := (*Stated)(nil).String(); got != "none stated" {
 		t.Errorf("nil Stated.String() = %q; want none stated", got)
 	}
+}
+
+// slowReader yields its chunks one per Read, sleeping gap before each
+// but the first.
+type slowReader struct {
+	chunks []string
+	gap    time.Duration
+	n      int
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.n >= len(r.chunks) {
+		return 0, io.EOF
+	}
+	if r.n > 0 {
+		time.Sleep(r.gap)
+	}
+	r.n++
+	return copy(p, r.chunks[r.n-1]), nil
+}
+
+// A line is stamped with the read that completed it: lines that arrive
+// in one read share its instant, a line split across two reads gets the
+// second's.
+func TestStampedReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		sr := &stampedReader{r: &slowReader{chunks: []string{"ok r/0\nok r/", "1\nok r/2\n", "ok r/3\n"}, gap: time.Second}}
+		sc := bufio.NewScanner(sr)
+		var got []time.Duration
+		for sc.Scan() {
+			got = append(got, sr.at.Sub(t0))
+		}
+		if want := []time.Duration{0, time.Second, time.Second, 2 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("lines read at %v; want %v", got, want)
+		}
+	})
 }

@@ -406,6 +406,14 @@ type Noise struct {
 	// were measured counted them as the stamp source's lateness.
 	SocketP90 int64 `json:"socket_p90,omitempty"`
 	SocketP99 int64 `json:"socket_p99,omitempty"`
+	// ReaderP90 and ReaderP99 are, for an exec fleet, how long after the
+	// stub answered a logical request's latest attempt the runner read
+	// the program's result line for it (ns, over the lines whose request
+	// got an answer; 0 when unmeasured). An exec outcome's End is that
+	// read, so this bounds how late the reader (and the program's own
+	// work after the answer, and its stdout) made the End, from above.
+	ReaderP90 int64 `json:"reader_p90,omitempty"`
+	ReaderP99 int64 `json:"reader_p99,omitempty"`
 }
 
 // JoinNoise is the noise of a run made of the runs measured a and b (nil
@@ -424,7 +432,8 @@ func JoinNoise(a, b *Noise) *Noise {
 	}
 	c := Noise{P50: max(a.P50, b.P50), P90: max(a.P90, b.P90), P99: max(a.P99, b.P99), Max: max(a.Max, b.Max), Samples: a.Samples + b.Samples,
 		CPUPressure: max(a.CPUPressure, b.CPUPressure), Batch: max(a.Batch, b.Batch), Source: a.Source,
-		SocketP90: max(a.SocketP90, b.SocketP90), SocketP99: max(a.SocketP99, b.SocketP99)}
+		SocketP90: max(a.SocketP90, b.SocketP90), SocketP99: max(a.SocketP99, b.SocketP99),
+		ReaderP90: max(a.ReaderP90, b.ReaderP90), ReaderP99: max(a.ReaderP99, b.ReaderP99)}
 	for _, s := range strings.Split(b.Source, "+") {
 		if s != "" && !slices.Contains(strings.Split(c.Source, "+"), s) {
 			if c.Source != "" {

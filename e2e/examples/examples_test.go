@@ -2,6 +2,7 @@ package examples
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -196,8 +197,8 @@ func TestNodeExamples(t *testing.T) {
 	// noise (never passed nor failed by it): it counts as run.
 	pass, skipped, fail := count("pass"), count("skipped"), count("fail")
 	noisy := len(regexp.MustCompile(`# SKIP host noise`).FindAllString(out, -1))
-	if fail != 0 || pass+skipped != 11 || skipped != noisy {
-		t.Errorf("node --test: pass %d, skipped %d (%d for the host's noise), fail %d; want 11 passed or unjudged for noise, none failed\n%s", pass, skipped, noisy, fail, out)
+	if fail != 0 || pass+skipped != 12 || skipped != noisy {
+		t.Errorf("node --test: pass %d, skipped %d (%d for the host's noise), fail %d; want 12 passed or unjudged for noise, none failed\n%s", pass, skipped, noisy, fail, out)
 	}
 }
 
@@ -221,6 +222,65 @@ func TestShellExample(t *testing.T) {
 	noisy := len(regexp.MustCompile(`(?m)^noise: `).FindAllStringIndex(out, -1))
 	if ok+noisy != 5 {
 		t.Errorf("examples/shell/test.sh: %d cases ok, %d unjudged for the host's noise; want 5\n%s", ok, noisy, out)
+	}
+}
+
+// TestExamplesManyClientsPerProcess runs the Python and the Node example
+// as 50 clients in 4 processes (RETRYLAB_CLIENTS) on their own bare.yaml,
+// the way examples/README.md shows: every client plays (50 outcomes, none
+// of them the harness's), and the good policy is not FAILed. The verdict
+// is PASS, or INCONCLUSIVE for the host's noise alone (logged, like the
+// examples' own tests that skip on noise).
+func TestExamplesManyClientsPerProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about 15 s of real time")
+	}
+	programs := map[string]string{"python": "python3 examples/python/client.py", "node": "node examples/node/client.mjs"}
+	for _, lang := range []string{"python", "node"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			interp, _, _ := strings.Cut(programs[lang], " ")
+			if _, err := exec.LookPath(interp); err != nil {
+				missing(t, interp+" is not installed")
+			}
+			dir := t.TempDir()
+			verdict := filepath.Join(dir, "verdict.json")
+			out, code := runExample(t, retrylab(t), "run", "examples/scenarios/bare.yaml", "--subject", "exec:"+programs[lang],
+				"--clients", "50", "--processes", "4", "--no-report", "--quiet", "--out", dir, "--json", verdict)
+			if code != 0 && code != 3 {
+				t.Fatalf("exit %d; want 0 (PASS), or 3 for the host's noise\n%s", code, out)
+			}
+			b, err := os.ReadFile(verdict)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var v struct {
+				Verdict      string   `json:"verdict"`
+				Inconclusive []string `json:"inconclusive"`
+				Figures      struct {
+					Outcomes int            `json:"outcomes"`
+					Results  map[string]int `json:"results"`
+				} `json:"figures"`
+			}
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatalf("%s: %v", verdict, err)
+			}
+			if v.Figures.Outcomes != 50 {
+				t.Errorf("%d outcomes; want 50: every client played\n%s", v.Figures.Outcomes, out)
+			}
+			for _, r := range v.Inconclusive {
+				if !strings.Contains(r, "host's noise") {
+					t.Errorf("INCONCLUSIVE: %s; want only the host's noise to leave a check unjudged\n%s", r, out)
+				}
+			}
+			switch v.Verdict {
+			case "pass":
+			case "inconclusive":
+				t.Logf("INCONCLUSIVE for the host's noise: %q", v.Inconclusive)
+			default:
+				t.Errorf("verdict %s; want pass\n%s", v.Verdict, out)
+			}
+		})
 	}
 }
 

@@ -9,9 +9,12 @@
 //   - caps the attempts (maxAttempts) and the total time (budget): a wait
 //     that would cross the budget gives up at once.
 //
-// Run as a program it speaks retrylab's exec protocol (docs/exec.md):
+// Run as a program it speaks retrylab's exec protocol (docs/exec.md); with
+// --processes (RETRYLAB_CLIENTS set) it plays several clients at once, one
+// async task each, as a service instance would:
 //   retrylab run examples/scenarios/outage.yaml --subject 'exec:node examples/node/client.mjs'
 //   retrylab run examples/scenarios/outage.yaml --subject 'exec:node examples/node/client.mjs --mistake ignore-retry-after'
+//   retrylab run examples/scenarios/bare.yaml --subject 'exec:node examples/node/client.mjs' --clients 50 --processes 4
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 
@@ -93,18 +96,43 @@ export async function getWithRetries(url, policy = GOOD, headers = {}) {
   return { ok: false, status, attempts: policy.maxAttempts, reason: 'gave-up' };
 }
 
+// parseClients reads RETRYLAB_CLIENTS: "0-3,8,12" is [0, 1, 2, 3, 8, 12].
+export function parseClients(value) {
+  const ids = [];
+  for (const item of value.split(',')) {
+    const [lo, hi = lo] = item.split('-').map(Number);
+    for (let k = lo; k <= hi; k++) ids.push(k);
+  }
+  return ids;
+}
+
+// clientsFromEnv is the clients this process plays, each {id, base, key}:
+// several when RETRYLAB_CLIENTS is set (docs/exec.md, "Many clients per
+// process"), else the one of RETRYLAB_BASE_URL and RETRYLAB_CLIENT.
+export function clientsFromEnv(env) {
+  if (env.RETRYLAB_CLIENTS !== undefined) {
+    const ids = parseClients(env.RETRYLAB_CLIENTS);
+    const keys = env.RETRYLAB_API_KEYS ? env.RETRYLAB_API_KEYS.split(',') : [];
+    return ids.map((id, j) => ({ id, base: `${env.RETRYLAB_BASE_URL_PREFIX}${id}`, key: keys[j] ?? '' }));
+  }
+  return [{ id: Number(env.RETRYLAB_CLIENT ?? '0'), base: env.RETRYLAB_BASE_URL, key: env.RETRYLAB_API_KEY ?? '' }];
+}
+
 async function main(argv) {
   const i = argv.indexOf('--mistake');
   const policy = i >= 0 ? MISTAKES[argv[i + 1]] : GOOD;
   if (!policy) throw new Error(`--mistake ${argv[i + 1]}: want one of ${Object.keys(MISTAKES).join(', ')}`);
-  const base = process.env.RETRYLAB_BASE_URL; // http://HOST:PORT/c/{client}
   const n = Number(process.env.RETRYLAB_REQUESTS ?? '1');
-  const headers = process.env.RETRYLAB_API_KEY ? { authorization: `Bearer ${process.env.RETRYLAB_API_KEY}` } : {};
+  const play = async ({ id, base, key }) => {
+    const headers = key ? { authorization: `Bearer ${key}` } : {};
+    for (let r = 0; r < n; r++) {
+      const res = await getWithRetries(`${base}/r/${r}`, policy, headers);
+      const path = `/c/${id}/r/${r}`; // names its client: required when a process plays several
+      console.log(res.ok ? `ok ${path}` : `fail ${path} ${res.reason} (status ${res.status}, ${res.attempts} attempts)`);
+    }
+  };
   console.log('ready'); // the start barrier: the phases start when every client is ready
-  for (let r = 0; r < n; r++) {
-    const res = await getWithRetries(`${base}/r/${r}`, policy, headers);
-    console.log(res.ok ? `ok r/${r}` : `fail r/${r} ${res.reason} (status ${res.status}, ${res.attempts} attempts)`);
-  }
+  await Promise.all(clientsFromEnv(process.env).map(play));
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {

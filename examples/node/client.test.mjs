@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { backoffMs, getWithRetries, GOOD, MISTAKES, retryAfterMs } from './client.mjs';
+import { backoffMs, clientsFromEnv, getWithRetries, GOOD, MISTAKES, parseClients, retryAfterMs } from './client.mjs';
 import { missing, RETRYLAB, SCENARIOS, startServe } from './serve.mjs';
 
 const skip = missing() || false; // a reason skips the suites below
@@ -33,6 +33,14 @@ test('full jitter', () => {
   const waits = Array.from({ length: 1000 }, () => backoffMs(GOOD, 3));
   assert.ok(Math.min(...waits) < 50 && Math.max(...waits) > 950 && Math.max(...waits) <= 1000);
   assert.equal(backoffMs(MISTAKES['no-jitter'], 3), 1000);
+});
+
+test('one client or many (RETRYLAB_CLIENTS)', () => {
+  assert.deepEqual(parseClients('0-3,8,12'), [0, 1, 2, 3, 8, 12]);
+  assert.deepEqual(clientsFromEnv({ RETRYLAB_BASE_URL: 'http://h/c/7', RETRYLAB_CLIENT: '7' }),
+    [{ id: 7, base: 'http://h/c/7', key: '' }]);
+  assert.deepEqual(clientsFromEnv({ RETRYLAB_CLIENTS: '1,5', RETRYLAB_BASE_URL_PREFIX: 'http://h/c/', RETRYLAB_API_KEYS: 'k1,k5' }),
+    [{ id: 1, base: 'http://h/c/1', key: 'k1' }, { id: 5, base: 'http://h/c/5', key: 'k5' }]);
 });
 
 describe('against retrylab serve', { skip }, () => {

@@ -16,10 +16,13 @@ MISTAKES holds the same loop with one common mistake each; the tests show
 the check of retrylab's that catches it.
 
 Run as a program it speaks retrylab's exec protocol (docs/exec.md): it
-requests $RETRYLAB_BASE_URL/r/0 .. /r/N-1 and prints one result line each.
+requests $RETRYLAB_BASE_URL/r/0 .. /r/N-1 and prints one result line each;
+with --processes (RETRYLAB_CLIENTS set) it plays several clients at once,
+one thread each, as a service instance would.
 
     retrylab run examples/scenarios/outage.yaml --subject 'exec:python3 examples/python/client.py'
     retrylab run examples/scenarios/outage.yaml --subject 'exec:python3 examples/python/client.py --mistake ignore-retry-after'
+    retrylab run examples/scenarios/bare.yaml --subject 'exec:python3 examples/python/client.py' --clients 50 --processes 4
 """
 
 import argparse
@@ -29,6 +32,7 @@ import http.client
 import os
 import random
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -130,20 +134,51 @@ def get_with_retries(url, policy=Policy(), headers=None, rng=random):
     return Result(False, status, policy.max_attempts, "gave-up")
 
 
+def parse_clients(value):
+    """The client ids of RETRYLAB_CLIENTS: "0-3,8,12" is [0, 1, 2, 3, 8, 12]."""
+    ids = []
+    for item in value.split(","):
+        lo, _, hi = item.partition("-")
+        ids.extend(range(int(lo), int(hi or lo) + 1))
+    return ids
+
+
+def clients_from_env(env):
+    """The clients this process plays: (id, base URL, API key or "") each.
+    RETRYLAB_CLIENTS set: several (docs/exec.md, "Many clients per
+    process"); else the one of RETRYLAB_BASE_URL and RETRYLAB_CLIENT."""
+    if "RETRYLAB_CLIENTS" in env:
+        ids = parse_clients(env["RETRYLAB_CLIENTS"])
+        keys = env["RETRYLAB_API_KEYS"].split(",") if env.get("RETRYLAB_API_KEYS") else [""] * len(ids)
+        prefix = env["RETRYLAB_BASE_URL_PREFIX"]  # http://HOST:PORT/c/
+        return [(k, f"{prefix}{k}", key) for k, key in zip(ids, keys)]
+    return [(int(env.get("RETRYLAB_CLIENT", "0")), env["RETRYLAB_BASE_URL"], env.get("RETRYLAB_API_KEY", ""))]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mistake", choices=sorted(MISTAKES), help="run the loop with this mistake")
     args = ap.parse_args(argv)
     policy = MISTAKES[args.mistake] if args.mistake else Policy()
-    base = os.environ["RETRYLAB_BASE_URL"]  # http://HOST:PORT/c/{client}
     n = int(os.environ.get("RETRYLAB_REQUESTS", "1"))
-    headers = {}
-    if os.environ.get("RETRYLAB_API_KEY"):
-        headers["Authorization"] = "Bearer " + os.environ["RETRYLAB_API_KEY"]
+    clients = clients_from_env(os.environ)
+    out = threading.Lock()  # one line at a time, each printed as soon as its request ends
+
+    def play(client, base, key):
+        headers = {"Authorization": "Bearer " + key} if key else {}
+        for i in range(n):
+            r = get_with_retries(f"{base}/r/{i}", policy, headers)
+            path = f"/c/{client}/r/{i}"  # names its client: required when a process plays several
+            line = f"ok {path}" if r.ok else f"fail {path} {r.reason} (status {r.status}, {r.attempts} attempts)"
+            with out:
+                print(line, flush=True)
+
     print("ready", flush=True)  # the start barrier: the phases start when every client is ready
-    for i in range(n):
-        r = get_with_retries(f"{base}/r/{i}", policy, headers)
-        print(f"ok r/{i}" if r.ok else f"fail r/{i} {r.reason} (status {r.status}, {r.attempts} attempts)", flush=True)
+    threads = [threading.Thread(target=play, args=c) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return 0
 
 

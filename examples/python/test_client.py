@@ -37,6 +37,14 @@ def test_backoff_has_full_jitter():
     assert client.backoff(client.MISTAKES["no-jitter"], 3, rng) == 1.0
 
 
+def test_one_client_or_many():
+    assert client.parse_clients("0-3,8,12") == [0, 1, 2, 3, 8, 12]
+    one = {"RETRYLAB_BASE_URL": "http://h/c/7", "RETRYLAB_CLIENT": "7"}
+    assert client.clients_from_env(one) == [(7, "http://h/c/7", "")]
+    many = {"RETRYLAB_CLIENTS": "1,5", "RETRYLAB_BASE_URL_PREFIX": "http://h/c/", "RETRYLAB_API_KEYS": "k1,k5"}
+    assert client.clients_from_env(many) == [(1, "http://h/c/1", "k1"), (5, "http://h/c/5", "k5")]
+
+
 @pytest.mark.scenario("outage")
 def test_good_policy_waits_as_retry_after_says(retrylab):
     results = retrylab.fleet(4, requests_of(2))
