@@ -143,7 +143,8 @@ func (m *Meter) StartProbe(argv []string) {
 // Stop ends the measurement and returns what it measured: the largest of
 // the sources' lateness at each quantile, their sample counts summed, and
 // the CPU pressure. It waits for the sleep loop's current period and for
-// the probe's report (at most probeWait). Later calls return the same.
+// the probe's report (at most probeWait, or probeStartWait for a probe
+// still starting). Later calls return the same.
 func (m *Meter) Stop() *timeline.Noise {
 	if m == nil {
 		return nil
@@ -183,7 +184,7 @@ func (m *Meter) stop() *timeline.Noise {
 	m.sleep.halt()
 	var pr *source
 	if p != nil {
-		pr = p.stop(probeWait)
+		pr = p.stop(p.wait())
 	}
 	return m.measure(sched1, psi1, wall1, m.sleep.hist, pr)
 }

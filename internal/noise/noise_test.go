@@ -392,3 +392,34 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("no %s within a minute", what)
 	}
 }
+
+// TestRunProbeStoppedAtOnce: a probe stopped before its first wake-up
+// still measures the nap under way and reports it, ready first.
+func TestRunProbeStoppedAtOnce(t *testing.T) {
+	var out bytes.Buffer
+	stop := make(chan struct{})
+	close(stop)
+	if err := runProbe(time.Millisecond, stop, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := parseProbe(out.Bytes()); !ok || s.samples != 1 {
+		t.Fatalf("parseProbe(%q) = %+v, %v; want the one nap", out.Bytes(), s, ok)
+	}
+}
+
+// TestProbeWait: Stop waits longer for a probe still starting than for one
+// that said it was ready.
+func TestProbeWait(t *testing.T) {
+	p := &probe{out: capped{max: 64}}
+	if got := p.wait(); got != probeStartWait {
+		t.Errorf("wait before the ready line = %v; want %v", got, probeStartWait)
+	}
+	p.out.Write([]byte(probeReady))
+	if got := p.wait(); got != probeStartWait {
+		t.Errorf("wait before the ready line's end = %v; want %v", got, probeStartWait)
+	}
+	p.out.Write([]byte("\n"))
+	if got := p.wait(); got != probeWait {
+		t.Errorf("wait after the ready line = %v; want %v", got, probeWait)
+	}
+}

@@ -22,8 +22,14 @@ import (
 // Meter starts Options.Probe with the period (a Go duration) appended.
 const ProbeArg = "__noise-probe"
 
-// probeWait is how long Stop waits for the probe's report.
-const probeWait = 2 * time.Second
+// probeWait is how long Stop waits for the report of a probe that said it
+// was ready; probeStartWait for one that had not yet (a probe started
+// late, on a loaded host, may still be starting: it reports a period
+// after it runs).
+const (
+	probeWait      = 2 * time.Second
+	probeStartWait = 10 * time.Second
+)
 
 // probeMaxLife ends a probe whose parent neither closed its stdin nor
 // signaled it (stdin's end comes when the parent dies, so only a parent
@@ -97,10 +103,15 @@ func runProbe(period time.Duration, stop <-chan struct{}, out io.Writer) error {
 			done = true
 		}
 	}
-	s.halt()
+	s.halt() // the nap under way is measured: a probe stopped early has its sample
 	var rep probeReport
 	if src, ok := histSource(timeline.NoiseProbe, s.hist); ok {
 		rep = probeReport{Samples: src.samples, P50: src.p50, P90: src.p90, P99: src.p99, Max: src.max}
+		if first != nil { // stopped before it said it was ready: it is now
+			if _, err := io.WriteString(out, probeReady+"\n"); err != nil {
+				return err
+			}
+		}
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {
@@ -161,6 +172,15 @@ func newProbe(argv []string, period time.Duration, ready chan struct{}) (*probe,
 	return p, nil
 }
 
+// wait is how long stop should wait for the probe's report: probeWait,
+// or probeStartWait before it said it was ready.
+func (p *probe) wait() time.Duration {
+	if p.out.sawLine() {
+		return probeWait
+	}
+	return probeStartWait
+}
+
 // stop closes the probe's stdin and waits up to wait for its report; nil
 // when it did not give one (it is then killed).
 func (p *probe) stop(wait time.Duration) *source {
@@ -186,13 +206,20 @@ func (p *probe) stop(wait time.Duration) *source {
 }
 
 // capped keeps the first max bytes written to it (the probe's output is
-// one short line).
-// When ready is not nil it is closed at the first line's end.
+// two short lines). When ready is not nil it is closed at the first
+// line's end.
 type capped struct {
 	mu    sync.Mutex
 	max   int
 	b     []byte
 	ready chan struct{}
+}
+
+// sawLine says whether a whole line was written.
+func (c *capped) sawLine() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.IndexByte(c.b, '\n') >= 0
 }
 
 var errCapped = errors.New("noise: probe output too long")

@@ -60,6 +60,10 @@ func (s *sleeper) timerLoop(period time.Duration) {
 		t.Reset(period)
 		select {
 		case <-s.quit:
+			// The period under way is measured, as napLoop's: a
+			// measure shorter than a period still has its sample.
+			<-t.C
+			s.add(int64(time.Since(asked) - period))
 			return
 		case <-t.C:
 			// Late until this goroutine ran, not until the timer fired
@@ -75,16 +79,15 @@ func (s *sleeper) napLoop(period time.Duration) {
 	defer runtime.UnlockOSThread()
 	defer close(s.done)
 	for {
+		asked := time.Now()
+		if nap(period) { // else cut short (a signal): no measure
+			s.add(int64(time.Since(asked) - period))
+		}
 		select {
 		case <-s.quit:
 			return
 		default:
 		}
-		asked := time.Now()
-		if !nap(period) {
-			continue // cut short (a signal): no measure
-		}
-		s.add(int64(time.Since(asked) - period))
 	}
 }
 
@@ -99,8 +102,8 @@ func (s *sleeper) add(late int64) {
 	}
 }
 
-// halt stops the loop and waits for it to end (at most a period in the
-// kernel); hist is then the caller's.
+// halt stops the loop and waits for it to end, the period under way
+// measured (at most a period); hist is then the caller's.
 func (s *sleeper) halt() {
 	close(s.quit)
 	<-s.done

@@ -203,8 +203,10 @@ func TestMeterJoinsStamps(t *testing.T) {
 	st.n = 10
 	st.tick = 4
 	st.batch = 7
-	m := Start(Options{Stamps: st})
-	n := m.Stop()
+	// The stamps alone, without the host's lateness: what a sleep loop
+	// measures here is the host's.
+	m := &Meter{stamps: st, psi0: -1}
+	n := m.measure(nil, -1, time.Now(), nil, nil)
 	if n.Batch != 7 {
 		t.Errorf("Batch %d, want 7", n.Batch)
 	}
@@ -213,8 +215,30 @@ func TestMeterJoinsStamps(t *testing.T) {
 	if n.SocketP90 != int64(8*time.Millisecond) || n.SocketP99 != int64(8*time.Millisecond) {
 		t.Errorf("socket p90 %v, p99 %v; want the stamps' 8ms", time.Duration(n.SocketP90), time.Duration(n.SocketP99))
 	}
-	if n.P50 >= int64(8*time.Millisecond) || !strings.Contains(n.Source, timeline.NoiseStamp) {
-		t.Errorf("p50 %v from %q: want the stamp source named, its waits not in the lateness", time.Duration(n.P50), n.Source)
+	if n.P50 != 0 || n.P99 != 0 || n.Source != timeline.NoiseStamp {
+		t.Errorf("p50 %v, p99 %v from %q: want the stamp source named, its waits not in the lateness", time.Duration(n.P50), time.Duration(n.P99), n.Source)
+	}
+	if got := Start(Options{Stamps: st}).Stop(); !strings.Contains(got.Source, timeline.NoiseStamp) || got.SocketP99 != int64(8*time.Millisecond) {
+		t.Errorf("a started meter's noise %+v; want the stamp source and its socket waits", *got)
+	}
+}
+
+// TestMeterStampsLateProbed: for serve's clients on this host, measured
+// by a probe, the stamps' socket waits are the stub's again, not their
+// lateness.
+func TestMeterStampsLateProbed(t *testing.T) {
+	st := NewStamps()
+	st.raw[12] = 10
+	st.n = 10
+	st.tick = 4
+	m := &Meter{stamps: st, stampsLate: true, psi0: -1}
+	probe := &source{name: timeline.NoiseProbe, p50: 1000, p90: 2000, p99: 3000, max: 4000, samples: 100}
+	n := m.measure(nil, -1, time.Now(), nil, probe)
+	if n.Source != "probe+stamp" || n.P50 != 1000 || n.P99 != 3000 || n.SocketP99 != int64(8*time.Millisecond) {
+		t.Errorf("noise %+v; want the probe's lateness, the stamps' waits beside it", *n)
+	}
+	if n := m.measure(nil, -1, time.Now(), nil, nil); n.P50 != int64(8*time.Millisecond) {
+		t.Errorf("without the probe's report: p50 %v; want the stamps' 8ms", time.Duration(n.P50))
 	}
 }
 
