@@ -2,13 +2,8 @@ package noise
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
-	"net"
 	"os/exec"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -129,83 +124,3 @@ func TestProbeSIGTERM(t *testing.T) {
 	}
 }
 
-// BenchmarkSleepLoopCost measures what a sleep loop costs a busy Go
-// process: the round trips per second of a loopback echo workload (16
-// connections, each a goroutine hashing 4 KiB per round trip, bounded to
-// a second per measure) with no loop, the timer loop and the kernel loop
-// running beside it, alternated in each of b.N rounds; ratio-timer and
-// ratio-kernel are each's throughput over no loop's.
-//
-//	go test -run '^$' -bench BenchmarkSleepLoopCost -benchtime 5x ./internal/noise
-func BenchmarkSleepLoopCost(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Skip(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	const conns = 16
-	var cs []net.Conn
-	for range conns {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		cs = append(cs, c)
-	}
-	// measure runs the workload for a second and returns its round trips.
-	measure := func() int64 {
-		var n atomic.Int64
-		deadline := time.Now().Add(time.Second)
-		var wg sync.WaitGroup
-		for _, c := range cs {
-			wg.Go(func() {
-				buf, msg := make([]byte, 64), make([]byte, 4<<10)
-				for time.Now().Before(deadline) {
-					sum := sha256.Sum256(msg)
-					copy(buf, sum[:])
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-					if _, err := io.ReadFull(c, buf); err != nil {
-						return
-					}
-					n.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		return n.Load()
-	}
-	kinds := []string{"none", "timer", "kernel"}
-	var total [3]int64
-	for i := 0; b.Loop(); i++ {
-		for j := range kinds {
-			k := (i + j) % len(kinds) // each first in turn
-			var s *sleeper
-			if k > 0 {
-				s = startSleeper(DefaultPeriod, k == 2, 0, nil)
-			}
-			total[k] += measure()
-			if s != nil {
-				s.halt()
-			}
-		}
-	}
-	b.ReportMetric(float64(total[0])/float64(b.N), "none-trips/s")
-	b.ReportMetric(float64(total[1])/float64(total[0]), "ratio-timer")
-	b.ReportMetric(float64(total[2])/float64(total[0]), "ratio-kernel")
-	b.ReportMetric(0, "ns/op")
-}
