@@ -123,4 +123,3 @@ func TestProbeSIGTERM(t *testing.T) {
 		t.Fatalf("stop = %v after SIGTERM; want a report (output %q)", s, p.out.bytes())
 	}
 }
-
