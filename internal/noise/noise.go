@@ -45,13 +45,11 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-// DefaultPeriod is the sleep loops' period. 10 ms gives 100 wake-ups a
-// second (3,000 over a 30 s run, 30 of them above the p99), each an
-// independent look at how long a thread that became runnable waits for a
-// CPU; a shorter period measures the same lateness more often but costs
-// more: on this 2-core VM under a load average of 10–17, the loop at
-// 10 ms used 1.0–1.9 % of a core (1.6–3.2 % in BenchmarkMeterCPU, whose
-// 2 ms and 5 ms cost 3.3–4.7 %), the probe process about as much again.
+// DefaultPeriod is the sleep loops' period: 100 wake-ups a second, each
+// an independent look at how late a sleeper wakes (3,000 over a 30 s
+// run, 30 of them above the p99). A shorter period measures the same
+// lateness more often, for more CPU (BenchmarkMeterCPU; BENCHMARKS.md,
+// "The noise meter's cost").
 const DefaultPeriod = 10 * time.Millisecond
 
 // Options configure a Meter.
