@@ -4,5 +4,9 @@ package noise
 
 import "net"
 
-// sinceReceipt: only Linux says how long ago a socket received data.
-func sinceReceipt(net.Conn) (uint32, bool) { return 0, false }
+// connStamp: only Linux says how long ago a socket received data.
+type connStamp struct{}
+
+func newConnStamp(net.Conn) *connStamp { return nil }
+
+func (*connStamp) sinceReceipt() (uint32, bool) { return 0, false }

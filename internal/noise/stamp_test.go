@@ -33,6 +33,9 @@ func loopbackPair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
+// sinceReceipt is the kernel's reading of c (see connStamp).
+func sinceReceipt(c net.Conn) (uint32, bool) { return newConnStamp(c).sinceReceipt() }
+
 // waitReading polls the kernel's reading of c until it is at least ms
 // (the kernel's clock moves in ticks: there is nothing to wait on but
 // time). Bounded by a deadline.
@@ -81,7 +84,7 @@ func batchOfLateArrivals(t *testing.T) bool {
 	c0.Write([]byte("x"))
 	first := waitReading(t, s0, 1)
 	s.Observe(ConnContext(context.Background(), s0), time.Now())
-	tick := s.tick // the reading Observe saw: later, so no smaller
+	tick := s.tick.Load() // the reading Observe saw: later, so no smaller
 	if tick < first {
 		t.Fatalf("tick %d ms, below the first reading %d", tick, first)
 	}
@@ -153,7 +156,7 @@ func TestStampsOnTimeCountNothing(t *testing.T) {
 		t.Skip("TCP_INFO's last_data_recv is Linux's")
 	}
 	s := NewStamps()
-	s.tick = 4
+	s.tick.Store(4)
 	// Arrivals read a tick late at most (a tick fell between receipt and
 	// stamp) are on time, however many share an instant: a lockstep fleet.
 	at := time.Now()
@@ -199,9 +202,8 @@ func TestStampsWithoutSocket(t *testing.T) {
 
 func TestMeterJoinsStamps(t *testing.T) {
 	st := NewStamps()
-	st.raw[12] = 10
-	st.n = 10
-	st.tick = 4
+	st.small[12].Store(10)
+	st.tick.Store(4)
 	st.batch = 7
 	// The stamps alone, without the host's lateness: what a sleep loop
 	// measures here is the host's.
@@ -228,9 +230,8 @@ func TestMeterJoinsStamps(t *testing.T) {
 // lateness.
 func TestMeterStampsLateProbed(t *testing.T) {
 	st := NewStamps()
-	st.raw[12] = 10
-	st.n = 10
-	st.tick = 4
+	st.small[12].Store(10)
+	st.tick.Store(4)
 	m := &Meter{stamps: st, stampsLate: true, psi0: -1}
 	probe := &source{name: timeline.NoiseProbe, p50: 1000, p90: 2000, p99: 3000, max: 4000, samples: 100}
 	n := m.measure(nil, -1, time.Now(), nil, probe)
@@ -246,11 +247,64 @@ func TestMeterStampsLateProbed(t *testing.T) {
 // stamps' socket waits stand for their lateness.
 func TestMeterStampsLate(t *testing.T) {
 	st := NewStamps()
-	st.raw[12] = 10
-	st.n = 10
-	st.tick = 4
+	st.small[12].Store(10)
+	st.tick.Store(4)
 	n := Start(Options{Stamps: st, StampsLate: true}).Stop()
 	if n.P50 < int64(8*time.Millisecond) || n.SocketP99 != int64(8*time.Millisecond) {
 		t.Errorf("p50 %v, socket p99 %v; want the stamps' 8ms in both", time.Duration(n.P50), time.Duration(n.SocketP99))
+	}
+}
+
+// BenchmarkObserve measures what stamping an arrival costs the stub: the
+// kernel's reading of the connection and the count, from parallel
+// goroutines each on a loopback connection of its own.
+//
+//	go test -run '^$' -bench BenchmarkObserve -benchmem ./internal/noise
+func BenchmarkObserve(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer ln.Close()
+	s := NewStamps()
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		sv, err := ln.Accept()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer sv.Close()
+		ctx := ConnContext(context.Background(), sv)
+		for pb.Next() {
+			s.Observe(ctx, time.Now())
+		}
+	})
+}
+
+// TestStampsSource: readings counted apart (on time without the mutex,
+// the rest with it) make one distribution of waits past the tick, the
+// smallest non-zero reading.
+func TestStampsSource(t *testing.T) {
+	s := NewStamps()
+	for _, ms := range []uint32{0, 9, 4, 7} {
+		s.lowerTick(ms)
+	}
+	if got := s.Tick(); got != 4*time.Millisecond {
+		t.Fatalf("Tick() = %v after readings 0, 9, 4, 7; want 4ms", got)
+	}
+	s.small[4].Store(80)
+	s.small[8].Store(9)
+	s.large[smallMax+40] = 11
+	src, _, ok := s.source()
+	ms := int64(time.Millisecond)
+	want := source{name: timeline.NoiseStamp, p50: 0, p90: (smallMax + 36) * ms, p99: (smallMax + 36) * ms, max: (smallMax + 36) * ms, samples: 100}
+	if !ok || src != want {
+		t.Errorf("source() = %+v, %v; want %+v", src, ok, want)
 	}
 }
