@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,9 @@ type connStamp struct {
 	info unix.TCPInfo
 	n    uint32
 	err  syscall.Errno
+	// answered is when the connection's last request was answered
+	// (zero: none yet).
+	answered time.Time
 }
 
 // lastDataRecvEnd is how much of a tcp_info the reading needs.
@@ -43,16 +47,31 @@ func newConnStamp(c net.Conn) *connStamp {
 	return cs
 }
 
-// sinceReceipt is how long ago, in ms (whole kernel ticks), the
-// connection last received data; false when the kernel does not say.
-func (cs *connStamp) sinceReceipt() (uint32, bool) {
+// sinceReceipt is how long before at, in ms (whole kernel ticks), the
+// connection last received data; false when the kernel does not say. It
+// is 0, unasked, when the last answer on the connection came less than
+// tick (ms; 0: unknown) before at: the data came after it.
+func (cs *connStamp) sinceReceipt(at time.Time, tick uint32) (uint32, bool) {
 	if cs == nil {
 		return 0, false
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if tick > 0 && !cs.answered.IsZero() && at.Sub(cs.answered) < time.Duration(tick)*time.Millisecond {
+		return 0, true
+	}
 	if err := cs.raw.Control(cs.read); err != nil || cs.err != 0 || cs.n < lastDataRecvEnd {
 		return 0, false
 	}
 	return cs.info.Last_data_recv, true
+}
+
+// answer notes the connection's request answered at at.
+func (cs *connStamp) answer(at time.Time) {
+	if cs == nil {
+		return
+	}
+	cs.mu.Lock()
+	cs.answered = at
+	cs.mu.Unlock()
 }

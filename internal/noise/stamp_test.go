@@ -34,7 +34,7 @@ func loopbackPair(t *testing.T) (client, server net.Conn) {
 }
 
 // sinceReceipt is the kernel's reading of c (see connStamp).
-func sinceReceipt(c net.Conn) (uint32, bool) { return newConnStamp(c).sinceReceipt() }
+func sinceReceipt(c net.Conn) (uint32, bool) { return newConnStamp(c).sinceReceipt(time.Now(), 0) }
 
 // waitReading polls the kernel's reading of c until it is at least ms
 // (the kernel's clock moves in ticks: there is nothing to wait on but
@@ -306,5 +306,38 @@ func TestStampsSource(t *testing.T) {
 	want := source{name: timeline.NoiseStamp, p50: 0, p90: (smallMax + 36) * ms, p99: (smallMax + 36) * ms, max: (smallMax + 36) * ms, samples: 100}
 	if !ok || src != want {
 		t.Errorf("source() = %+v, %v; want %+v", src, ok, want)
+	}
+}
+
+// TestStampsAnsweredSkipsTheKernel: an arrival less than a tick after the
+// connection's last answer is on time without asking the kernel (the
+// client sent it after the answer); one later, or on a connection never
+// answered, is read from the kernel. The request here waits three ticks
+// in its socket, so only a reading from the kernel moves it.
+func TestStampsAnsweredSkipsTheKernel(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("TCP_INFO's last_data_recv is Linux's")
+	}
+	s := NewStamps()
+	s.tick.Store(4)
+	c, sv := loopbackPair(t)
+	ctx := ConnContext(context.Background(), sv)
+	c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	waitReading(t, sv, 3*4)
+	now := time.Now()
+	s.Answered(ctx, now.Add(-time.Millisecond))
+	if w := s.Observe(ctx, now); w != 0 {
+		t.Errorf("an arrival 1ms after the last answer moved back by %v; want 0, unasked", w)
+	}
+	s.Answered(ctx, now.Add(-10*time.Millisecond))
+	if w := s.Observe(ctx, now); w < 8*time.Millisecond {
+		t.Errorf("an arrival 10ms after the last answer moved back by %v; want the kernel's reading, at least 8ms", w)
+	}
+	fresh := ConnContext(context.Background(), sv) // never answered
+	if w := s.Observe(fresh, now); w < 8*time.Millisecond {
+		t.Errorf("a first arrival moved back by %v; want the kernel's reading, at least 8ms", w)
+	}
+	if src, _, _ := s.source(); src.samples != 3 {
+		t.Errorf("%d samples; want the 3 arrivals, asked or not", src.samples)
 	}
 }
