@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"github.com/retrylab/retrylab/scenarios"
 	"io"
 	"net"
@@ -297,7 +299,9 @@ expect: {allow_unexercised: true}
 // fleet as it runs (every measurement on), and the fleet with one
 // measurement off — the noise meter (its sleep loop and its reads of the
 // scheduler's latencies and of PSI), the stub's receipt stamps, the heap
-// floor — each in turn first in its round. Metrics: each one's
+// floor — in an order drawn anew each round, each run after a garbage
+// collection (a run pays for its predecessor's garbage otherwise, and in
+// a rotation one variant always follows the bare loop). Metrics: each one's
 // attempts/s over the bare loop's (ratio-fleet, ratio-no-meter, ...).
 // A measurement costs the fleet the gap between ratio-fleet and its
 // ratio-no-X.
@@ -323,9 +327,10 @@ func BenchmarkMeasures(b *testing.B) {
 			var bareN int64
 			durs := make([]time.Duration, len(variants))
 			ns := make([]int64, len(variants))
-			for i := 0; b.Loop(); i++ {
-				for j := range len(variants) + 1 {
-					k := (i + j) % (len(variants) + 1) // each first in turn; k == len: the bare loop
+			rng := rand.New(rand.NewPCG(1, 2))
+			for b.Loop() {
+				for _, k := range rng.Perm(len(variants) + 1) { // k == len: the bare loop
+					runtime.GC()
 					if k == len(variants) {
 						d, err := bareLoop(size.clients, size.requests)
 						if err != nil {
