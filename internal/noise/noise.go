@@ -48,8 +48,8 @@ import (
 // DefaultPeriod is the sleep loops' period: 100 wake-ups a second, each
 // an independent look at how late a sleeper wakes (3,000 over a 30 s
 // run, 30 of them above the p99). A shorter period measures the same
-// lateness more often, for more CPU (BenchmarkMeterCPU; BENCHMARKS.md,
-// "The noise meter's cost").
+// lateness more often, for more CPU (BenchmarkMeterCPU; what the meter
+// costs the fleet: BenchmarkMeasures, in BENCHMARKS.md).
 const DefaultPeriod = 10 * time.Millisecond
 
 // Options configure a Meter.
