@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"github.com/retrylab/retrylab/scenarios"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -290,4 +292,76 @@ expect: {allow_unexercised: true}
 	b.ReportMetric(shared, "shared-attempts/s")
 	b.ReportMetric(shared/own, "ratio")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkMeasures measures what each always-on measurement of a
+// real-time run costs the fleet: in the same run, the bare loop, the
+// fleet as it runs (every measurement on), and the fleet with one
+// measurement off — the noise meter (its sleep loop and its reads of the
+// scheduler's latencies and of PSI), the stub's receipt stamps, the heap
+// floor — in an order drawn anew each round, each run after a garbage
+// collection (a run pays for its predecessor's garbage otherwise, and in
+// a rotation one variant always follows the bare loop). Metrics: each one's
+// attempts/s over the bare loop's (ratio-fleet, ratio-no-meter, ...).
+// A measurement costs the fleet the gap between ratio-fleet and its
+// ratio-no-X.
+//
+//	go test -run '^$' -bench BenchmarkMeasures -benchtime 4x ./runner
+func BenchmarkMeasures(b *testing.B) {
+	variants := []struct {
+		name string
+		off  measures
+	}{
+		{"fleet", measures{}},
+		{"no-meter", measures{meter: true}},
+		{"no-stamps", measures{stamps: true}},
+		{"no-heap-floor", measures{heapFloor: true}},
+	}
+	sizes := []struct{ clients, requests int }{{64, 400}, {1000, 30}, {10000, 4}}
+	for _, size := range sizes {
+		b.Run(fmt.Sprintf("clients=%d", size.clients), func(b *testing.B) {
+			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
+				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
+			path := filepath.Join(b.TempDir(), "timeline.ndjson")
+			var bareDur time.Duration
+			var bareN int64
+			durs := make([]time.Duration, len(variants))
+			ns := make([]int64, len(variants))
+			rng := rand.New(rand.NewPCG(1, 2))
+			for b.Loop() {
+				for _, k := range rng.Perm(len(variants) + 1) { // k == len: the bare loop
+					runtime.GC()
+					if k == len(variants) {
+						d, err := bareLoop(size.clients, size.requests)
+						if err != nil {
+							b.Fatal(err)
+						}
+						bareDur += d
+						bareN += int64(size.clients * size.requests)
+						continue
+					}
+					f, err := os.Create(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget, off: variants[k].off})
+					f.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if bad := sum.Planned - sum.Results["ok"]; bad*100 > sum.Planned {
+						b.Fatalf("%s: %v of %d ok: %s", variants[k].name, sum.Results, sum.Planned, firstError(path))
+					}
+					durs[k] += sum.Elapsed
+					ns[k] += sum.Attempts
+				}
+			}
+			bare := float64(bareN) / bareDur.Seconds()
+			b.ReportMetric(bare, "bare-attempts/s")
+			for k, v := range variants {
+				b.ReportMetric(float64(ns[k])/durs[k].Seconds()/bare, "ratio-"+v.name)
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

@@ -418,6 +418,7 @@ func (s *Serving) Reset(ctx context.Context, sc *scenarios.Scenario) (ResetAnswe
 		s.opts.Control.OnReset(n, sc, g.srv, where)
 	}
 	s.cur.Store(g) // before Seal: a request old diverts finds g
+	s.probeLocal(g)
 	if err := s.retire(ctx, old, now); err != nil && s.opts.Logger != nil {
 		s.opts.Logger.Warn("serve: ending a recording at a reset", "recording", old.n, "err", err)
 	}

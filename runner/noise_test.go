@@ -3,10 +3,12 @@ package runner
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
 
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -50,7 +52,7 @@ func TestRunNoiseVirtual(t *testing.T) {
 }
 
 // An exec fleet's run also runs the probe process (this test binary run
-// again as one), which sees what the fleet's processes see; the stub
+// again as one, probeCommand), which sees what the fleet's processes see; the stub
 // stamps the requests they sent.
 func TestRunNoiseExec(t *testing.T) {
 	sc := mustParse(t, `
@@ -59,9 +61,20 @@ server: {phases: [{respond: ok}]}
 fleet: {clients: 2, requests: 1, timeout: 10s}
 `)
 	var buf bytes.Buffer
-	if _, err := Run(t.Context(), sc, RunOptions{Subject: fakeProgram(t, "send-hang"), Timeline: &buf}); err != nil {
+	if _, err := Run(t.Context(), sc, RunOptions{Subject: fakeProgram(t, "send-hang"), Timeline: &buf, Probe: probeCommand(t)}); err != nil {
 		t.Fatal(err)
 	}
 	_, end := decodeEnd(t, buf.Bytes())
 	checkNoise(t, end.Noise, strings.Join([]string{timeline.NoiseSched, timeline.NoiseSleep, timeline.NoiseProbe, timeline.NoiseStamp}, "+"))
+}
+
+// probeCommand is the command line of a noise probe: this test binary,
+// which TestMain turns into one.
+func probeCommand(t testing.TB) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe, noise.ProbeArg}
 }

@@ -14,13 +14,18 @@ import (
 	"time"
 
 	"github.com/retrylab/retrylab/analyzer"
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
 )
 
 // TestMain lets the test binary play an exec subject: with
-// RETRYLAB_FAKE_CLIENT set it is a tiny client program (no curl needed).
+// RETRYLAB_FAKE_CLIENT set it is a tiny client program (no curl needed);
+// with noise.ProbeArg first it is a noise probe (probeCommand).
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == noise.ProbeArg {
+		os.Exit(noise.ProbeMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
 	if mode := os.Getenv("RETRYLAB_FAKE_CLIENT"); mode != "" {
 		os.Exit(fakeClient(mode))
 	}

@@ -106,6 +106,23 @@ type RunOptions struct {
 	// quota's Backend). The CLI gives stubredis's for a redis:// Backend,
 	// so that this package links no Redis client.
 	NewLimiter func(stubserver.LimiterSpec) (stubserver.Limiter, error)
+	// Probe is the command line of a noise probe process (the program
+	// and its arguments; see noise.ProbeMain, which the CLI's own
+	// executable runs given noise.ProbeArg). A real-time exec fleet runs
+	// one beside it, so that the end record's noise holds what another
+	// process on this host met. Empty: no probe source.
+	Probe []string
+
+	// off turns always-on measurements off: for BenchmarkMeasures alone,
+	// which measures what each costs the fleet.
+	off measures
+}
+
+// measures names the always-on measurements of a real-time run.
+type measures struct {
+	meter     bool // the noise meter: sleep loop, sched, PSI (and probe)
+	stamps    bool // the stub's receipt stamps
+	heapFloor bool // keepHeapFloor
 }
 
 // Progress is a snapshot of a running run.
@@ -290,7 +307,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 		}
 	}
 
-	if !opts.Virtual {
+	if !opts.Virtual && !opts.off.heapFloor {
 		defer keepHeapFloor()()
 	}
 	r := &runner{sc: &eff, opts: opts, subj: subj, late: loghist.NewAtomic(latenessLayout), epochLate: late, turnsOff: make(chan struct{})}

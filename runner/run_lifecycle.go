@@ -117,11 +117,19 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		l = pf.gate
 	}
 	if !opts.Virtual {
-		// An exec fleet's clients are processes: a probe process sees
-		// what they see.
-		r.stamps = noise.NewStamps()
-		r.meter = noise.Start(noise.Options{Probe: pf != nil, Stamps: r.stamps})
-		defer r.meter.Stop() // a run that ends early; a no-op after the stop below
+		if !opts.off.stamps {
+			r.stamps = noise.NewStamps()
+		}
+		if !opts.off.meter {
+			var probe []string
+			if pf != nil {
+				// An exec fleet's clients are processes: a probe
+				// process sees what they see.
+				probe = opts.Probe
+			}
+			r.meter = noise.Start(noise.Options{Probe: probe, Stamps: r.stamps})
+			defer r.meter.Stop() // a run that ends early; a no-op after the stop below
+		}
 	}
 	r.start = opts.Start
 	if r.start.IsZero() || pf != nil {

@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +64,13 @@ type ServeOptions struct {
 	// Control, when set, mounts the control API under ControlPrefix on
 	// the listener (see ControlOptions).
 	Control *ControlOptions
+	// Probe is the command line of a noise probe process (as
+	// RunOptions.Probe). A recording runs one from when a client on
+	// this host is seen (a listener on loopback, or a peer with a
+	// loopback address or one of this host's), so that its end record
+	// holds the lateness that such clients met, as an exec fleet's does.
+	// Empty: no probe source.
+	Probe []string
 }
 
 // A Serving is a stub made by NewServe, ready to Serve.
@@ -75,6 +84,10 @@ type Serving struct {
 	stopOnce sync.Once
 	measure  bool // Serve runs: each recording measures the host's noise
 	now      func() time.Time
+	// local is set once a client on this host is seen: each recording's
+	// meter then runs the probe (probeLocal).
+	local     atomic.Bool
+	hostAddrs []netip.Addr // this host's addresses, for localPeer
 
 	mu      sync.Mutex // resets, and the stop
 	cur     atomic.Pointer[generation]
@@ -116,6 +129,9 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 		opts.Listened = time.Now()
 	}
 	s := &Serving{opts: opts, start: opts.Listened, stopping: make(chan struct{}), now: time.Now}
+	if len(opts.Probe) > 0 {
+		s.hostAddrs = hostAddrs()
+	}
 	if !opts.Epoch.IsZero() {
 		s.start = AnchorEpoch(opts.Epoch)
 	}
@@ -269,6 +285,10 @@ func (s *Serving) Serve(ctx context.Context, ln net.Listener) (stubserver.Stats,
 	s.measure = true
 	if g := s.cur.Load(); g.sink != nil && g.meter == nil {
 		g.meter = serveMeter(g.stamps) // the host's noise while serving, for the end record
+		if s.localPeer(ln.Addr()) {
+			s.local.Store(true) // every client is on this host
+		}
+		s.probeLocal(g)
 	}
 	s.mu.Unlock()
 	served := make(chan error, 1)
@@ -368,8 +388,55 @@ func (g *generation) end(s *Serving, stopped time.Time, end timeline.End) error 
 	return err
 }
 
-// connState is the http.Server's ConnState: see FreshConns.
-func (s *Serving) connState(c net.Conn, st http.ConnState) { s.fresh.Track(c, st, s.stopping) }
+// connState is the http.Server's ConnState: see FreshConns; the first
+// client on this host starts the current recording's probe.
+func (s *Serving) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateNew && !s.local.Load() && s.localPeer(c.RemoteAddr()) {
+		s.local.Store(true)
+		s.probeLocal(s.cur.Load())
+	}
+	s.fresh.Track(c, st, s.stopping)
+}
+
+// probeLocal starts g's probe when a client on this host has been seen.
+// A reset calls it once its generation is current, so that a client seen
+// meanwhile starts the probe of one generation or the other, and a
+// second start is a no-op (Meter.StartProbe).
+func (s *Serving) probeLocal(g *generation) {
+	if s.local.Load() {
+		g.meter.StartProbe(s.opts.Probe)
+	}
+}
+
+// localPeer says whether addr (a listener's, or a connection's remote
+// address) is on this host: a loopback address, or one of the host's
+// own. False without a probe to run (hostAddrs unread).
+func (s *Serving) localPeer(addr net.Addr) bool {
+	if len(s.opts.Probe) == 0 || addr == nil {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	return ip.IsLoopback() || slices.Contains(s.hostAddrs, ip)
+}
+
+// hostAddrs are this host's interface addresses (none when unreadable).
+func hostAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var ips []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			ips = append(ips, p.Addr().Unmap())
+		}
+	}
+	return ips
+}
 
 // addStats sums two stubs' counts.
 func addStats(a, b stubserver.Stats) stubserver.Stats {
@@ -404,8 +471,9 @@ func serveEnd(srv *stubserver.Server, rec *timeline.Recorder, enc *timeline.Enco
 }
 
 // serveMeter measures the host's noise for a serve recording. Its clients
-// run in other processes the meter cannot see: the stub's socket waits
-// (stamps) stand for how late they may have run.
+// run in other processes the meter cannot see: unless a probe measures
+// them (probeLocal), the stub's socket waits (stamps) stand for how late
+// they may have run.
 func serveMeter(stamps *noise.Stamps) *noise.Meter {
 	return noise.Start(noise.Options{Stamps: stamps, StampsLate: true})
 }

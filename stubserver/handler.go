@@ -38,6 +38,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.inflight.Add(1)
 	arrive := time.Now()
+	// The next request on this connection comes after this answer.
+	defer func() { s.stamps.Answered(r.Context(), time.Now()) }()
 	if s.holds(arrive) {
 		s.handled() // Seal waits only for requests that record
 		s.hold(w, r)

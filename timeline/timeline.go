@@ -363,12 +363,15 @@ const (
 	// (/sched/latencies:seconds) over the run: how long goroutines of the
 	// recording process waited to run once ready.
 	NoiseSched = "sched"
-	// NoiseSleep: a thread of the recording process that sleeps a short
-	// period and measures how late it wakes, which also sees the kernel
-	// keeping the process off the CPU (other processes, CPU hogs).
+	// NoiseSleep: a goroutine of the recording process that sleeps a
+	// short period on a timer and measures how late it wakes, which also
+	// sees the kernel keeping the process off the CPU (other processes,
+	// CPU hogs).
 	NoiseSleep = "sleep"
-	// NoiseProbe: a separate probe process doing the same, which sees
-	// what the fleet's child processes see.
+	// NoiseProbe: a separate probe process whose thread sleeps a short
+	// period in the kernel and measures how late it wakes, which sees
+	// what the fleet's child processes (or serve's clients on the same
+	// host) see.
 	NoiseProbe = "probe"
 	// NoiseStamp: how late the stub stamped its arrivals behind the
 	// kernel's receipt of them (a lower bound, in whole kernel ticks).

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/runner"
 	_ "github.com/retrylab/retrylab/subjects/thirdparty" // registers the third-party retry libraries as subjects
 	"github.com/spf13/pflag"
@@ -28,6 +29,9 @@ import (
 var version = "dev"
 
 func main() {
+	if isProbe(os.Args) {
+		os.Exit(noise.ProbeMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
 	// The signals are never released: a detached run's fleet holds
 	// contexts derived from ctx, and canceling it would wake every one of
 	// them (seconds with 200,000 clients in flight) just before the

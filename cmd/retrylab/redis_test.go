@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/internal/redistest"
 	"github.com/retrylab/retrylab/runner"
 	"github.com/retrylab/retrylab/scenarios"
@@ -41,6 +42,9 @@ var quotaFor = flag.Duration("quota-for", 3*time.Second, "how long the shared-qu
 const serveChildEnv = "RETRYLAB_TEST_SERVE_CHILD"
 
 func TestMain(m *testing.M) {
+	if isProbe(os.Args) { // the probe of a run a test made (probeCommand)
+		os.Exit(noise.ProbeMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
 	if kind := os.Getenv(serveChildEnv); kind != "" {
 		os.Exit(serveChild(kind, os.Args[1:]))
 	}

@@ -299,6 +299,7 @@ func runSetup(e *env, sc *scenarios.Scenario, subj subjects.Subject, o runOption
 		Tool:       version,
 		Detach:     e.exits && !o.noDetach,
 		NewLimiter: newLimiter,
+		Probe:      probeCommand(),
 	}
 	o.spread.options(&ropts)
 	return ropts, func() {

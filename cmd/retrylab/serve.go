@@ -176,6 +176,7 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 		Host:                hostname(),
 		Metrics:             stubprom.Handler,
 		NewLimiter:          newLimiter,
+		Probe:               probeCommand(), // for clients on this host
 		// Only the quota backend's failures reach Error, at most one line
 		// a second; connection noise stays at Debug.
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

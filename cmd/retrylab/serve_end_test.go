@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,9 @@ func lastEnd(t *testing.T, b []byte) *timeline.End {
 }
 
 // A serve recording ends with an end record: completed at --duration, with
-// the host's noise measured while serving.
+// the host's noise measured while serving; its clients are on this host
+// (loopback), so the noise probe ran, as beside an exec fleet (this test
+// binary is the probe: TestMain).
 func TestServeEndCompleted(t *testing.T) {
 	end := lastEnd(t, serveRecording(t, 10, "300ms", nil))
 	if end.Reason != timeline.EndCompleted || end.Signal != "" || len(end.Errors) != 0 {
@@ -100,8 +103,9 @@ func TestServeEndCompleted(t *testing.T) {
 	if n == nil {
 		t.Fatal("end.Noise = nil")
 	}
-	if n.Source != timeline.NoiseSched+"+"+timeline.NoiseSleep+"+"+timeline.NoiseStamp || n.Samples <= 0 || n.P50 < 0 || n.P50 > n.P99 || n.P99 > n.Max {
-		t.Errorf("end.Noise = %+v; want sched+sleep+stamp (the stub's stamps of the requests served) with samples and 0 <= p50 <= p99 <= max", *n)
+	want := strings.Join([]string{timeline.NoiseSched, timeline.NoiseSleep, timeline.NoiseProbe, timeline.NoiseStamp}, "+")
+	if n.Source != want || n.Samples <= 0 || n.P50 < 0 || n.P50 > n.P99 || n.P99 > n.Max {
+		t.Errorf("end.Noise = %+v; want %s (the probe's, and the stub's stamps of the requests served) with samples and 0 <= p50 <= p99 <= max", *n, want)
 	}
 }
 

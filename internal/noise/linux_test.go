@@ -33,7 +33,11 @@ func BenchmarkMeterCPU(b *testing.B) {
 				if probe {
 					h.probeReady = ready
 				}
-				m := start(Options{Period: period, Probe: probe}, h)
+				o := Options{Period: period}
+				if probe {
+					o.Probe = probeCommand(b)
+				}
+				m := start(o, h)
 				<-reached
 				if probe {
 					<-ready
@@ -50,46 +54,52 @@ func BenchmarkMeterCPU(b *testing.B) {
 	}
 }
 
-// BenchmarkLatenessUnderHogs measures the sleep source's lateness (p50,
-// p99, max in µs) while 0, 2 or 4 processes spin on the CPU (each ended
-// with the sub-benchmark, and by a 60 s timeout at the latest).
+// BenchmarkLatenessUnderHogs measures the sleep loops' lateness (p50,
+// p99, max in µs), on a timer (the sleep source) and in the kernel (the
+// probe's), while 0, 2 or 4 processes spin on the CPU (each ended with the
+// sub-benchmark, and by a 60 s timeout at the latest).
 func BenchmarkLatenessUnderHogs(b *testing.B) {
 	for _, hogs := range []int{0, 2, 4} {
-		b.Run(fmt.Sprintf("hogs=%d", hogs), func(b *testing.B) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			var cmds []*exec.Cmd
-			for range hogs {
-				c := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
-				if err := c.Start(); err != nil {
-					b.Skip(err)
-				}
-				cmds = append(cmds, c)
-			}
-			defer func() {
-				cancel()
-				for _, c := range cmds {
-					c.Wait()
-				}
-			}()
-			reached := make(chan struct{})
-			sl := startSleeper(DefaultPeriod, uint64(b.N), reached)
-			<-reached
-			sl.halt()
-			s, _ := histSource("sleep", sl.hist)
-			b.ReportMetric(float64(s.p50)/1e3, "p50-µs")
-			b.ReportMetric(float64(s.p99)/1e3, "p99-µs")
-			b.ReportMetric(float64(s.max)/1e3, "max-µs")
-		})
+		for _, kernel := range []bool{onTimer, inKernel} {
+			b.Run(fmt.Sprintf("hogs=%d/kernel=%v", hogs, kernel), func(b *testing.B) { latenessUnderHogs(b, hogs, kernel) })
+		}
 	}
 }
 
-// TestProbeSIGTERM: a probe (this test binary, caught by init) that gets
+// latenessUnderHogs is one of BenchmarkLatenessUnderHogs's cells.
+func latenessUnderHogs(b *testing.B, hogs int, kernel bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var cmds []*exec.Cmd
+	for range hogs {
+		c := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			b.Skip(err)
+		}
+		cmds = append(cmds, c)
+	}
+	defer func() {
+		cancel()
+		for _, c := range cmds {
+			c.Wait()
+		}
+	}()
+	reached := make(chan struct{})
+	sl := startSleeper(DefaultPeriod, kernel, uint64(b.N), reached)
+	<-reached
+	sl.halt()
+	s, _ := histSource("sleep", sl.hist)
+	b.ReportMetric(float64(s.p50)/1e3, "p50-µs")
+	b.ReportMetric(float64(s.p99)/1e3, "p99-µs")
+	b.ReportMetric(float64(s.max)/1e3, "max-µs")
+}
+
+// TestProbeSIGTERM: a probe (this test binary, see TestMain) that gets
 // SIGTERM reports what it measured and exits; SIGINT, which a terminal
 // sends the whole process group, does not stop it.
 func TestProbeSIGTERM(t *testing.T) {
 	ready := make(chan struct{})
-	p, err := startProbe(time.Millisecond, ready)
+	p, err := newProbe(probeCommand(t), time.Millisecond, ready)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,21 +9,24 @@
 //     Start and at Stop; the difference is how long this process's
 //     goroutines waited to run once ready during the run (the runtime
 //     samples about one scheduling event in eight).
-//   - sleep: a goroutine locked to an OS thread sleeps Period in a loop and
-//     records how late each wake-up is. It sees what sched misses: the
-//     kernel keeping the process off the CPU (other processes, CPU hogs),
-//     and how late a timer fires, which is what a client's retry delay is.
-//   - probe (Options.Probe): a separate process (this executable run again
-//     with RETRYLAB_NOISE_PROBE set, caught by this package's init) doing
-//     the same loop, so the measurement is what a child process sees: for
-//     exec fleets, whose clients are child processes.
+//   - sleep: a goroutine sleeps Period on a Go timer in a loop and records
+//     how late each wake-up is. It sees what sched misses: the kernel
+//     keeping the process off the CPU (other processes, CPU hogs), and how
+//     late a timer fires, which is what a client goroutine's retry delay
+//     is. It holds no Go processor while it sleeps (see onTimer).
+//   - probe (Options.Probe, StartProbe): a separate process (ProbeMain)
+//     whose thread sleeps Period in the kernel in a loop, so the
+//     measurement is what another program's thread on this host sees:
+//     for exec fleets, whose clients are child processes, and serve's
+//     clients on this host.
 //   - stamp (Options.Stamps): how long the stub's arrivals waited in
 //     their sockets before it read them (Noise.SocketP90, SocketP99) and
 //     how many late ones fell together (Noise.Batch); see Stamps. The
 //     stub stamps each arrival at its receipt, so these waits are not in
 //     the lateness quantiles: the source is named, with its samples, and
 //     adds no lateness — except with Options.StampsLate (serve: clients
-//     the meter cannot see), where they stand for the clients' lateness.
+//     the meter cannot see) when no probe reported, where they stand for
+//     the clients' lateness.
 //   - CPU pressure: /proc/pressure/cpu "some" total over the run as a share
 //     of wall time (0 where the kernel does not report it).
 //
@@ -43,25 +46,29 @@ import (
 )
 
 // DefaultPeriod is the sleep loops' period: 100 wake-ups a second, each
-// an independent look at how long a thread that became runnable waits for
-// a CPU. A shorter period measures the same lateness more often but costs
-// more CPU (BenchmarkMeterCPU; docs/benchmarks/runner.md, section 4).
+// an independent look at how late a sleeper wakes (3,000 over a 30 s
+// run, 30 of them above the p99). A shorter period measures the same
+// lateness more often, for more CPU (BenchmarkMeterCPU; what the meter
+// costs the fleet: BenchmarkMeasures, in BENCHMARKS.md).
 const DefaultPeriod = 10 * time.Millisecond
 
 // Options configure a Meter.
 type Options struct {
 	// Period is the sleep loops' period (0: DefaultPeriod).
 	Period time.Duration
-	// Probe also runs the sleep loop in a separate probe process, for
-	// fleets of child processes. If the probe cannot start or does not
-	// report, the Noise has no probe source; the run goes on.
-	Probe bool
+	// Probe, when not empty, is the command line of a probe process
+	// (the program and ProbeArg; the period is appended) that Start runs
+	// beside the meter, for fleets of child processes. If the probe
+	// cannot start or does not report, the Noise has no probe source; the
+	// run goes on.
+	Probe []string
 	// Stamps, when not nil, is the stub's measurement of its arrivals'
 	// stamps (NewStamps), joined as the stamp source and the Batch.
 	Stamps *Stamps
-	// StampsLate counts the stamps' socket waits as lateness too: for a
-	// recording whose clients the meter cannot see (serve), how far
-	// behind the stub ran stands for how far behind they may have.
+	// StampsLate counts the stamps' socket waits as lateness too, unless
+	// a probe reported: for a recording whose clients the meter cannot
+	// see (serve's remote clients), how far behind the stub ran stands
+	// for how far behind they may have.
 	StampsLate bool
 }
 
@@ -71,22 +78,28 @@ var lateLayout = loghist.Layout{Unit: int64(time.Microsecond), Bits: 5}
 // Meter measures the host's lateness from Start to Stop. Its methods are
 // safe for concurrent use; a nil Meter's Stop returns nil.
 type Meter struct {
-	once   sync.Once
-	mu     sync.Mutex // guards result for Peek
-	result *timeline.Noise
+	once sync.Once
+	mu   sync.Mutex // guards result for Peek, and the probe's start
+	// result is what Stop measured; stopped is set when Stop begins (no
+	// probe starts after it).
+	result  *timeline.Noise
+	stopped bool
+	probe   *probe // nil without a probe, or when it did not start
+	tried   bool   // a probe was started (or failed to)
 
-	wall0  time.Time
-	sched0 *metrics.Float64Histogram // nil when the runtime lacks the metric
-	psi0   int64                     // µs; -1 when unknown
-	sleep  *sleeper
-	probe  *probe // nil without Options.Probe or when it did not start
-	stamps *Stamps
+	period     time.Duration
+	probeReady chan struct{} // hooks.probeReady
+	wall0      time.Time
+	sched0     *metrics.Float64Histogram // nil when the runtime lacks the metric
+	psi0       int64                     // µs; -1 when unknown
+	sleep      *sleeper
+	stamps     *Stamps
 	// stampsLate: Options.StampsLate.
 	stampsLate bool
 }
 
 // Start starts measuring. It returns at once: the sleep loop runs on its
-// own goroutine (and thread), the probe in its own process.
+// own goroutine, the probe in its own process.
 func Start(opts Options) *Meter { return start(opts, hooks{}) }
 
 // hooks let tests wait for samples instead of sleeping.
@@ -101,18 +114,35 @@ func start(opts Options, h hooks) *Meter {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	m := &Meter{wall0: time.Now(), sched0: readSched(), psi0: readPSI(), stamps: opts.Stamps, stampsLate: opts.StampsLate}
-	m.sleep = startSleeper(period, h.sleepWant, h.sleepReached)
-	if opts.Probe {
-		m.probe, _ = startProbe(period, h.probeReady) // no probe: the in-process sources stand
-	}
+	m := &Meter{period: period, probeReady: h.probeReady, wall0: time.Now(), sched0: readSched(), psi0: readPSI(), stamps: opts.Stamps, stampsLate: opts.StampsLate}
+	m.sleep = startSleeper(period, onTimer, h.sleepWant, h.sleepReached)
+	m.StartProbe(opts.Probe)
 	return m
+}
+
+// StartProbe starts a probe process with the command line argv (see
+// Options.Probe) unless the Meter has started one, or argv is empty, or
+// Stop has begun: for a meter that learns late that processes on this
+// host are its clients (serve, at its first loopback peer). The probe
+// measures from its start to Stop.
+func (m *Meter) StartProbe(argv []string) {
+	if m == nil || len(argv) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tried || m.stopped {
+		return
+	}
+	m.tried = true
+	m.probe, _ = newProbe(argv, m.period, m.probeReady) // no probe: the in-process sources stand
 }
 
 // Stop ends the measurement and returns what it measured: the largest of
 // the sources' lateness at each quantile, their sample counts summed, and
 // the CPU pressure. It waits for the sleep loop's current period and for
-// the probe's report (at most probeWait). Later calls return the same.
+// the probe's report (at most probeWait, or probeStartWait for a probe
+// still starting). Later calls return the same.
 func (m *Meter) Stop() *timeline.Noise {
 	if m == nil {
 		return nil
@@ -145,10 +175,14 @@ func (m *Meter) Peek() *timeline.Noise {
 
 func (m *Meter) stop() *timeline.Noise {
 	sched1, psi1, wall1 := readSched(), readPSI(), time.Now()
+	m.mu.Lock()
+	m.stopped = true
+	p := m.probe
+	m.mu.Unlock()
 	m.sleep.halt()
 	var pr *source
-	if m.probe != nil {
-		pr = m.probe.stop(probeWait)
+	if p != nil {
+		pr = p.stop(p.wait())
 	}
 	return m.measure(sched1, psi1, wall1, m.sleep.hist, pr)
 }
@@ -173,8 +207,8 @@ func (m *Meter) measure(sched1 *metrics.Float64Histogram, psi1 int64, wall1 time
 	if ok {
 		// The arrivals are stamped at their receipts (see Stamps): the
 		// waits are the stub's lateness, not the arrivals', unless they
-		// stand for clients the meter cannot see.
-		if m.stampsLate {
+		// stand for clients nothing else measured.
+		if m.stampsLate && pr == nil {
 			srcs = append(srcs, st)
 		} else {
 			srcs = append(srcs, source{name: st.name, samples: st.samples})

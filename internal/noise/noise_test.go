@@ -1,11 +1,14 @@
 package noise
 
 import (
+	"bytes"
 	"math"
+	"os"
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,15 +233,15 @@ func TestProbeNoReport(t *testing.T) {
 		args []string
 		wait time.Duration
 	}{
-		{"exits silent", []string{"cat"}, time.Minute}, // ends at stdin's end
-		{"hangs", []string{"sleep", "30"}, 0},          // killed at once
+		{"exits silent", []string{"sh", "-c", "cat >/dev/null", "sh"}, time.Minute}, // ends at stdin's end
+		{"hangs", []string{"sleep", "30"}, 0},                                       // killed at once
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, err := exec.LookPath(tc.args[0])
 			if err != nil {
 				t.Skip(err)
 			}
-			p, err := newProbe(path, tc.args[1:], time.Millisecond, nil)
+			p, err := newProbe(append([]string{path}, tc.args[1:]...), time.Millisecond, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,11 +256,11 @@ func TestProbeNoReport(t *testing.T) {
 }
 
 // TestMeter: a meter started with a probe reports all three sources, with
-// samples and ordered quantiles; the probe runs from this test binary
-// (its init caught the environment variable before testing.M).
+// samples and ordered quantiles; the probe is this test binary run again
+// (TestMain).
 func TestMeter(t *testing.T) {
 	reached, ready := make(chan struct{}), make(chan struct{})
-	m := start(Options{Period: time.Millisecond, Probe: true}, hooks{sleepWant: 40, sleepReached: reached, probeReady: ready})
+	m := start(Options{Period: time.Millisecond, Probe: probeCommand(t)}, hooks{sleepWant: 40, sleepReached: reached, probeReady: ready})
 	waitFor(t, reached, "40 wake-ups of the sleep loop")
 	waitFor(t, ready, "the probe's ready line")
 	pingPong(200)
@@ -309,6 +312,42 @@ func TestMeterNoProbe(t *testing.T) {
 	}
 }
 
+// TestStartProbeLate: a probe started after the meter (serve's first
+// loopback peer) reports at Stop; one asked for after Stop, or a second
+// one, is not started.
+func TestStartProbeLate(t *testing.T) {
+	reached, ready := make(chan struct{}), make(chan struct{})
+	m := start(Options{Period: time.Millisecond}, hooks{sleepWant: 5, sleepReached: reached, probeReady: ready})
+	waitFor(t, reached, "5 wake-ups of the sleep loop")
+	m.StartProbe(nil) // no command: nothing
+	m.StartProbe(probeCommand(t))
+	first := m.probe
+	m.StartProbe(probeCommand(t))
+	if first == nil || m.probe != first {
+		t.Fatalf("probe %p then %p; want one probe, started once", first, m.probe)
+	}
+	waitFor(t, ready, "the probe's ready line")
+	n := m.Stop()
+	if n.Source != "sched+sleep+probe" && n.Source != "sleep+probe" {
+		t.Errorf("Source %q; want the probe's source", n.Source)
+	}
+	m.StartProbe(probeCommand(t))
+	if m.probe != first {
+		t.Error("a probe started after Stop")
+	}
+}
+
+// TestProbeMainArgs: a probe process given no period, or a bad one, exits
+// with status 2 at once, writing nothing.
+func TestProbeMainArgs(t *testing.T) {
+	for _, args := range [][]string{nil, {"0s"}, {"-1ms"}, {"soon"}, {"1ms", "2ms"}} {
+		var out bytes.Buffer
+		if got := ProbeMain(args, strings.NewReader(""), &out); got != 2 || out.Len() != 0 {
+			t.Errorf("ProbeMain(%q) = %d, wrote %q; want 2 and nothing", args, got, out.String())
+		}
+	}
+}
+
 // pingPong makes n goroutine wake-ups, which the runtime's scheduling
 // latencies sample (one in eight).
 func pingPong(n int) {
@@ -325,6 +364,25 @@ func pingPong(n int) {
 	close(ping)
 }
 
+// probeCommand is the command line of a probe: this test binary, which
+// TestMain turns into one.
+func probeCommand(t testing.TB) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	return []string{exe, ProbeArg}
+}
+
+// TestMain lets the test binary be a probe process (probeCommand).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ProbeArg {
+		os.Exit(ProbeMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
+	os.Exit(m.Run())
+}
+
 // waitFor waits for ch, failing the test after a minute (a hung loop).
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -332,5 +390,36 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	case <-ch:
 	case <-time.After(time.Minute):
 		t.Fatalf("no %s within a minute", what)
+	}
+}
+
+// TestRunProbeStoppedAtOnce: a probe stopped before its first wake-up
+// still measures the nap under way and reports it, ready first.
+func TestRunProbeStoppedAtOnce(t *testing.T) {
+	var out bytes.Buffer
+	stop := make(chan struct{})
+	close(stop)
+	if err := runProbe(time.Millisecond, stop, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := parseProbe(out.Bytes()); !ok || s.samples != 1 {
+		t.Fatalf("parseProbe(%q) = %+v, %v; want the one nap", out.Bytes(), s, ok)
+	}
+}
+
+// TestProbeWait: Stop waits longer for a probe still starting than for one
+// that said it was ready.
+func TestProbeWait(t *testing.T) {
+	p := &probe{out: capped{max: 64}}
+	if got := p.wait(); got != probeStartWait {
+		t.Errorf("wait before the ready line = %v; want %v", got, probeStartWait)
+	}
+	p.out.Write([]byte(probeReady))
+	if got := p.wait(); got != probeStartWait {
+		t.Errorf("wait before the ready line's end = %v; want %v", got, probeStartWait)
+	}
+	p.out.Write([]byte("\n"))
+	if got := p.wait(); got != probeWait {
+		t.Errorf("wait after the ready line = %v; want %v", got, probeWait)
 	}
 }

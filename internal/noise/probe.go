@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -15,49 +16,61 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-// ProbeEnv is the environment variable that turns a process of any
-// executable linking this package (the retrylab binary, a test binary)
-// into a noise probe: this package's init sees it, runs the sleep loop
-// with the period it names (a Go duration, e.g. "2ms"), writes "ready"
-// on a line to stdout after its first wake-up, and on stdin's end or
-// SIGTERM writes its report (a line of JSON) and exits, before main (or
-// testing.M) runs. SIGINT is ignored: the parent decides when to stop.
-const ProbeEnv = "RETRYLAB_NOISE_PROBE"
+// ProbeArg, as a process's first argument, asks it to be a noise probe:
+// `retrylab __noise-probe PERIOD` (cmd/retrylab's main, or the TestMain
+// of a test binary that runs meters with a probe, calls ProbeMain). The
+// Meter starts Options.Probe with the period (a Go duration) appended.
+const ProbeArg = "__noise-probe"
 
-// probeWait is how long Stop waits for the probe's report.
-const probeWait = 2 * time.Second
+// probeWait is how long Stop waits for the report of a probe that said it
+// was ready; probeStartWait for one that had not yet (a probe started
+// late, on a loaded host, may still be starting: it reports a period
+// after it runs).
+const (
+	probeWait      = 2 * time.Second
+	probeStartWait = 10 * time.Second
+)
 
 // probeMaxLife ends a probe whose parent neither closed its stdin nor
 // signaled it (stdin's end comes when the parent dies, so only a parent
 // that leaks the pipe and lives on reaches it).
 const probeMaxLife = 24 * time.Hour
 
-func init() {
-	v, ok := os.LookupEnv(ProbeEnv)
-	if !ok {
-		return
+// ProbeMain is a probe process's main, for the process whose arguments
+// after ProbeArg are args (the period): it runs the sleep loop, in the
+// kernel on a thread of its own, writes "ready" on a line to stdout after
+// its first wake-up, and when stdin ends or SIGTERM comes writes its
+// report (a line of JSON) and returns the exit status: 0, 1 when the
+// report could not be written, 2 for arguments that are not a positive
+// period. SIGINT, which a terminal sends the whole process group, is
+// ignored: the parent decides when the probe stops. It changes the
+// process's signal handling, so only a main may call it.
+func ProbeMain(args []string, stdin io.Reader, stdout io.Writer) int {
+	if len(args) != 1 {
+		return 2
+	}
+	period, err := time.ParseDuration(args[0])
+	if err != nil || period <= 0 {
+		return 2
 	}
 	signal.Ignore(os.Interrupt)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
+	defer signal.Stop(term)
 	stop := make(chan struct{})
 	var once sync.Once
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		io.Copy(io.Discard, stdin)
 		once.Do(func() { close(stop) })
 	}()
 	go func() {
 		<-term
 		once.Do(func() { close(stop) })
 	}()
-	period, err := time.ParseDuration(v)
-	if err != nil || period <= 0 {
-		period = DefaultPeriod
+	if err := runProbe(period, stop, stdout); err != nil {
+		return 1
 	}
-	if err := runProbe(period, stop, os.Stdout); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return 0
 }
 
 // probeReport is the probe's one line on stdout: its lateness, ns.
@@ -73,7 +86,7 @@ type probeReport struct {
 // report to out.
 func runProbe(period time.Duration, stop <-chan struct{}, out io.Writer) error {
 	first := make(chan struct{})
-	s := startSleeper(period, 1, first)
+	s := startSleeper(period, inKernel, 1, first)
 	life := time.NewTimer(probeMaxLife)
 	defer life.Stop()
 	for done := false; !done; {
@@ -90,10 +103,15 @@ func runProbe(period time.Duration, stop <-chan struct{}, out io.Writer) error {
 			done = true
 		}
 	}
-	s.halt()
+	s.halt() // the nap under way is measured: a probe stopped early has its sample
 	var rep probeReport
 	if src, ok := histSource(timeline.NoiseProbe, s.hist); ok {
 		rep = probeReport{Samples: src.samples, P50: src.p50, P90: src.p90, P99: src.p99, Max: src.max}
+		if first != nil { // stopped before it said it was ready: it is now
+			if _, err := io.WriteString(out, probeReady+"\n"); err != nil {
+				return err
+			}
+		}
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {
@@ -132,21 +150,14 @@ type probe struct {
 	waited chan error
 }
 
-// startProbe starts this executable as a probe; ready, when not nil, is
-// closed when the probe says it is ready.
-func startProbe(period time.Duration, ready chan struct{}) (*probe, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+// newProbe starts the command argv, with the period appended, as a
+// probe; ready, when not nil, is closed when the probe says it is ready.
+func newProbe(argv []string, period time.Duration, ready chan struct{}) (*probe, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("noise: no probe command")
 	}
-	return newProbe(exe, nil, period, ready)
-}
-
-// newProbe starts exe with args as a probe.
-func newProbe(exe string, args []string, period time.Duration, ready chan struct{}) (*probe, error) {
 	p := &probe{waited: make(chan error, 1), out: capped{max: 4 << 10, ready: ready}}
-	p.cmd = exec.Command(exe, args...)
-	p.cmd.Env = append(os.Environ(), ProbeEnv+"="+period.String())
+	p.cmd = exec.Command(argv[0], append(slices.Clip(argv[1:]), period.String())...)
 	p.cmd.Stdout = &p.out
 	p.cmd.WaitDelay = time.Second
 	stdin, err := p.cmd.StdinPipe()
@@ -159,6 +170,15 @@ func newProbe(exe string, args []string, period time.Duration, ready chan struct
 	}
 	go func() { p.waited <- p.cmd.Wait() }()
 	return p, nil
+}
+
+// wait is how long stop should wait for the probe's report: probeWait,
+// or probeStartWait before it said it was ready.
+func (p *probe) wait() time.Duration {
+	if p.out.sawLine() {
+		return probeWait
+	}
+	return probeStartWait
 }
 
 // stop closes the probe's stdin and waits up to wait for its report; nil
@@ -186,13 +206,20 @@ func (p *probe) stop(wait time.Duration) *source {
 }
 
 // capped keeps the first max bytes written to it (the probe's output is
-// one short line).
-// When ready is not nil it is closed at the first line's end.
+// two short lines). When ready is not nil it is closed at the first
+// line's end.
 type capped struct {
 	mu    sync.Mutex
 	max   int
 	b     []byte
 	ready chan struct{}
+}
+
+// sawLine says whether a whole line was written.
+func (c *capped) sawLine() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.IndexByte(c.b, '\n') >= 0
 }
 
 var errCapped = errors.New("noise: probe output too long")

@@ -33,6 +33,9 @@ func loopbackPair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
+// sinceReceipt is the kernel's reading of c (see connStamp).
+func sinceReceipt(c net.Conn) (uint32, bool) { return newConnStamp(c).sinceReceipt(time.Now(), 0) }
+
 // waitReading polls the kernel's reading of c until it is at least ms
 // (the kernel's clock moves in ticks: there is nothing to wait on but
 // time). Bounded by a deadline.
@@ -81,7 +84,7 @@ func batchOfLateArrivals(t *testing.T) bool {
 	c0.Write([]byte("x"))
 	first := waitReading(t, s0, 1)
 	s.Observe(ConnContext(context.Background(), s0), time.Now())
-	tick := s.tick // the reading Observe saw: later, so no smaller
+	tick := s.tick.Load() // the reading Observe saw: later, so no smaller
 	if tick < first {
 		t.Fatalf("tick %d ms, below the first reading %d", tick, first)
 	}
@@ -153,7 +156,7 @@ func TestStampsOnTimeCountNothing(t *testing.T) {
 		t.Skip("TCP_INFO's last_data_recv is Linux's")
 	}
 	s := NewStamps()
-	s.tick = 4
+	s.tick.Store(4)
 	// Arrivals read a tick late at most (a tick fell between receipt and
 	// stamp) are on time, however many share an instant: a lockstep fleet.
 	at := time.Now()
@@ -199,12 +202,13 @@ func TestStampsWithoutSocket(t *testing.T) {
 
 func TestMeterJoinsStamps(t *testing.T) {
 	st := NewStamps()
-	st.raw[12] = 10
-	st.n = 10
-	st.tick = 4
+	st.small[12].Store(10)
+	st.tick.Store(4)
 	st.batch = 7
-	m := Start(Options{Stamps: st})
-	n := m.Stop()
+	// The stamps alone, without the host's lateness: what a sleep loop
+	// measures here is the host's.
+	m := &Meter{stamps: st, psi0: -1}
+	n := m.measure(nil, -1, time.Now(), nil, nil)
 	if n.Batch != 7 {
 		t.Errorf("Batch %d, want 7", n.Batch)
 	}
@@ -213,8 +217,29 @@ func TestMeterJoinsStamps(t *testing.T) {
 	if n.SocketP90 != int64(8*time.Millisecond) || n.SocketP99 != int64(8*time.Millisecond) {
 		t.Errorf("socket p90 %v, p99 %v; want the stamps' 8ms", time.Duration(n.SocketP90), time.Duration(n.SocketP99))
 	}
-	if n.P50 >= int64(8*time.Millisecond) || !strings.Contains(n.Source, timeline.NoiseStamp) {
-		t.Errorf("p50 %v from %q: want the stamp source named, its waits not in the lateness", time.Duration(n.P50), n.Source)
+	if n.P50 != 0 || n.P99 != 0 || n.Source != timeline.NoiseStamp {
+		t.Errorf("p50 %v, p99 %v from %q: want the stamp source named, its waits not in the lateness", time.Duration(n.P50), time.Duration(n.P99), n.Source)
+	}
+	if got := Start(Options{Stamps: st}).Stop(); !strings.Contains(got.Source, timeline.NoiseStamp) || got.SocketP99 != int64(8*time.Millisecond) {
+		t.Errorf("a started meter's noise %+v; want the stamp source and its socket waits", *got)
+	}
+}
+
+// TestMeterStampsLateProbed: for serve's clients on this host, measured
+// by a probe, the stamps' socket waits are the stub's again, not their
+// lateness.
+func TestMeterStampsLateProbed(t *testing.T) {
+	st := NewStamps()
+	st.small[12].Store(10)
+	st.tick.Store(4)
+	m := &Meter{stamps: st, stampsLate: true, psi0: -1}
+	probe := &source{name: timeline.NoiseProbe, p50: 1000, p90: 2000, p99: 3000, max: 4000, samples: 100}
+	n := m.measure(nil, -1, time.Now(), nil, probe)
+	if n.Source != "probe+stamp" || n.P50 != 1000 || n.P99 != 3000 || n.SocketP99 != int64(8*time.Millisecond) {
+		t.Errorf("noise %+v; want the probe's lateness, the stamps' waits beside it", *n)
+	}
+	if n := m.measure(nil, -1, time.Now(), nil, nil); n.P50 != int64(8*time.Millisecond) {
+		t.Errorf("without the probe's report: p50 %v; want the stamps' 8ms", time.Duration(n.P50))
 	}
 }
 
@@ -222,11 +247,97 @@ func TestMeterJoinsStamps(t *testing.T) {
 // stamps' socket waits stand for their lateness.
 func TestMeterStampsLate(t *testing.T) {
 	st := NewStamps()
-	st.raw[12] = 10
-	st.n = 10
-	st.tick = 4
+	st.small[12].Store(10)
+	st.tick.Store(4)
 	n := Start(Options{Stamps: st, StampsLate: true}).Stop()
 	if n.P50 < int64(8*time.Millisecond) || n.SocketP99 != int64(8*time.Millisecond) {
 		t.Errorf("p50 %v, socket p99 %v; want the stamps' 8ms in both", time.Duration(n.P50), time.Duration(n.SocketP99))
+	}
+}
+
+// BenchmarkObserve measures what stamping an arrival costs the stub: the
+// kernel's reading of the connection and the count, from parallel
+// goroutines each on a loopback connection of its own.
+//
+//	go test -run '^$' -bench BenchmarkObserve -benchmem ./internal/noise
+func BenchmarkObserve(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer ln.Close()
+	s := NewStamps()
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		sv, err := ln.Accept()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer sv.Close()
+		ctx := ConnContext(context.Background(), sv)
+		for pb.Next() {
+			s.Observe(ctx, time.Now())
+		}
+	})
+}
+
+// TestStampsSource: readings counted apart (on time without the mutex,
+// the rest with it) make one distribution of waits past the tick, the
+// smallest non-zero reading.
+func TestStampsSource(t *testing.T) {
+	s := NewStamps()
+	for _, ms := range []uint32{0, 9, 4, 7} {
+		s.lowerTick(ms)
+	}
+	if got := s.Tick(); got != 4*time.Millisecond {
+		t.Fatalf("Tick() = %v after readings 0, 9, 4, 7; want 4ms", got)
+	}
+	s.small[4].Store(80)
+	s.small[8].Store(9)
+	s.large[smallMax+40] = 11
+	src, _, ok := s.source()
+	ms := int64(time.Millisecond)
+	want := source{name: timeline.NoiseStamp, p50: 0, p90: (smallMax + 36) * ms, p99: (smallMax + 36) * ms, max: (smallMax + 36) * ms, samples: 100}
+	if !ok || src != want {
+		t.Errorf("source() = %+v, %v; want %+v", src, ok, want)
+	}
+}
+
+// TestStampsAnsweredSkipsTheKernel: an arrival less than a tick after the
+// connection's last answer is on time without asking the kernel (the
+// client sent it after the answer); one later, or on a connection never
+// answered, is read from the kernel. The request here waits three ticks
+// in its socket, so only a reading from the kernel moves it.
+func TestStampsAnsweredSkipsTheKernel(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("TCP_INFO's last_data_recv is Linux's")
+	}
+	s := NewStamps()
+	s.tick.Store(4)
+	c, sv := loopbackPair(t)
+	ctx := ConnContext(context.Background(), sv)
+	c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	waitReading(t, sv, 3*4)
+	now := time.Now()
+	s.Answered(ctx, now.Add(-time.Millisecond))
+	if w := s.Observe(ctx, now); w != 0 {
+		t.Errorf("an arrival 1ms after the last answer moved back by %v; want 0, unasked", w)
+	}
+	s.Answered(ctx, now.Add(-10*time.Millisecond))
+	if w := s.Observe(ctx, now); w < 8*time.Millisecond {
+		t.Errorf("an arrival 10ms after the last answer moved back by %v; want the kernel's reading, at least 8ms", w)
+	}
+	fresh := ConnContext(context.Background(), sv) // never answered
+	if w := s.Observe(fresh, now); w < 8*time.Millisecond {
+		t.Errorf("a first arrival moved back by %v; want the kernel's reading, at least 8ms", w)
+	}
+	if src, _, _ := s.source(); src.samples != 3 {
+		t.Errorf("%d samples; want the 3 arrivals, asked or not", src.samples)
 	}
 }
