@@ -176,8 +176,8 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	}
 	// Each request lost may have been made late by the host, each of its
 	// waits by up to the lateness: the range's low end credits it.
-	lostLo, _ := a.guOver.count(a.noise().act(c.def.Noise, Raises).delay)
-	lostWaiting, guEx := a.guOver.count(0)
+	lostLo, _ := a.guOver.count(a.noise().act(c.def.Noise, Raises).delay, 0)
+	lostWaiting, guEx := a.guOver.count(0, 0)
 	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom)
 	if lostLo != lostWaiting {
 		why += fmt.Sprintf("; %d with the host's lateness credited per attempt", lostLo)

@@ -40,6 +40,7 @@ type hostNoise struct {
 	delay    int64   // per-event lateness bound: the p99, ns
 	bulk     int64   // the lateness most events met: the p50, ns
 	p90      int64   // ns
+	reader   int64   // how late an exec program's result lines were read, p99, ns
 	most     int64   // the largest lateness measured, ns
 	batch    int     // most waiting arrivals stamped at one instant (1: none)
 	pressure float64 // PSI "some", %
@@ -52,7 +53,7 @@ func modelOf(n *timeline.Noise) hostNoise {
 		return hostNoise{batch: 1}
 	}
 	m := hostNoise{measured: true, delay: max(n.P99, n.P90, n.P50), bulk: n.P50, p90: n.P90,
-		batch: max(n.Batch, 1), pressure: n.CPUPressure, source: n.Source, most: n.Max}
+		batch: max(n.Batch, 1), pressure: n.CPUPressure, source: n.Source, most: n.Max, reader: n.ReaderP99}
 	if m.p90 == 0 {
 		m.p90 = n.P99 // a record written before the p90 was measured
 	}
@@ -247,12 +248,13 @@ func (l *overList) add(over int64, waits int, ex *Example, maxEx int) {
 }
 
 // count is how many kept events stay past their bound once each of their
-// waits is credited late ns to the host, with their examples.
-func (l *overList) count(late int64) (n int64, ex []Example) {
+// waits is credited late ns to the host, and the event itself fixed ns,
+// with their examples.
+func (l *overList) count(late, fixed int64) (n int64, ex []Example) {
 	n = l.overflow
 	j := 0
 	for i, o := range l.over {
-		if o > late*int64(l.waits[i]) {
+		if o > late*int64(l.waits[i])+fixed {
 			n++
 			if j < len(l.exIdx) && l.exIdx[j] == i {
 				ex = append(ex, l.ex[j])

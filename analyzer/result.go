@@ -222,8 +222,15 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		}
 		// Each wait of a request may have been made late by the host:
 		// the range's low end credits it with the lateness per attempt.
-		overLo, _ := a.budOver.count(a.noise().act(c.def.Noise, Raises).delay)
-		over, overEx := a.budOver.count(0)
+		// An exec program's end is when its line was read: the reader's
+		// lateness too.
+		h := a.noise().act(c.def.Noise, Raises)
+		reader := int64(0)
+		if h.delay > 0 {
+			reader = h.n.reader
+		}
+		overLo, _ := a.budOver.count(h.delay, reader)
+		over, overEx := a.budOver.count(0, 0)
 		why := fmt.Sprintf("failed logical requests that hung or ended more than %s past the %s budget (of %d failed)", fmtDur(a.budgetTol), fmtDur(a.budget), a.bud.judged)
 		if a.budget <= 0 {
 			why = fmt.Sprintf("failed logical requests that hung (of %d failed); no stated budget, so durations were not judged", a.bud.judged)
@@ -301,8 +308,8 @@ func (a *Analyzer) judge(c *checkCfg) CheckResult {
 		}
 		// A wait the host made late is not the policy's: the range's low
 		// end credits it with the lateness.
-		badLo, _ := a.jbOver.count(a.noise().act(c.def.Noise, Raises).delay)
-		bad, ex := a.jbOver.count(0)
+		badLo, _ := a.jbOver.count(a.noise().act(c.def.Noise, Raises).delay, 0)
+		bad, ex := a.jbOver.count(0, 0)
 		r = a.decide(c, pct(badLo, a.jb.judged), pct(bad, a.jb.judged), c.def.Threshold.Num, a.jb.judged, fmt.Sprintf("%d of %d client-paced retries waited longer than min(cap, base·2^n) + %s", bad, a.jb.judged, fmtDur(a.jbTol)))
 		if bad > 0 {
 			r.Reason += fmt.Sprintf(" (worst: %s over)", fmtDur(a.jb.worst))

@@ -138,7 +138,7 @@ var checkTable = []Check{
 			{"budget", KindDuration, Default{None: true, Doc: "policy"}},
 		},
 		Skips: "no outcomes (`serve` recording); no request failed",
-		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 per attempt of each request that overran"},
+		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 per attempt of each request that overran, and for an exec program the p99 of how late its result lines were read (`reader_p99`)"},
 	},
 	{
 		ID: CheckGiveUp, Unit: "% lost", Meaning: "% of logical requests lost although the server began serving within their budget",
