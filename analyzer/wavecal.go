@@ -17,17 +17,44 @@ import (
 //   - the high end reads the pairs within the resolution plus the
 //     lateness that may have smeared them apart (p99, for 98 % of the
 //     pairs; or p90, for 81 %: the tighter of the two), and the spread
-//     without the most variance the measured lateness can add.
+//     without the waits the host's tail may have lengthened and the
+//     most variance the rest of its lateness can add (spreadHigh).
 //
 // On a quiet host both ends are the readings as read.
 
-// lateVarBound is the most variance the host's lateness can add, s²:
-// E[(d − p50)²] with each quantile band at its far end (≥ Var(d)).
-func (m hostNoise) lateVarBound() float64 {
-	q := [...]float64{0, float64(m.bulk), float64(max(m.p90, m.bulk)), float64(max(m.delay, m.p90)), float64(max(m.most, m.delay))}
-	med := q[1]
-	v := 0.5*med*med + 0.4*(q[2]-med)*(q[2]-med) + 0.09*(q[3]-med)*(q[3]-med) + 0.01*(q[4]-med)*(q[4]-med)
-	return v / 1e18
+// spreadHigh is the most the spread reading of sample's own waits can
+// be without the host's lateness: for a lateness x, the waits the host
+// made later than x are at most its measured share beyond x (two
+// standard errors over), taken out from the longest; the rest lost at
+// most x²/4 of variance to it. The least over x of the p50, p90, p99
+// and the most seen.
+func (m hostNoise) spreadHigh(sample []waveSampleRec) float64 {
+	own := make([]float64, len(sample))
+	for i, x := range sample {
+		own[i] = float64(x.own()) / 1e9
+	}
+	slices.Sort(own)
+	n := len(own)
+	best := float64(maxWaveIndex)
+	for _, q := range []struct {
+		x    int64
+		tail float64
+	}{{m.bulk, 0.5}, {m.p90, 0.1}, {m.delay, 0.01}, {max(m.most, m.delay), 0}} {
+		k := 0
+		if q.tail > 0 {
+			k = int(math.Ceil(float64(n)*q.tail + 2*math.Sqrt(float64(n)*q.tail*(1-q.tail))))
+		}
+		if n-k < 2 {
+			continue
+		}
+		var w welford
+		for _, v := range own[:n-k] {
+			w.add(v)
+		}
+		x := float64(q.x) / 1e9
+		best = min(best, spreadOf(math.Sqrt(max(w.m2/float64(w.n)-x*x/4, 0)), w.mean))
+	}
+	return best
 }
 
 // pairNull is what the pair readings of a cohort compare with: the
@@ -121,7 +148,6 @@ func (a *Analyzer) readCohort(r *cohortReading, c *waveCohort, floor int64, m ho
 	}
 	sh99, ar99 := null.readings(c.sample, 1, m.delay, 0.98)
 	sh90, ar90 := null.readings(c.sample, 1, max(m.p90, m.bulk), 0.81)
-	sp := spreadOf(math.Sqrt(max(v-m.lateVarBound(), 0)), c.w.mean)
-	r.hi = max(min(sh99, sh90), min(ar99, ar90), sp, r.worst())
+	r.hi = max(min(sh99, sh90), min(ar99, ar90), m.spreadHigh(c.sample), r.worst())
 	r.lo = min(r.lo, r.hi)
 }
