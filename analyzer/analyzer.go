@@ -458,14 +458,7 @@ func (a *Analyzer) resolve() {
 	for i := range checkTable {
 		a.cfg[i] = &checkCfg{def: &checkTable[i], selected: true, params: map[string]paramValue{}}
 	}
-	cfgOf := func(id string) *checkCfg {
-		for _, c := range a.cfg {
-			if c.def.ID == id {
-				return c
-			}
-		}
-		return nil
-	}
+	cfgOf := a.cfgOf
 	if expect != nil {
 		if len(expect.Checks) > 0 {
 			for _, c := range a.cfg {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 )
@@ -201,10 +200,6 @@ var checkTable = []Check{
 	},
 }
 
-// Checks returns the schema, every check in report order. The rows share
-// their slices with the analyzer's table: treat them as read-only.
-func Checks() []Check { return slices.Clone(checkTable) }
-
 // LookupCheck returns check id's row of the schema.
 func LookupCheck(id string) (Check, bool) {
 	if d := lookupCheck(id); d != nil {
@@ -270,14 +265,6 @@ func ThresholdKey(key string) (Check, Param, error) {
 		return *c, Param{}, fmt.Errorf("analyzer: check %s: %w %q (known: %s)", id, ErrUnknownParam, name, strings.Join(c.ParamNames(), ", "))
 	}
 	return *c, p, nil
-}
-
-// ValidThreshold reports why v cannot be the value of a parameter of kind
-// k in expect.thresholds, where every value is a number: durations are
-// seconds, and a status set is one HTTP status.
-func (k ParamKind) ValidThreshold(v float64) error {
-	_, err := thresholdValue(k, v)
-	return err
 }
 
 func thresholdValue(k ParamKind, v float64) (paramValue, error) {

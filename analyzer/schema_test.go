@@ -141,7 +141,7 @@ func TestCheckSchema(t *testing.T) {
 			t.Errorf("%s: a %s default with statuses %v", where, k, d.Statuses)
 		case !d.None && k == KindStatuses:
 			for _, st := range d.Statuses {
-				if KindStatuses.ValidThreshold(float64(st)) != nil {
+				if func() error { _, err := thresholdValue(KindStatuses, float64(st)); return err }() != nil {
 					t.Errorf("%s: %d is not an HTTP status", where, st)
 				}
 			}
@@ -267,8 +267,8 @@ func TestThresholdKey(t *testing.T) {
 		{KindDuration, 0.01, true}, {KindDuration, -0.01, false},
 		{KindStatuses, 404, true}, {KindStatuses, 404.5, false}, {KindStatuses, 99, false}, {KindStatuses, 600, false},
 	} {
-		if err := tt.kind.ValidThreshold(tt.v); (err == nil) != tt.ok {
-			t.Errorf("%s.ValidThreshold(%v) = %v; want ok %v", tt.kind, tt.v, err, tt.ok)
+		if _, err := thresholdValue(tt.kind, tt.v); (err == nil) != tt.ok {
+			t.Errorf("thresholdValue(%s, %v) = %v; want ok %v", tt.kind, tt.v, err, tt.ok)
 		}
 	}
 }
