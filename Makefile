@@ -7,17 +7,24 @@ GO      ?= go
 MODULES ?= . ./client ./client/clientprom ./client/clientredis
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
-.PHONY: all build test vet fmt-check race matrix client-deps manifests examples bench fuzz run validation libraries clean
+.PHONY: all build test check vet fmt-check race race-short matrix client-deps manifests examples bench fuzz run validation libraries clean
 
 all: build test
 
 build:
 	$(GO) build -o bin/retrylab ./cmd/retrylab
 
-## test: what CI runs — formatting, vet, every test under the race
-## detector in every module of the workspace, and the validation matrix
-## once more without it (its costliest row, metastable, runs only there).
-test: fmt-check vet race matrix examples manifests
+## test: the suite to run before every commit, in at most 5 minutes on 2
+## cores: formatting, vet, every package's tests under the race detector
+## with -short (the fast tests of every package; what -short skips is
+## listed in docs/testing.md), the examples and the manifests.
+test: fmt-check vet race-short examples manifests
+
+## check: everything, what CI runs (.ci/run): `make test` without -short,
+## then the validation matrix and the busy-host suite. Run it before a
+## change to a check, a scenario, the fleet or the stub is merged, and
+## after a change to go.mod, the Dockerfile or the examples.
+check: fmt-check vet race matrix examples manifests
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -28,6 +35,12 @@ vet:
 
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## race-short: the race step of `make test`: -short skips the tests that
+## build other modules or images, drive a browser, run fleets or Redis
+## replicas in real time for seconds, or play many seeds.
+race-short:
+	$(GO) test -race -short -count=1 -timeout 10m $(PKGS)
 
 ## matrix: the tests about verdicts on many seeds, without the race
 ## detector (under it they skip, or run one seed and the cheap scenarios:
