@@ -17,11 +17,12 @@ build:
 ## test: the suite to run before every commit, in at most 5 minutes on 2
 ## cores: formatting, vet, every package's tests under the race detector
 ## with -short (the fast tests of every package; what -short skips is
-## listed in docs/testing.md), the examples and the manifests.
-test: fmt-check vet race-short examples manifests
+## listed in docs/testing.md) and the manifests.
+test: fmt-check vet race-short manifests
 
 ## check: everything, what CI runs (.ci/run): `make test` without -short,
-## then the validation matrix and the busy-host suite. Run it before a
+## then the validation matrix, the busy-host suite and the examples (a
+## minute of real time in Python, Node and the shell). Run it before a
 ## change to a check, a scenario, the fleet or the stub is merged, and
 ## after a change to go.mod, the Dockerfile or the examples.
 check: fmt-check vet race matrix examples manifests
