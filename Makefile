@@ -101,16 +101,16 @@ run:
 	$(GO) run ./cmd/retrylab run outage-date
 
 ## validation: every built-in scenario × retrylab and each negative control ×
-## 3 seeds in virtual time; rewrites docs/validation.md (`make test` runs the
+## 3 seeds in virtual time; rewrites docs/validation.md (`make check` runs the
 ## same matrix and fails when the file is stale). Then the retry-budget
 ## literature table (sustained 503 shares × retrylab, no-retry-budget,
-## no-retry); rewrites docs/retry-budgets.md (`make test` compares it too).
+## no-retry); rewrites docs/retry-budgets.md (`make check` compares it too).
 validation:
 	$(GO) test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
 	$(GO) test ./e2e/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
 
 ## libraries: what retrylab finds in popular Go retry libraries; rewrites
-## docs/libraries.md (`make test` compares it, except the figures of the
+## docs/libraries.md (`make check` compares it, except the figures of the
 ## libraries that draw from the global math/rand).
 libraries:
 	$(GO) test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md
