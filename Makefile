@@ -7,17 +7,25 @@ GO      ?= go
 MODULES ?= . ./client ./client/clientprom ./client/clientredis
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
-.PHONY: all build test vet fmt-check race matrix client-deps manifests examples bench fuzz run validation libraries clean
+.PHONY: all build test check vet fmt-check race race-short matrix client-deps manifests examples bench fuzz run validation libraries clean
 
 all: build test
 
 build:
 	$(GO) build -o bin/retrylab ./cmd/retrylab
 
-## test: what CI runs — formatting, vet, every test under the race
-## detector in every module of the workspace, and the validation matrix
-## once more without it (its costliest row, metastable, runs only there).
-test: fmt-check vet race matrix examples manifests
+## test: the suite to run before every commit, in at most 5 minutes on 2
+## cores: formatting, vet, every package's tests under the race detector
+## with -short (the fast tests of every package; what -short skips is
+## listed in docs/testing.md) and the manifests.
+test: fmt-check vet race-short manifests
+
+## check: everything, what CI runs (.ci/run): `make test` without -short,
+## then the validation matrix, the busy-host suite and the examples (a
+## minute of real time in Python, Node and the shell). Run it before a
+## change to a check, a scenario, the fleet or the stub is merged, and
+## after a change to go.mod, the Dockerfile or the examples.
+check: fmt-check vet race matrix examples manifests
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -28,6 +36,12 @@ vet:
 
 race: client-deps
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## race-short: the race step of `make test`: -short skips the tests that
+## build other modules or images, drive a browser, run fleets or Redis
+## replicas in real time for seconds, or play many seeds.
+race-short:
+	$(GO) test -race -short -count=1 -timeout 10m $(PKGS)
 
 ## matrix: the tests about verdicts on many seeds, without the race
 ## detector (under it they skip, or run one seed and the cheap scenarios:
@@ -87,16 +101,16 @@ run:
 	$(GO) run ./cmd/retrylab run outage-date
 
 ## validation: every built-in scenario × retrylab and each negative control ×
-## 3 seeds in virtual time; rewrites docs/validation.md (`make test` runs the
+## 3 seeds in virtual time; rewrites docs/validation.md (`make check` runs the
 ## same matrix and fails when the file is stale). Then the retry-budget
 ## literature table (sustained 503 shares × retrylab, no-retry-budget,
-## no-retry); rewrites docs/retry-budgets.md (`make test` compares it too).
+## no-retry); rewrites docs/retry-budgets.md (`make check` compares it too).
 validation:
 	$(GO) test ./e2e/validation -run TestValidationMatrix -count=1 -args -write-doc ../../docs/validation.md
 	$(GO) test ./e2e/validation -run TestRetryBudgetLiterature -count=1 -args -write-budget-doc ../../docs/retry-budgets.md
 
 ## libraries: what retrylab finds in popular Go retry libraries; rewrites
-## docs/libraries.md (`make test` compares it, except the figures of the
+## docs/libraries.md (`make check` compares it, except the figures of the
 ## libraries that draw from the global math/rand).
 libraries:
 	$(GO) test ./e2e/findings -run TestLibraries -count=1 -args -write-doc ../../docs/libraries.md

@@ -142,6 +142,9 @@ func probePage(t *testing.T, bin, page string, width, height int) probeResult {
 }
 
 func TestReportInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser: make check")
+	}
 	bin := findChromium(t)
 	rep := goldenReport(t)
 	page, err := filepath.Abs(rep.HTML)

@@ -23,7 +23,13 @@ import (
 // runs every built-in under it).
 var seeds = flag.Int("seeds", 20, "seeds 1..N of the class tests")
 
-func seedCount() int64 { return int64(*seeds) }
+// seedCount is *seeds, or 1 under -short (make test: make check plays them all).
+func seedCount() int64 {
+	if testing.Short() {
+		return 1
+	}
+	return int64(*seeds)
+}
 
 func skipUnderRace(t *testing.T) {
 	if testenv.RaceEnabled {

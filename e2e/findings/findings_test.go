@@ -44,7 +44,7 @@ var scenarioNames = []string{"outage-delta", "outage-date", "outage-bare", "malf
 // raceScenarios are the scenarios run under -race, one seed each: a
 // race is the adapter's code, not the scenario's, and these two take
 // every library through a Retry-After date and through its budget's end.
-// `make test` runs TestLibraries once more without -race (`make matrix`):
+// `make check` runs TestLibraries once more without -race (`make matrix`):
 // every scenario and seed, and the document compared. The others cost
 // too much there: metastable's overload turns failsafe-go's calls into
 // storms of instant retries (33,751 attempts a run), metastable-open's
@@ -438,12 +438,12 @@ func markdown(runs []run, seeds []int64) []byte {
 		"timeline with the scenario's own `expect.checks` and the default thresholds.\n"+
 		"`retrylab` (this project's `client` package) is the reference. Regenerate\n"+
 		"with `make libraries`:\n\n    %s\n\n"+
-		"`go test ./e2e/findings` (so `make test`) makes this document from the runs\n"+
+		"`go test ./e2e/findings` (so `make check`) makes this document from the runs\n"+
 		"and fails when the file differs. Each run redraws the jitter of the libraries\n"+
 		"that use a global random source (backoff, resty, retry-go), so their figures\n"+
 		"(and a check that fails on only some seeds) can differ from one run to the\n"+
 		"next: their rows and sections are not compared; everything else must match.\n"+
-		"Under -race the metastable runs (both) are skipped (too costly there); `make test`\n"+
+		"Under -race the metastable runs (both) are skipped (too costly there); `make check`\n"+
 		"runs this test once more without it (`make matrix`), which compares the file.\n\n"+
 		"Metastable's clients need a per-attempt timeout shorter than the queueing\n"+
 		"under overload, or they wait out any queue and never retry a slow response:\n"+

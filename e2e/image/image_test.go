@@ -26,6 +26,9 @@ func buildah(t *testing.T, root string, args ...string) (string, error) {
 // here (the golang image cannot be pulled offline), then runs the image's
 // entrypoint: the binary must run alone, without libc or a shell.
 func TestDockerfileBuildsAStaticImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a static binary and an image: make check")
+	}
 	if _, err := exec.LookPath("buildah"); err != nil {
 		t.Skip("buildah not found (Debian package buildah; .ci/run installs it): the image is not built")
 	}

@@ -105,8 +105,11 @@ const clientGoLine = "1.25.0"
 // and asserts its module graph: the client and golang.org/x/time, nothing
 // else, none of them asking for a go line newer than the client's. The
 // module cache must already hold the client's golang.org/x/time (`make
-// test` downloads it: cd client && GOWORK=off go mod download).
+// check` downloads it: cd client && GOWORK=off go mod download).
 func TestClientModuleGraph(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own, offline: make check")
+	}
 	root := repoRoot(t)
 	clientDir := filepath.Join(root, "client")
 	sum, err := os.ReadFile(filepath.Join(clientDir, "go.sum"))
@@ -151,6 +154,9 @@ func main() {
 // nothing of the harness (the root module, Prometheus) does. The module
 // cache must hold clientredis's requirements (`make client-deps`).
 func TestClientRedisModuleGraph(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own on go-redis, offline: make check")
+	}
 	root := repoRoot(t)
 	clientDir := filepath.Join(root, "client")
 	redisDir := filepath.Join(clientDir, "clientredis")

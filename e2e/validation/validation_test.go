@@ -486,7 +486,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 		"the matrix fast (each scenario's heading gives its clients × requests).\n" +
 		"`go test ./e2e/validation` runs every cell (not under -race: the race\n" +
 		"step plays every built-in and every subject in tests of their own;\n" +
-		"`make test` runs the matrix in `make matrix`, without it) and asserts\n" +
+		"`make check` runs the matrix in `make matrix`, without it) and asserts\n" +
 		"that `retrylab` fails nothing, that each control fails exactly the checks listed\n" +
 		"below for it in each scenario and nothing else, that no verdict is\n" +
 		"INCONCLUSIVE, and that this file is what the runs show. Regenerate it with\n" +
