@@ -51,12 +51,17 @@ race-short:
 ## docs/retry-budgets.md and docs/libraries.md; the class tests (every
 ## built-in × our client and its control on seeds 1-20); the waves
 ## measurements and controls; the report against the verdict on every
-## built-in. Then the busy-runner suite: the built-ins that judge time
-## windows, in real time, beside one CPU hog per core.
+## built-in; the noise class test (every built-in's good and bad policy
+## judged under injected lateness, batches and starvation) and the power
+## table. Then the real-time suites: the built-ins that judge time
+## windows beside one CPU hog per core; our client cut at 20 random
+## instants; 60 one-client Python processes with known policies.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins' \
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins|TestNoiseClass|TestNoisePower' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer ./subjects ./reports
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
+	$(GO) test -count=1 -run TestInterruptedNeverFails ./runner -args -interrupts 20
+	$(GO) test -count=1 ./e2e/noise -args -exec-noise
 
 ## manifests: deploy/kubernetes decoded strictly against the official API
 ## types, in a module of its own (e2e/k8sapi, outside go.work) so that

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrylab/retrylab/internal/testenv"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -40,6 +41,9 @@ func mixed(share float64, d, base, cap time.Duration) func(int, *rand.Rand, time
 // table docs/checks.md holds), and holds the class at every level: a
 // client without the violation is never FAIL.
 func TestNoisePower(t *testing.T) {
+	if testenv.RaceEnabled {
+		t.Skip("eighty simulated fleets: make matrix runs it without the race detector")
+	}
 	shares := []float64{0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1}
 	type row struct {
 		check string
