@@ -57,6 +57,12 @@ func modelOf(n *timeline.Noise) hostNoise {
 	if m.p90 == 0 {
 		m.p90 = n.P99 // a record written before the p90 was measured
 	}
+	// An exec program's result lines read late say how late its process
+	// ran what it got: its timers met as much. The reader is a source.
+	if n.ReaderP99 > 0 {
+		m.p90, m.delay, m.most = max(m.p90, n.ReaderP90), max(m.delay, n.ReaderP99), max(m.most, n.ReaderP99)
+		m.source += "+reader"
+	}
 	return m
 }
 
