@@ -100,6 +100,9 @@ func (a *Analyzer) noise() hostNoise {
 	if a.noiseIn != nil {
 		return modelOf(a.noiseIn)
 	}
+	if a.meta != nil && a.meta.Virtual {
+		return hostNoise{batch: 1} // its clock waits for every goroutine: no host noise
+	}
 	if a.fid.end != nil && a.fid.end.Noise != nil {
 		return modelOf(a.fid.end.Noise)
 	}
