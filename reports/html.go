@@ -77,6 +77,7 @@ type verdictView struct {
 	Failed       int
 	Passed       int
 	Skipped      int
+	Undecided    int // checks inconclusive under the host's noise
 }
 
 // warningView is a warning as the report shows it: Head in bold, then
@@ -317,11 +318,16 @@ func newVerdictView(v *analyzer.Verdict) *verdictView {
 			vv.Failed++
 		case analyzer.StatusPass:
 			vv.Passed++
+		case analyzer.StatusInconclusive:
+			vv.Undecided++
 		default:
 			vv.Skipped++
 		}
 		if ch.Status != analyzer.StatusSkip {
 			row.Figure = fmtNum(ch.Figure) + unitSuffix(ch.Unit)
+			if len(ch.Range) == 2 { // under the host's noise: the range
+				row.Figure = fmtNum(ch.Range[0]) + "–" + fmtNum(ch.Range[1]) + unitSuffix(ch.Unit)
+			}
 			row.Threshold = fmtNum(ch.Threshold) + unitSuffix(ch.Unit)
 		}
 		for _, ex := range ch.Examples {
