@@ -149,20 +149,20 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	// The reading that decides: the one furthest past its threshold at
 	// its low end if any is past (FAIL), else the one nearest at its high
 	// end (PASS when within, else INCONCLUSIVE).
-	worst, fail := readings[0], false
-	for _, r := range readings {
-		lo, _ := r.share()
-		if d := lo - thr(r); d > 0 && (!fail || d > mustLo(worst)-thr(worst)) {
-			worst, fail = r, true
-		}
-	}
-	if !fail {
-		for _, r := range readings {
-			_, hi := r.share()
-			if _, whi := worst.share(); hi-thr(r) > whi-thr(worst) {
-				worst = r
+	most := func(end func(instReading) float64) instReading {
+		best := readings[0]
+		for _, r := range readings[1:] {
+			if end(r)-thr(r) > end(best)-thr(best) {
+				best = r
 			}
 		}
+		return best
+	}
+	lowEnd := func(r instReading) float64 { lo, _ := r.share(); return lo }
+	highEnd := func(r instReading) float64 { _, hi := r.share(); return hi }
+	worst := most(lowEnd)
+	if lowEnd(worst) <= thr(worst) {
+		worst = most(highEnd)
 	}
 	why := fmt.Sprintf("worst: %s, %d of %d came within %s", worst.name, worst.lo, worst.n, fmtDur(a.instWindow))
 	if worst.hi != worst.lo {
@@ -180,12 +180,6 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	r := a.decide(c, lo, hi, worst.threshold, total, why)
 	r.Examples = a.inst.ex
 	return r
-}
-
-// mustLo is a reading's low end.
-func mustLo(r instReading) float64 {
-	lo, _ := r.share()
-	return lo
 }
 
 // hiddenWithin is the most retries of n (their gaps in gaps) that may
