@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -253,27 +252,51 @@ type checkCfg struct {
 	thrSet    bool // threshold came from expect or a flag
 	thrFrom   string
 	params    map[string]paramValue
+	chk       checker // built when selected and not skipped
 }
 
-// num is number or duration parameter name: the value set, else the
-// schema's default.
+// param is the row's parameter name. A name the row does not declare is a
+// bug in the analyzer, not bad input (the loader and ParseCheckSpec
+// reject unknown names with their place): it panics, so that every test
+// that builds the check finds it.
+func (c *checkCfg) param(name string) Param {
+	p, ok := c.def.Param(name)
+	if !ok {
+		panic(fmt.Sprintf("analyzer: check %s has no parameter %q", c.def.ID, name))
+	}
+	return p
+}
+
+// set is parameter name's value when the scenario or a flag set it.
+func (c *checkCfg) set(name string) (paramValue, bool) {
+	c.param(name)
+	v, ok := c.params[name]
+	return v, ok
+}
+
+// num is number or duration parameter name (durations in seconds): the
+// value set, else the row's default.
 func (c *checkCfg) num(name string) float64 {
-	if v, ok := c.params[name]; ok {
+	if v, ok := c.set(name); ok {
 		return v.num
 	}
-	p, _ := c.def.Param(name)
-	return p.Default.Num
+	return c.param(name).Default.Num
 }
 
-// statuses is status-set parameter name: the value set, else the schema's
+// dur is duration parameter name in ns.
+func (c *checkCfg) dur(name string) int64 { return secNS(c.num(name)) }
+
+// statuses is status-set parameter name: the value set, else the row's
 // default.
 func (c *checkCfg) statuses(name string) []int {
-	if v, ok := c.params[name]; ok {
+	if v, ok := c.set(name); ok {
 		return v.statuses
 	}
-	p, _ := c.def.Param(name)
-	return p.Default.Statuses
+	return c.param(name).Default.Statuses
 }
+
+// secNS is s seconds in ns.
+func secNS(s float64) int64 { return int64(s * float64(time.Second)) }
 
 // An Analyzer judges one timeline fed to it record by record. It keeps
 // per-logical-request state only while the request is open (until its
@@ -291,26 +314,29 @@ type Analyzer struct {
 	warnings []Warning
 	maxEx    int
 
-	// resolved parameters
-	raTol      int64 // with raClock in it
+	// The checks the run selected, and those of them fed each kind of
+	// fact (check.go).
+	attemptHooks []attemptHook
+	retryHooks   []retryHook
+	outcomeHooks []outcomeHook
+	facts        retryFacts // the retry being fed to retryHooks
+
+	// The pairing's classification of retries (retryFacts), from the
+	// parameters of the checks that define it, and the request tally's
+	// attempts cap.
+	raTol      int64 // retry-after's tolerance, with raClock in it
 	raClock    int64 // meta's clock uncertainty between hosts (merged timelines)
-	instWindow int64
+	instWindow int64 // instant-retry's window (also waves' floor)
 	waveSlack  int64
 	waveWindow int64
 	waveMin    int64
-	nonRetry   [600]bool
-	budgetTol  int64
-	budget     int64
-	pacingOn   bool
-	warmup     int64
-	jbTol      int64
+	pacingOn   bool  // the client is expected to self-throttle (pacing selected, a quota)
+	jbTol      int64 // jitter-bounds' tolerance
+	firstExp   int   // jitter-bounds' first_exponent
+	jbBounded  bool  // the stated policy bounds a client-paced wait
 	attCap     int
-	firstExp   int
-	jbBounded  bool
 	idle       int64
 	onRetry    func(Retry)
-	giveUpFor  int64  // how long a request may wait for the server (give-up)
-	giveUpFrom string // where giveUpFor came from
 
 	// attemptTimeout is the fleet's per-attempt timeout (ns, 0: none
 	// stated): an abandoned attempt failed for its client then.
@@ -329,7 +355,6 @@ type Analyzer struct {
 	closing    []closing // outcomes in arrival order, dropped after grace
 	grace      int64     // closeGrace, longer with a capacity model (capacityGrace)
 	qHead      int
-	lastPh     int // index of the phase of the last attempt (pacing)
 
 	fig      Figures
 	statuses [600]int64
@@ -337,42 +362,14 @@ type Analyzer struct {
 	results  map[string]int64
 	names    map[string]string // owned copies of the fault and result names (own)
 
-	ra    counter
-	inst  counter
-	instK [waveGroups]instCohort // instant-retry by retry number
-	nonr  counter
-	idem  counter
-	// idempotency's other population: writes that carried a key, and
-	// those whose key another write carried first.
-	idemReuse                     counter
-	idemOwners                    map[string]idemOwner
-	idemUnowned                   int64 // writes past maxIdemOwners, not compared
-	idemNone, idemFresh, idemLate int64 // retries without the key, with a fresh one, with one the first attempt lacked
-	bud                           counter
-	// budOver: the failed requests past their budget and tolerance, kept
-	// to be judged once the host's noise is known (the end record).
-	budOver overList
-	jbOver  overList      // jitter-bounds' offenders, judged with the noise
-	guOver  overList      // give-up's, by how long before their budget ended the server served
-	raSlack *loghist.Hist // how far past not_before − tolerance the retries it paced arrived
 	// done tallies the closed logical requests (attempts, amplification,
 	// the outcomes' cross-check); exercised counts the attempts the stub
 	// refused or failed (≥ 400 or a fault) for the client's own sake.
 	done      keyTally
 	exercised int64
-	gu        counter // give-up
-	pace      counter
-	jb        counter
-	wv        wavesState
+	wv        wavesState      // the retry cohorts (waves, the capacity checks' spread)
 	wvJ       *wavesJudgement // during Result
 	tl        *keyTally       // during Result: every request's tally
-
-	// nonrSent counts responses with a status in the non-retryable set
-	// that were not rate limits (the check's population); nonrLimited the
-	// rate limits among them (not judged).
-	nonrSent, nonrLimited int64
-	// paceBy counts pacing's offenders by the limit that rejected them.
-	paceBy limitCounts
 
 	// reuseKeys: an attempt after a 2xx/3xx starts a new logical request on
 	// the same key (serve recordings, whose clients reuse URLs); never in a
@@ -435,6 +432,7 @@ func New(meta *timeline.Meta, opts Options) *Analyzer {
 		a.load = newLoadState(meta)
 		a.grace = capacityGrace(meta)
 	}
+	a.build()
 	return a
 }
 
@@ -539,8 +537,7 @@ func (a *Analyzer) resolve() {
 		}
 	}
 
-	sec := func(s float64) int64 { return int64(s * float64(time.Second)) }
-	a.raTol = sec(cfgOf(CheckRetryAfter).num("tolerance"))
+	a.raTol = cfgOf(CheckRetryAfter).dur("tolerance")
 	// A merged timeline's not_before and the retry's arrival may come
 	// from two hosts' clocks (a retry answered by another replica): they
 	// compare only within the clock uncertainty the merge states.
@@ -548,33 +545,15 @@ func (a *Analyzer) resolve() {
 		a.raClock = a.meta.ClockUncertainty
 		a.raTol += a.raClock
 	}
-	a.instWindow = sec(cfgOf(CheckInstantRetry).num("window"))
+	a.instWindow = cfgOf(CheckInstantRetry).dur("window")
 	wc := cfgOf(CheckWaves)
-	a.waveSlack = sec(wc.num("slack"))
-	a.waveWindow = sec(wc.num("window"))
+	a.waveSlack = wc.dur("slack")
+	a.waveWindow = wc.dur("window")
 	a.waveMin = int64(wc.num("min_samples"))
 	a.wv.minClients = max(1, int(wc.num("min_clients")))
-	for _, s := range cfgOf(CheckNonRetryable).statuses("statuses") {
-		a.nonRetry[s] = true
-	}
-	bc := cfgOf(CheckBudget)
-	if a.policy != nil {
-		a.budget = a.policy.Budget
-	}
-	if v, ok := bc.params["budget"]; ok {
-		a.budget = sec(v.num)
-	}
-	// The tolerance has no fixed default: a tenth of the budget, at
-	// least a second (the schema says so for the docs).
-	a.budgetTol = int64(max(time.Second, time.Duration(a.budget)/10))
-	if v, ok := bc.params["tolerance"]; ok {
-		a.budgetTol = sec(v.num)
-	}
-	pc := cfgOf(CheckPacing)
-	a.warmup = sec(pc.num("warmup"))
-	a.pacingOn = pc.explicit && a.meta != nil && a.meta.Quota != nil
+	a.pacingOn = cfgOf(CheckPacing).explicit && a.meta != nil && a.meta.Quota != nil
 	jc := cfgOf(CheckJitterBounds)
-	a.jbTol = sec(jc.num("tolerance"))
+	a.jbTol = jc.dur("tolerance")
 	a.firstExp = int(jc.num("first_exponent"))
 	a.jbBounded = a.policy != nil && a.policy.Base > 0 && !(a.policy.Jitter == "decorrelated" && a.policy.Cap <= 0)
 	if ac := cfgOf(CheckAttempts); ac.thrSet {
@@ -586,11 +565,30 @@ func (a *Analyzer) resolve() {
 	if a.idle <= 0 {
 		a.idle = int64(5 * time.Minute)
 	}
-	a.giveUpFor, a.giveUpFrom = a.giveUpWithin(cfgOf(CheckGiveUp))
 	// A stub with finite capacity and a trigger is what recovery exists
 	// for: unless the scenario leaves it out or --skip skips it, it must
 	// judge something (a run too short to tell is INCONCLUSIVE).
 	if rc := cfgOf(CheckRecovery); rc.selected && rc.skipBy == "" && len(TriggerSpans(a.meta)) > 0 {
 		a.required[CheckRecovery] = true
+	}
+}
+
+// build makes the checks the run selected and subscribes each to the
+// facts it is fed.
+func (a *Analyzer) build() {
+	for _, c := range a.cfg {
+		if !c.selected || c.skipBy != "" {
+			continue
+		}
+		c.chk = c.def.build(checkBase{a: a, cfg: c})
+		if h, ok := c.chk.(attemptHook); ok {
+			a.attemptHooks = append(a.attemptHooks, h)
+		}
+		if h, ok := c.chk.(retryHook); ok {
+			a.retryHooks = append(a.retryHooks, h)
+		}
+		if h, ok := c.chk.(outcomeHook); ok {
+			a.outcomeHooks = append(a.outcomeHooks, h)
+		}
 	}
 }

@@ -42,11 +42,28 @@ func serving(respond string) bool {
 	return false
 }
 
+// giveUpCheck is the give-up check's state: the requests judged, and
+// those lost although the server served within their wait (within, from
+// where it came), by how long before the wait ended it served.
+type giveUpCheck struct {
+	checkBase
+	n      counter
+	within int64
+	from   string
+	over   overList
+}
+
+func newGiveUp(b checkBase) checker {
+	ch := &giveUpCheck{checkBase: b}
+	ch.within, ch.from = b.a.giveUpWithin(b.cfg)
+	return ch
+}
+
 // giveUpWithin is how long a logical request may be expected to wait for
-// the server: the stated policy's budget, else the scenario's
-// give-up.within, else the fleet's watchdog, else 30 s.
+// the server: the scenario's give-up.within, else the stated policy's
+// budget, else the fleet's watchdog, else 30 s.
 func (a *Analyzer) giveUpWithin(c *checkCfg) (int64, string) {
-	if v, ok := c.params["within"]; ok {
+	if v, ok := c.set("within"); ok {
 		return int64(v.num * float64(time.Second)), "give-up.within"
 	}
 	if a.policy != nil && a.policy.Budget > 0 {
@@ -93,12 +110,13 @@ func (a *Analyzer) servedBy(from, until int64) *timeline.Phase {
 //
 // seen is how many attempts the stub recorded for the request (the
 // evidence's count when the client reports none).
-func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool, seen int) {
+func (ch *giveUpCheck) outcome(o *timeline.Outcome, f outcomeFacts) {
+	a, limited, seen := ch.a, f.limited, f.seen
 	if o.Result == timeline.ResultHung {
 		return
 	}
-	a.gu.judged++
-	if overloaded {
+	ch.n.judged++
+	if a.overloaded(o) {
 		return
 	}
 	switch o.Result {
@@ -110,10 +128,10 @@ func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool, 
 	default:
 		return
 	}
-	if a.giveUpFor <= 0 || a.meta == nil || len(a.meta.Phases) == 0 {
+	if ch.within <= 0 || a.meta == nil || len(a.meta.Phases) == 0 {
 		return
 	}
-	ph := a.servedBy(o.Start, o.Start+a.giveUpFor)
+	ph := a.servedBy(o.Start, o.Start+ch.within)
 	if ph == nil {
 		return
 	}
@@ -121,18 +139,18 @@ func (a *Analyzer) giveUpOutcome(o *timeline.Outcome, limited, overloaded bool, 
 	// host made late by as much (each of its waits by the noise) is not
 	// lost to impatience. Judged at Result, once the noise is known.
 	at := max(ph.Start, o.Start)
-	margin := o.Start + a.giveUpFor - at
+	margin := o.Start + ch.within - at
 	var e *Example
-	if len(a.guOver.ex) < a.maxEx {
+	if len(ch.over.ex) < a.maxEx {
 		what := o.Result
 		if limited && o.Result == timeline.ResultNonRetryable {
 			what = fmt.Sprintf("non-retryable on a %d rate limit", o.Status)
 		}
 		n := max(o.Attempts, seen)
 		e = &Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: n, At: o.End, Prev: o.Start,
-			Detail: fmt.Sprintf("%s after %s (%s), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), attemptsText(n), ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(a.giveUpFor))}
+			Detail: fmt.Sprintf("%s after %s (%s), but phase %s served from %s, %s after the request started and within its %s", what, fmtDur(o.End-o.Start), attemptsText(n), ph.Name, fmtNS(ph.Start), fmtDur(at-o.Start), fmtDur(ch.within))}
 	}
-	a.guOver.add(margin, max(o.Attempts, seen)+1, e, a.maxEx)
+	ch.over.add(margin, max(o.Attempts, seen)+1, e, a.maxEx)
 }
 
 // overloaded reports whether a failed logical request stopped on a stub's
@@ -155,7 +173,8 @@ func (a *Analyzer) overloaded(o *timeline.Outcome) bool {
 	return len(a.meta.Phases) == 0
 }
 
-func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
+func (ch *giveUpCheck) result() CheckResult {
+	a := ch.a
 	switch {
 	case a.meta == nil || a.meta.Recorder == "serve":
 		return skip("a serve recording has no client outcomes")
@@ -163,7 +182,7 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 		return skip("the timeline has no outcomes")
 	case len(a.meta.Phases) == 0:
 		return skip("the timeline states no phases: when the server would have served is unknown")
-	case a.gu.judged == 0:
+	case ch.n.judged == 0:
 		return skip("no logical request ended on its own (all canceled, hung or harness errors)")
 	}
 	// A reported success is a claim: one whose key the stub never
@@ -176,16 +195,16 @@ func (a *Analyzer) judgeGiveUp(c *checkCfg) CheckResult {
 	}
 	// Each request lost may have been made late by the host, each of its
 	// waits by up to the lateness: the range's low end credits it.
-	lostLo, _ := a.guOver.count(a.noise().act(c.def.Noise, Raises).delay, 0)
-	lostWaiting, guEx := a.guOver.count(0, 0)
-	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, a.gu.judged, fmtDur(a.giveUpFor), a.giveUpFrom)
+	lostLo, _ := ch.over.count(ch.act(Raises).delay, 0)
+	lostWaiting, guEx := ch.over.count(0, 0)
+	why := fmt.Sprintf("%d of %d logical requests failed although the server began serving within %s of their start (%s)", lostWaiting, ch.n.judged, fmtDur(ch.within), ch.from)
 	if lostLo != lostWaiting {
 		why += fmt.Sprintf("; %d with the host's lateness credited per attempt", lostLo)
 	}
 	if lost > 0 {
 		why += fmt.Sprintf("; %d more were reported ok although the server never answered them 2xx", lost)
 	}
-	r := a.decide(c, pct(lostLo+lost, a.gu.judged), pct(lostWaiting+lost, a.gu.judged), c.def.Threshold.Num, a.gu.judged, why)
+	r := ch.decide(pct(lostLo+lost, ch.n.judged), pct(lostWaiting+lost, ch.n.judged), ch.cfg.def.Threshold.Num, ch.n.judged, why)
 	r.Examples = append(append([]Example(nil), lostEx...), guEx...)
 	if len(r.Examples) > a.maxEx {
 		r.Examples = r.Examples[:a.maxEx]

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
@@ -40,20 +41,39 @@ type instCohort struct {
 	gaps *loghist.Hist
 }
 
-// instantRetry feeds the gap of retry k after an unpaced retryable
-// response; it reports whether it came within the window.
-func (a *Analyzer) instantRetry(k int, gap int64) bool {
-	c := &a.instK[min(k, waveGroups)-1]
+// instantCheck is the instant-retry check's state: the retries after
+// an unpaced retryable response, by retry number.
+type instantCheck struct {
+	checkBase
+	n   counter
+	byK [waveGroups]instCohort
+}
+
+func newInstant(b checkBase) checker { return &instantCheck{checkBase: b} }
+
+func (ch *instantCheck) retry(f *retryFacts) {
+	p := f.p
+	if f.paced || !p.class.Retryable() {
+		return
+	}
+	ch.n.judged++
+	c := &ch.byK[min(f.k, waveGroups)-1]
 	c.n++
 	if c.gaps == nil {
 		c.gaps = loghist.New(instLayout)
 	}
-	c.gaps.Add(gap)
-	if gap < a.instWindow {
-		c.bad++
-		return true
+	c.gaps.Add(f.gap)
+	if f.gap >= ch.a.instWindow {
+		return
 	}
-	return false
+	c.bad++
+	if ch.hit(&ch.n) {
+		what := strconv.Itoa(int(p.status))
+		if p.class == ResponseRateLimit && p.status != 429 {
+			what += " rate limit"
+		}
+		ch.n.ex = append(ch.n.ex, f.example(fmt.Sprintf("retry %d came %s after a %s without a usable Retry-After", f.k, fmtDur(f.gap), what)))
+	}
 }
 
 // instReading is one judged pool of retries.
@@ -77,24 +97,25 @@ func instantThreshold(def, p float64, n int64) float64 {
 // share is the reading's range in %.
 func (r instReading) share() (lo, hi float64) { return pct(r.lo, r.n), pct(r.hi, r.n) }
 
-// judgeInstant is the instant-retry check: every cohort (and the pool of
-// all retries) against its threshold; the check fails when one cohort's
-// range is all past it, passes when every range is within.
-func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
+// result judges every cohort (and the pool of all retries) against its
+// threshold; the check fails when one cohort's range is all past it,
+// passes when every range is within.
+func (ch *instantCheck) result() CheckResult {
+	a, c := ch.a, ch.cfg
 	var total, bad, badHi int64
-	for i := range a.instK {
-		total += a.instK[i].n
+	for i := range ch.byK {
+		total += ch.byK[i].n
 	}
 	if total == 0 {
 		return skip("no retry followed a 429/5xx or other rate limit without a Retry-After that paced it")
 	}
 	policy := a.policy != nil && a.policy.Base > 0
-	h := a.noise().act(c.def.Noise, Lowers)
+	h := ch.act(Lowers)
 	late := h.delay
 	var readings []instReading
 	var poolExp float64
-	for k := range a.instK {
-		ck := &a.instK[k]
+	for k := range ch.byK {
+		ck := &ch.byK[k]
 		if ck.n == 0 {
 			continue
 		}
@@ -177,8 +198,8 @@ func (a *Analyzer) judgeInstant(c *checkCfg) CheckResult {
 	}
 	why += ")"
 	lo, hi := worst.share()
-	r := a.decide(c, lo, hi, worst.threshold, total, why)
-	r.Examples = a.inst.ex
+	r := ch.decide(lo, hi, worst.threshold, total, why)
+	r.Examples = ch.n.ex
 	return r
 }
 

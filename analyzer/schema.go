@@ -80,13 +80,16 @@ type Check struct {
 	// check's range undoes it, and docs/checks.md's noise table is
 	// generated from it.
 	Noise NoiseRow
+
+	// build makes the check for a run that selected it (check.go).
+	build func(checkBase) checker
 }
 
 // checkTable is every check, in report order. Its values are the
 // analyzer's defaults: the analyzer reads them from here and nowhere else.
 var checkTable = []Check{
 	{
-		ID: CheckRetryAfter, Unit: "early retries", Meaning: "early retries (count)",
+		ID: CheckRetryAfter, build: newRetryAfter, Unit: "early retries", Meaning: "early retries (count)",
 		Params: []Param{
 			{"tolerance", KindDuration, Default{Num: 0.005, Doc: "{}; + `meta.clock_uncertainty` in a merged timeline"}},
 		},
@@ -94,7 +97,7 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Lowers, Undo: "hi also counts the retries that arrived within the lateness p50 after not_before − tolerance: a client early by more than that shows at least half of its early retries early"},
 	},
 	{
-		ID: CheckInstantRetry, Unit: "%", Meaning: "% of retries after an unpaced 429/5xx or other rate limit within `window`",
+		ID: CheckInstantRetry, build: newInstant, Unit: "%", Meaning: "% of retries after an unpaced 429/5xx or other rate limit within `window`",
 		Threshold: Default{Num: 50, Doc: "{} %, or the stated policy's expected share + 10 points (at most 90 %) if higher"},
 		Params: []Param{
 			{"window", KindDuration, Default{Num: 0.050}},
@@ -103,7 +106,7 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Lowers, Undo: "hi is, for a lateness x, the share within `window` + x plus the share the host makes later than x (two standard errors over); the least over x of the p50, p90, p99 and the most measured"},
 	},
 	{
-		ID: CheckWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
+		ID: CheckWaves, build: newWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
 		Threshold: Default{Num: defaultWaves},
 		Params: []Param{
 			{"min_samples", KindNumber, Default{Num: 20}},
@@ -115,23 +118,23 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs batches of the measured size can make (k·(k−1)/2 each) and reads the spread over the mean less the lateness p99; hi reads the pairs within the resolution + the p99 (98 % of pairs) or + the p90 (81 %), the tighter, and the spread without the share of waits the host's tail beyond x may have lengthened and x²/4 of variance (the least over the lateness quantiles x); retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
 	},
 	{
-		ID: CheckNonRetryable, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",
+		ID: CheckNonRetryable, build: newNonRetry, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",
 		Params: []Param{
 			{"statuses", KindStatuses, Default{Statuses: []int{400, 401, 403, 404, 422}}},
 		},
 		Skips: "the server sent no status in the set but rate limits",
 	},
 	{
-		ID: CheckIdempotency, Unit: "offences", Meaning: "POST/PATCH retries without the write's `Idempotency-Key` (none, or a fresh one per attempt), and writes sent with a key another write had sent (count)",
+		ID: CheckIdempotency, build: newIdem, Unit: "offences", Meaning: "POST/PATCH retries without the write's `Idempotency-Key` (none, or a fresh one per attempt), and writes sent with a key another write had sent (count)",
 		Skips: "no POST or PATCH was retried or carried a key",
 	},
 	{
-		ID: CheckAttempts, Unit: "attempts", Meaning: "most attempts used by one logical request",
+		ID: CheckAttempts, build: newAttempts, Unit: "attempts", Meaning: "most attempts used by one logical request",
 		Threshold: Default{None: true, Doc: "policy `max_attempts`"},
 		Skips:     "no `max_attempts` and no threshold; no attempts",
 	},
 	{
-		ID: CheckBudget, Unit: "requests", Meaning: "failed requests that hung or overran the budget (count)",
+		ID: CheckBudget, build: newBudget, Unit: "requests", Meaning: "failed requests that hung or overran the budget (count)",
 		Params: []Param{
 			{"tolerance", KindDuration, Default{None: true, Doc: "max(1s, budget/10)"}},
 			{"budget", KindDuration, Default{None: true, Doc: "policy"}},
@@ -140,7 +143,7 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 per attempt of each request that overran, and for an exec program the p99 of how late its result lines were read (`reader_p99`)"},
 	},
 	{
-		ID: CheckGiveUp, Unit: "% lost", Meaning: "% of logical requests lost although the server began serving within their budget",
+		ID: CheckGiveUp, build: newGiveUp, Unit: "% lost", Meaning: "% of logical requests lost although the server began serving within their budget",
 		Threshold: Default{Num: defaultGiveUp, Doc: "{} %"},
 		Params: []Param{
 			{"within", KindDuration, Default{Num: 30, Doc: "policy budget, else the watchdog, else {}"}},
@@ -149,7 +152,7 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 per attempt of each request lost"},
 	},
 	{
-		ID: CheckAmplification, Unit: "attempts/request", Meaning: "attempts per logical request",
+		ID: CheckAmplification, build: newAmplification, Unit: "attempts/request", Meaning: "attempts per logical request",
 		Threshold: Default{Num: 5, Doc: "policy `max_attempts`, else {}"},
 		Params: []Param{
 			{"retry_share", KindNumber, Default{None: true, Doc: "off; the most % of attempts that may be retries"}},
@@ -157,7 +160,7 @@ var checkTable = []Check{
 		Skips: "no attempts",
 	},
 	{
-		ID: CheckPacing, Unit: "% rate-limited", Meaning: "% of steady-state attempts in quota phases that a limit rejected (429 or another rate limit)",
+		ID: CheckPacing, build: newPacing, Unit: "% rate-limited", Meaning: "% of steady-state attempts in quota phases that a limit rejected (429 or another rate limit)",
 		Threshold: Default{Num: 1, Doc: "{} %"},
 		Params: []Param{
 			{"warmup", KindDuration, Default{Num: 2}},
@@ -166,7 +169,7 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Raises, Undo: "lo is 0 when the lateness p99 exceeds what the quota's burst absorbs (burst/rate): bunched requests drain it"},
 	},
 	{
-		ID: CheckJitterBounds, Unit: "%", Meaning: "% of client-paced retries waiting longer than the bound + tolerance",
+		ID: CheckJitterBounds, build: newJitter, Unit: "%", Meaning: "% of client-paced retries waiting longer than the bound + tolerance",
 		Threshold: Default{Num: 1, Doc: "{} %"},
 		Params: []Param{
 			{"tolerance", KindDuration, Default{Num: 0.025}},
@@ -176,7 +179,7 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Raises, Undo: "lo credits the host with the lateness p99 on each wait over its bound"},
 	},
 	{
-		ID: CheckRecovery, Unit: "s", Meaning: "seconds from the last trigger's end until goodput is back at `share` of the offered first-attempt load for `hold` (metastable: the time observed, and it fails)",
+		ID: CheckRecovery, build: newRecovery, Unit: "s", Meaning: "seconds from the last trigger's end until goodput is back at `share` of the offered first-attempt load for `hold` (metastable: the time observed, and it fails)",
 		Threshold: Default{Num: defaultRecovery, Doc: "{} s"},
 		Params: []Param{
 			{"window", KindDuration, Default{None: true, Doc: "200 first attempts, 1–10 s"}},
@@ -187,13 +190,13 @@ var checkTable = []Check{
 		Noise: NoiseRow{Delay: Raises, Starve: Raises, Undo: "lo counts as goodput the attempts the stub served within the attempt timeout whose clients had gone; starved, lo is 0 when the lateness p90 is half the service time or more, or when the load after the trigger was not amplified past load-amplification's default (a storm is made of retries)"},
 	},
 	{
-		ID: CheckLoadAmplification, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
+		ID: CheckLoadAmplification, build: newLoadAmp, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
 		Threshold: Default{Num: defaultLoadAmp},
 		Skips:     "no capacity model; no trigger; no first attempt then",
 		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90); [0, ∞] when the stub was overloaded before the trigger or the lateness p90 is half the service time"},
 	},
 	{
-		ID: CheckWastedWork, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",
+		ID: CheckWastedWork, build: newWasted, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",
 		Threshold: Default{Num: defaultWasted, Doc: "{} %"},
 		Skips:     "no capacity model; no service time recorded",
 		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo leaves out the service wasted on attempts served within the attempt timeout; hi is unbounded unless the retries show their own spread, as load-amplification"},

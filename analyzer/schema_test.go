@@ -180,7 +180,12 @@ func TestSchemaDefaultsReachAnalyzer(t *testing.T) {
 		return p.Default.Num
 	}
 	ns := func(s float64) int64 { return int64(s * float64(time.Second)) }
-	a := New(&timeline.Meta{Recorder: "run"}, Options{})
+	// Every check built, pacing too (it needs a quota and to be named).
+	paced := func() *Analyzer {
+		return New(&timeline.Meta{Recorder: "run", Quota: &timeline.Quota{Rate: 1}}, Options{Checks: []CheckSpec{{ID: CheckPacing}}})
+	}
+	a := paced()
+	warmup := func(a *Analyzer) int64 { return a.cfgOf(CheckPacing).chk.(*pacingCheck).warmup }
 	for _, f := range []struct {
 		key       string
 		got, want int64
@@ -191,11 +196,11 @@ func TestSchemaDefaultsReachAnalyzer(t *testing.T) {
 		{"waves.window", a.waveWindow, ns(def(CheckWaves, "window"))},
 		{"waves.min_samples", a.waveMin, int64(def(CheckWaves, "min_samples"))},
 		{"waves.min_clients", int64(a.wv.minClients), int64(def(CheckWaves, "min_clients"))},
-		{"pacing.warmup", a.warmup, ns(def(CheckPacing, "warmup"))},
+		{"pacing.warmup", warmup(a), ns(def(CheckPacing, "warmup"))},
 		{"jitter-bounds.tolerance", a.jbTol, ns(def(CheckJitterBounds, "tolerance"))},
 		{"jitter-bounds.first_exponent", int64(a.firstExp), int64(def(CheckJitterBounds, "first_exponent"))},
-		{"give-up.within", a.giveUpFor, ns(def(CheckGiveUp, "within"))},
-		{"budget.tolerance (derived: at least 1s)", a.budgetTol, int64(time.Second)},
+		{"give-up.within", a.cfgOf(CheckGiveUp).chk.(*giveUpCheck).within, ns(def(CheckGiveUp, "within"))},
+		{"budget.tolerance (derived: at least 1s)", a.cfgOf(CheckBudget).chk.(*budgetCheck).tol, int64(time.Second)},
 	} {
 		if f.got != f.want {
 			t.Errorf("%s = %d; want the schema's %d", f.key, f.got, f.want)
@@ -203,11 +208,11 @@ func TestSchemaDefaultsReachAnalyzer(t *testing.T) {
 	}
 	p, _ := lookupCheck(CheckNonRetryable).Param("statuses")
 	for _, st := range p.Default.Statuses {
-		if !a.nonRetry[st] {
+		if !a.cfgOf(CheckNonRetryable).chk.(*nonRetryCheck).set[st] {
 			t.Errorf("non-retryable.statuses default misses %d", st)
 		}
 	}
-	v := a.Result()
+	v := New(&timeline.Meta{Recorder: "run"}, Options{}).Result()
 	for _, c := range checkTable {
 		if c.Threshold.None || c.ID == CheckAmplification {
 			continue // derived from the policy
@@ -223,9 +228,9 @@ func TestSchemaDefaultsReachAnalyzer(t *testing.T) {
 	t.Cleanup(func() { checkTable[i] = saved })
 	checkTable[i].Threshold.Num = 7
 	checkTable[i].Params = []Param{{"warmup", KindDuration, Default{Num: 3}}}
-	a = New(&timeline.Meta{Recorder: "run"}, Options{})
-	if got := a.Result().Check(CheckPacing).Threshold; got != 7 || a.warmup != int64(3*time.Second) {
-		t.Errorf("with the schema's pacing threshold 7 and warmup 3s the analyzer has %v and %v", got, time.Duration(a.warmup))
+	a = paced()
+	if got := a.Result().Check(CheckPacing).Threshold; got != 7 || warmup(a) != int64(3*time.Second) {
+		t.Errorf("with the schema's pacing threshold 7 and warmup 3s the analyzer has %v and %v", got, time.Duration(warmup(a)))
 	}
 }
 
@@ -271,4 +276,19 @@ func TestThresholdKey(t *testing.T) {
 			t.Errorf("thresholdValue(%s, %v) = %v; want ok %v", tt.kind, tt.v, err, tt.ok)
 		}
 	}
+}
+
+// TestParamTypoPanics: a check that reads a parameter its row does not
+// declare fails when it is built, not with a zero value.
+func TestParamTypoPanics(t *testing.T) {
+	c := &checkCfg{def: lookupCheck(CheckWaves), params: map[string]paramValue{}}
+	if got := c.dur("slack"); got != int64(50*time.Millisecond) {
+		t.Fatalf("waves.slack = %v; want the row's 50ms", time.Duration(got))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("reading waves.slak did not panic")
+		}
+	}()
+	c.num("slak")
 }

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/retrylab/retrylab/internal/loghist"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -152,19 +150,6 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		a.faults[a.own(r.Fault)]++
 	} else if r.Status > 0 && r.Status < len(a.statuses) {
 		a.statuses[r.Status]++
-		if a.nonRetry[r.Status] {
-			if class == ResponseRateLimit {
-				a.nonrLimited++
-			} else {
-				a.nonrSent++
-			}
-		}
-	}
-
-	// The quota backend failed: the request was not metered (open) or
-	// was refused by the stub itself (closed); neither is pacing's.
-	if a.pacingOn && r.Backend == "" {
-		a.pacingAttempt(r, class)
 	}
 	if a.load != nil {
 		a.load.add(r)
@@ -219,81 +204,8 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	if (st.idemN == 0 || int32(r.Attempt) < st.idemN) && (r.IdemKey != "" || !r.Idempotent) {
 		st.idem, st.idemN = strings.Clone(r.IdemKey), int32(r.Attempt)
 	}
-	if r.Method == "POST" || r.Method == "PATCH" {
-		if r.IdemKey != "" && !st.idemOwned {
-			st.idemOwned = true
-			a.idempotencyOwner(st, r)
-		}
-		if n > 1 {
-			a.idempotencyRetry(st, r)
-		}
-	}
-}
-
-// maxIdemOwners bounds the Idempotency-Keys kept to find one sent for two
-// writes; past it, further writes' keys are not compared (said in the
-// check's reason).
-const maxIdemOwners = 1 << 18
-
-// idemOwner is the first write an Idempotency-Key was sent for.
-type idemOwner struct{ client, key, path string }
-
-// idempotencyOwner checks write r's key against every other write's: a
-// key names one write. A provider that honours keys answers a second
-// write sent with the first one's key with the first one's stored
-// response, and the second write is lost (across clients too: a key
-// that is not unique per write).
-func (a *Analyzer) idempotencyOwner(st *keyState, r *timeline.Attempt) {
-	a.idemReuse.judged++
-	if a.idemOwners == nil {
-		a.idemOwners = make(map[string]idemOwner)
-	}
-	o, ok := a.idemOwners[r.IdemKey]
-	if !ok {
-		if len(a.idemOwners) < maxIdemOwners {
-			a.idemOwners[strings.Clone(r.IdemKey)] = idemOwner{client: strings.Clone(r.Client), key: strings.Clone(r.Key), path: strings.Clone(r.Path)}
-		} else {
-			a.idemUnowned++
-		}
-		return
-	}
-	if o.client == r.Client && o.key == r.Key {
-		return // the same write, its key reused after a success
-	}
-	if a.idemReuse.hit(a.maxEx) {
-		a.idemReuse.ex = append(a.idemReuse.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
-			Detail: fmt.Sprintf("key digest %s was sent for %s %s and %s %s: a provider that honours keys answers the second with the first's stored response, and the second write is lost", r.IdemKey, r.Method, o.path, r.Method, r.Path)})
-	}
-}
-
-// idempotencyRetry judges retry r of a non-idempotent logical request:
-// it must carry the Idempotency-Key its first attempt carried. A retry
-// without one, with a different one (a fresh key per attempt lets the
-// server run the write twice), or with one its first attempt lacked (the
-// server never saw the key of the write it would have to deduplicate)
-// offends. Timelines that record only that a key was present (no
-// idem_key) are judged on presence alone.
-func (a *Analyzer) idempotencyRetry(st *keyState, r *timeline.Attempt) {
-	a.idem.judged++
-	var why string
-	switch {
-	case !r.Idempotent && r.IdemKey == "":
-		a.idemNone++
-		why = "without an Idempotency-Key"
-	case r.IdemKey == "" || st.idemN == 0 || st.idemN == int32(r.Attempt):
-		return // presence alone known, or no earlier attempt seen to compare
-	case st.idem == "":
-		a.idemLate++
-		why = fmt.Sprintf("with an Idempotency-Key its attempt %d did not carry (the server cannot deduplicate a write it saw without a key)", st.idemN)
-	case st.idem != r.IdemKey:
-		a.idemFresh++
-		why = fmt.Sprintf("with a different Idempotency-Key from its attempt %d (digest %s, then %s): a fresh key per attempt lets the server run the write twice", st.idemN, st.idem, r.IdemKey)
-	default:
-		return
-	}
-	if a.idem.hit(a.maxEx) {
-		a.idem.ex = append(a.idem.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
-			Detail: fmt.Sprintf("%s %s retried (attempt %d at %s) %s", r.Method, r.Path, r.Attempt, fmtNS(r.At), why)})
+	for _, h := range a.attemptHooks {
+		h.attempt(r, class, st)
 	}
 }
 
@@ -376,85 +288,32 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		return
 	}
 	k := max(int(x.n)-1-st.base, 1) // x is the k-th retry (≥ 1 even when records disagree)
-	gap := x.at - p.done
-	ex := func(detail string) Example {
-		return Example{Client: st.client, Key: strings.Clone(key), Attempt: int(x.n), At: x.at, Prev: p.done, Detail: detail}
-	}
-
 	// A Retry-After paces the retry only when it names a later instant; one
 	// that allows an immediate retry (a past date, "0") paces nothing.
-	paced := p.hasNB && p.nb > p.done
-	early := paced && p.nb-x.at > a.raTol
-	if paced {
-		a.ra.judged++
-		if !early {
-			// How far past the earliest instant allowed: a retry the
-			// host made late by more may have been early.
-			if a.raSlack == nil {
-				a.raSlack = loghist.New(latencyLayout)
-			}
-			a.raSlack.Add(x.at - (p.nb - a.raTol))
-		}
-		if early {
-			e := p.nb - x.at
-			if e > a.ra.worst {
-				a.ra.worst = e
-			}
-			if a.ra.hit(a.maxEx) {
-				a.ra.ex = append(a.ra.ex, ex(fmt.Sprintf("attempt %d arrived at %s, %s before not_before %s (the previous response at %s)",
-					x.n, fmtNS(x.at), fmtDur(e), fmtNS(p.nb), fmtNS(p.done))))
-			}
-		}
-	}
-	// A rate limit is never non-retryable, whatever its status.
-	if p.class != ResponseRateLimit && p.status > 0 && int(p.status) < len(a.nonRetry) && a.nonRetry[p.status] {
-		if a.nonr.hit(a.maxEx) {
-			a.nonr.ex = append(a.nonr.ex, ex(fmt.Sprintf("retried after a %d: attempt %d at %s, %s after the response", p.status, x.n, fmtNS(x.at), fmtDur(gap))))
-		}
-	}
-
+	// One value, reused: passed through an interface, a fresh one would
+	// be allocated per retry.
+	f := &a.facts
+	*f = retryFacts{st: st, key: key, p: p, x: x, k: k, gap: x.at - p.done, base: p.done}
+	f.paced = p.hasNB && p.nb > p.done
+	f.early = f.paced && p.nb-x.at > a.raTol
 	// The retry's own wait starts at the response, or at the instant a
 	// Retry-After that paced it allowed when it honoured it.
-	honoured := paced && !early
-	base := p.done
+	honoured := f.paced && !f.early
 	if honoured {
-		base = min(p.nb, x.at)
+		f.base = min(p.nb, x.at)
 	}
-	a.waveRetry(st, key, k, p, x, base, honoured)
-
-	unadvised := !paced
-	if unadvised && p.class.Retryable() {
-		a.inst.judged++
-		if a.instantRetry(k, gap) {
-			if a.inst.hit(a.maxEx) {
-				what := strconv.Itoa(int(p.status))
-				if p.class == ResponseRateLimit && p.status != 429 {
-					what += " rate limit"
-				}
-				a.inst.ex = append(a.inst.ex, ex(fmt.Sprintf("retry %d came %s after a %s without a usable Retry-After", k, fmtDur(gap), what)))
-			}
-		}
+	if !f.paced && a.jbJudges() {
+		f.bounded, f.bound = true, a.bound(k)
+		f.beyond = f.gap-f.bound > a.jbTol
 	}
-	bounded := unadvised && a.jbJudges()
-	var b int64
-	beyond := false
-	if bounded {
-		a.jb.judged++
-		b = a.bound(k)
-		if over := gap - b; over > a.jbTol {
-			beyond = true
-			if over > a.jb.worst {
-				a.jb.worst = over
-			}
-			// The host may have made the wait late: judged at Result.
-			e := ex(fmt.Sprintf("retry %d waited %s; the stated policy allows at most %s", k, fmtDur(gap), fmtDur(b)))
-			a.jbOver.add(over-a.jbTol, 1, &e, a.maxEx)
-		}
+	a.waveRetry(st, key, k, p, x, f.base, honoured)
+	for _, h := range a.retryHooks {
+		h.retry(f)
 	}
 	if a.onRetry != nil {
 		r := Retry{Client: st.client, Key: st.key, Attempt: int(x.n), Number: k, Status: int(p.status), Class: p.class, Prev: p.done, At: x.at,
-			Paced: paced, Early: early, Own: x.at - base, Bounded: bounded, Bound: b, Beyond: beyond}
-		if paced {
+			Paced: f.paced, Early: f.early, Own: x.at - f.base, Bounded: f.bounded, Bound: f.bound, Beyond: f.beyond}
+		if f.paced {
 			r.NotBefore = p.nb
 		}
 		a.onRetry(r)
@@ -509,106 +368,6 @@ func (a *Analyzer) instantProb(k int, win int64) float64 {
 	}
 }
 
-func (a *Analyzer) pacingAttempt(r *timeline.Attempt, class ResponseClass) {
-	start := int64(0)
-	if phases := a.meta.Phases; len(phases) > 0 {
-		// The phase containing the arrival; records come nearly in time
-		// order, so the last one found is tried first.
-		i := a.lastPh
-		if i >= len(phases) || r.At < phases[i].Start || (phases[i].End != 0 && r.At >= phases[i].End) {
-			i = -1
-			for j, ph := range phases {
-				if r.At >= ph.Start && (ph.End == 0 || r.At < ph.End) {
-					i = j
-					break
-				}
-			}
-			if i < 0 {
-				return
-			}
-			a.lastPh = i
-		}
-		if !strings.HasPrefix(phases[i].Respond, "quota") {
-			return
-		}
-		start = phases[i].Start
-	}
-	if r.At < start+a.warmup {
-		return
-	}
-	a.pace.judged++
-	if class != ResponseRateLimit {
-		return
-	}
-	a.pace.bad++
-	a.paceBy.add(r.Limit)
-	if len(a.pace.ex) < a.maxEx {
-		by := "no limit named"
-		if r.Limit != "" {
-			by = "rejected by limit " + r.Limit
-		}
-		a.pace.ex = append(a.pace.ex, Example{Client: strings.Clone(r.Client), Key: strings.Clone(r.Key), Attempt: r.Attempt, At: r.At,
-			Detail: fmt.Sprintf("%d at %s (%s), in the steady state of a quota phase", r.Status, fmtNS(r.At), by)})
-	}
-}
-
-// maxLimitNames bounds the limit names pacing counts apart; the rest share
-// one count.
-const maxLimitNames = 64
-
-// limitCounts counts rate limits by the name of the limit that rejected
-// ("" when none was named), for at most maxLimitNames names.
-type limitCounts struct {
-	n     map[string]*int64 // by pointer: an assignment would store the record's key
-	other int64             // beyond maxLimitNames names
-}
-
-func (l *limitCounts) add(name string) {
-	if n, ok := l.n[name]; ok {
-		*n++
-		return
-	}
-	if len(l.n) >= maxLimitNames {
-		l.other++
-		return
-	}
-	if l.n == nil {
-		l.n = make(map[string]*int64)
-	}
-	one := int64(1)
-	l.n[strings.Clone(name)] = &one
-}
-
-// String lists the counts, most first: "minute: 40, second: 3".
-func (l *limitCounts) String() string {
-	type kv struct {
-		k string
-		v int64
-	}
-	var kvs []kv
-	for k, v := range l.n {
-		kvs = append(kvs, kv{k, *v})
-	}
-	sort.Slice(kvs, func(i, j int) bool {
-		if kvs[i].v != kvs[j].v {
-			return kvs[i].v > kvs[j].v
-		}
-		return kvs[i].k < kvs[j].k
-	})
-	var parts []string
-	for _, x := range kvs {
-		name := x.k
-		if name == "" {
-			name = "no limit named"
-		}
-		parts = append(parts, fmt.Sprintf("%s: %d", name, x.v))
-	}
-	if l.other > 0 {
-		parts = append(parts, fmt.Sprintf("other limits: %d", l.other))
-	}
-	return strings.Join(parts, ", ")
-}
-
 func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	a.fig.Outcomes++
 	result := ownResult(o.Result, a)
@@ -623,20 +382,21 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 	}
 	judged := a.judgedOutcome(o)
 	// Did the client stop on a rate limit? Its last attempt says.
-	limited := false
-	seen := 0 // attempts the stub recorded for it so far
+	var f outcomeFacts
 	if st != nil {
 		if len(st.att) > 0 {
 			last := &st.att[len(st.att)-1]
-			limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
+			f.limited = last.class == ResponseRateLimit && (o.Status == 0 || int(last.status) == o.Status)
 		}
-		seen = int(st.count)
+		f.seen = int(st.count)
 		st.outcome, st.excluded = true, !judged
 		st.reportedOK = o.Result == timeline.ResultOK
 		st.outStart, st.outEnd = o.Start, o.End
 	}
 	if judged {
-		a.giveUpOutcome(o, limited, a.overloaded(o), seen)
+		for _, h := range a.outcomeHooks {
+			h.outcome(o, f)
+		}
 	}
 	if o.End > a.now {
 		a.now = o.End
@@ -645,30 +405,6 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		st.closed = a.now + 1
 		st.last = a.now
 		a.closing = append(a.closing, closing{st: st, key: st.key, at: a.now})
-	}
-	if !judged || o.Result == timeline.ResultOK {
-		return
-	}
-	a.bud.judged++
-	attempts := max(o.Attempts, seen)
-	ex := Example{Client: strings.Clone(o.Client), Key: strings.Clone(o.Key), Attempt: attempts, At: o.End, Prev: o.Start}
-	if o.Result == timeline.ResultHung {
-		if a.bud.hit(a.maxEx) {
-			ex.Detail = fmt.Sprintf("never returned: the watchdog fired after %s (%s)", fmtDur(o.End-o.Start), attemptsText(attempts))
-			a.bud.ex = append(a.bud.ex, ex)
-		}
-		return
-	}
-	if a.budget > 0 {
-		if over := o.End - o.Start - a.budget; over > a.budgetTol {
-			if over > a.bud.worst {
-				a.bud.worst = over
-			}
-			ex.Detail = fmt.Sprintf("%s after %s (%s); the budget is %s", o.Result, fmtDur(o.End-o.Start), attemptsText(attempts), fmtDur(a.budget))
-			// Each wait of the request may have been made late by the
-			// host: the widened tolerance is judged at Result.
-			a.budOver.add(over-a.budgetTol, attempts+1, &ex, a.maxEx)
-		}
 	}
 }
 

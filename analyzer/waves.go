@@ -404,3 +404,12 @@ func (a *Analyzer) serverSyncWarning(j *wavesJudgement) *Warning {
 		Remedy: "spread Retry-After on the server (retry_after.spread), or add jitter on top of Retry-After in the client",
 	}
 }
+
+// wavesCheck judges the retry cohorts the Analyzer keeps (they are
+// shared: the capacity checks read their spread) once Result has read
+// them (Analyzer.wvJ).
+type wavesCheck struct{ checkBase }
+
+func newWaves(b checkBase) checker { return wavesCheck{b} }
+
+func (ch wavesCheck) result() CheckResult { return ch.a.judgeWaves(ch.cfg, ch.a.wvJ) }
