@@ -24,7 +24,7 @@ const (
 	minLoadBin   = int64(10 * time.Millisecond)
 )
 
-// Defaults of the capacity checks; docs/checks.md has the measurements
+// Defaults of the capacity checks; docs/design/capacity.md has the measurements
 // behind each (TestCapacityCalibration in capsim_test.go prints them).
 const (
 	// defaultRecoveryShare: recovered when goodput is back to this share

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-var capacityTable = flag.Bool("capacity-table", false, "run every row of the capacity checks' calibration and print the tables of docs/checks.md")
+var capacityTable = flag.Bool("capacity-table", false, "run every row of the capacity checks' calibration and print the tables of docs/design/capacity.md")
 
 // calClient is a fleet's retry policy in the calibration, and what the
 // capacity checks must say of it on every row: good clients recover and
@@ -51,7 +51,7 @@ func calSim(seed uint64, trigger time.Duration, c calClient) capSim {
 
 // TestCapacityCalibration runs the simulated metastable fleet with
 // triggers of 2, 10 and 30 s and each client of calClients, and checks
-// what the capacity checks say of each: docs/checks.md has the tables and
+// what the capacity checks say of each: docs/design/capacity.md has the tables and
 // the defaults they support. By default the rows of a 10 s trigger on
 // seed 1 for the clients that are quick to simulate (TestRecovery covers
 // the heavier storms); -capacity-table runs every row on seeds 1-3 and

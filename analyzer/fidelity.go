@@ -23,7 +23,7 @@ const (
 	// unfaithful: a quiet 2-core machine starts a 200-client fleet within
 	// 10 ms of schedule, the same machine loaded to 2× its cores within
 	// 0.6 s, and one that cannot drive its fleet is late by seconds
-	// (docs/checks.md).
+	// (docs/design/noise.md).
 	minLatenessBound = int64(250 * time.Millisecond)
 	// latenessPhaseShare: beyond minLatenessBound, start lateness may reach
 	// this share of the shortest timed phase before the fleet no longer

@@ -13,7 +13,7 @@ import (
 // impatience: a request that failed although the server began serving
 // within its budget. Our reference client loses none on any built-in
 // scenario, and a lost request is a user-visible failure, so the default
-// tolerates only a stray one (docs/checks.md has the measurements).
+// tolerates only a stray one (docs/design/retry-checks.md has the measurements).
 const defaultGiveUp = 1.0
 
 // serving reports whether a phase answers requests with success at all:

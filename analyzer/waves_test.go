@@ -13,7 +13,7 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-var wavesTable = flag.Bool("waves-table", false, "print the waves measurements as a Markdown table (docs/checks.md)")
+var wavesTable = flag.Bool("waves-table", false, "print the waves measurements as a Markdown table (docs/design/waves.md)")
 
 // A wavesStrategy is a client-paced backoff the waves measurements run.
 type wavesStrategy struct {
@@ -76,7 +76,7 @@ var wavesStarts = []struct {
 // strategy through a 15 s outage of bare 503s (max 8 attempts), under each
 // start, and checks that the default threshold passes every mainstream
 // jitter and fails every synchronizing strategy on every seed (3 seeds; 10
-// with -waves-table, which prints the figures for docs/checks.md).
+// with -waves-table, which prints the figures for docs/design/waves.md).
 func TestWavesMeasurements(t *testing.T) {
 	if testenv.RaceEnabled {
 		t.Skip("a measurement over thousands of simulated fleets: 2 minutes under the race detector; make matrix runs it without")
@@ -123,7 +123,7 @@ func TestWavesMeasurements(t *testing.T) {
 				switch {
 				case s.late > 0 && c.Status == StatusInconclusive:
 					// A loaded host may leave it open, never on the
-					// wrong side (the power table in docs/checks.md).
+					// wrong side (the power table in docs/design/noise.md).
 				case st.warn && c.Status == StatusFail:
 					t.Errorf("%s, %s start, seed %d: waves failed (%s); want the server's pacing", st.name, start.name, seed, c.Reason)
 				case !st.warn && c.Status != want:
@@ -396,7 +396,7 @@ func TestWavesReservoirUniform(t *testing.T) {
 // measured lateness. Fixed 1 s waits made U[0, 100ms) late still fail; made
 // U[0, 300ms) late they pass without outcomes (the noise reads as spread)
 // and fail with them (the run's start lateness is subtracted), as
-// docs/checks.md says.
+// docs/design/waves.md says.
 func TestWavesWithoutOutcomes(t *testing.T) {
 	judge := func(late time.Duration, outcomes bool) CheckResult {
 		s := sim{clients: 1000, seed: 1, spread: 10 * s1, late: late, server: outage(15*s1, ""), delay: fixed(s1),

@@ -17,7 +17,7 @@ import (
 	"github.com/retrylab/retrylab/timeline"
 )
 
-var pacingTable = flag.Bool("pacing-table", false, "print the pacing warm-up measurements of docs/checks.md (every row)")
+var pacingTable = flag.Bool("pacing-table", false, "print the pacing warm-up measurements of docs/design/pacing.md (every row)")
 
 // layeredLimits is a provider's layered quota as the issue has it: 10/s
 // burst 20, 300 a minute, 10,000 a day, one global key, rejections 429.
@@ -63,7 +63,7 @@ type pacingRow struct {
 	burst     int     // per client
 	phase     time.Duration
 	// want is the verdict pacing must give with each warm-up (2s, 10s, 1m),
-	// as docs/checks.md has it.
+	// as docs/design/pacing.md has it.
 	want [3]string
 }
 
@@ -71,7 +71,7 @@ type pacingRow struct {
 // binding limits are a per-second token bucket and a per-minute fixed
 // window, for fleets sized under, at and over the minute's rate and for
 // one that does not pace at all, with warm-ups of 2 s (the default), 10 s
-// and one minute (the minute's window). docs/checks.md (pacing) has the
+// and one minute (the minute's window). docs/design/pacing.md (pacing) has the
 // table and the decision it supports; -pacing-table prints every row.
 func TestPacingWarmup(t *testing.T) {
 	rows := []pacingRow{
@@ -142,7 +142,7 @@ func TestPacingWarmup(t *testing.T) {
 			}
 			cells = append(cells, cell)
 			if c.Status != row.want[i] {
-				t.Errorf("%s at %.1f/s (burst %d) for %v, warm-up %v: pacing = %s (%.2f%%: %s); docs/checks.md says %s",
+				t.Errorf("%s at %.1f/s (burst %d) for %v, warm-up %v: pacing = %s (%.2f%%: %s); docs/design/pacing.md says %s",
 					row.subject, row.fleetRate, row.burst, row.phase, w, c.Status, c.Figure, c.Reason, row.want[i])
 			}
 		}
