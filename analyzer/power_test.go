@@ -38,7 +38,7 @@ func mixed(share float64, d, base, cap time.Duration) func(int, *rand.Rand, time
 
 // TestNoisePower measures the smallest violation each time-window check
 // still decides FAIL at each level of the host's lateness (-v prints the
-// table docs/design/noise.md holds), and holds the class at every level: a
+// table docs/checks.md holds), and holds the class at every level: a
 // client without the violation is never FAIL.
 func TestNoisePower(t *testing.T) {
 	if testenv.RaceEnabled {

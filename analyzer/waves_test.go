@@ -123,7 +123,7 @@ func TestWavesMeasurements(t *testing.T) {
 				switch {
 				case s.late > 0 && c.Status == StatusInconclusive:
 					// A loaded host may leave it open, never on the
-					// wrong side (the power table in docs/design/noise.md).
+					// wrong side (the power table in docs/checks.md).
 				case st.warn && c.Status == StatusFail:
 					t.Errorf("%s, %s start, seed %d: waves failed (%s); want the server's pacing", st.name, start.name, seed, c.Reason)
 				case !st.warn && c.Status != want:

@@ -179,7 +179,7 @@ func classNoise() []hostNoise {
 // batched arrivals and had been starved, at every level of classNoise.
 // The good policy is never FAIL and the bad one never PASS; with -v it
 // prints, per control, the noise at which its check stops deciding (the
-// power table of docs/design/noise.md).
+// power table of docs/checks.md).
 func TestNoiseClass(t *testing.T) {
 	skipUnderRace(t)
 	for _, tt := range controlRows {
