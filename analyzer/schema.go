@@ -3,8 +3,8 @@ package analyzer
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -270,15 +270,8 @@ func ThresholdKey(key string) (Check, Param, error) {
 	return *c, p, nil
 }
 
+// thresholdValue is a value of expect.thresholds as a timeline's meta
+// holds it, read by the one parser (ParseValue).
 func thresholdValue(k ParamKind, v float64) (paramValue, error) {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return paramValue{}, fmt.Errorf("want a number >= 0, got %v", v)
-	}
-	if k == KindStatuses {
-		if v < 100 || v > 599 || v != math.Trunc(v) {
-			return paramValue{}, fmt.Errorf("want one HTTP status (100-599), got %v", v)
-		}
-		return paramValue{statuses: []int{int(v)}}, nil
-	}
-	return paramValue{num: v}, nil
+	return parseParam(k, strconv.FormatFloat(v, 'g', -1, 64))
 }

@@ -114,18 +114,44 @@ type paramValue struct {
 	statuses []int
 }
 
+// ParseValue parses text as the value of a parameter of kind k, for a
+// scenario's expect.thresholds: a number; a duration in seconds (Go
+// syntax or seconds); one HTTP status for a status set. It is the parser
+// --check values go through too (ParseCheckSpec), so a value means the
+// same from a flag and from a file.
+func ParseValue(k ParamKind, text string) (float64, error) {
+	v, err := parseParam(k, strings.TrimSpace(text))
+	if err != nil {
+		return 0, err
+	}
+	if k == KindStatuses {
+		if len(v.statuses) != 1 {
+			return 0, fmt.Errorf("want one HTTP status like 404, got %q", text)
+		}
+		return float64(v.statuses[0]), nil
+	}
+	return v.num, nil
+}
+
+// maxValue bounds every number a parameter takes (durations in seconds).
+const maxValue = 1e12
+
+// parseParam is the one parser of parameter values (ParseValue).
 func parseParam(kind ParamKind, v string) (paramValue, error) {
 	switch kind {
 	case KindDuration:
 		if d, err := time.ParseDuration(v); err == nil {
 			if d < 0 {
-				return paramValue{}, errors.New("negative duration")
+				return paramValue{}, fmt.Errorf("negative duration %q", v)
 			}
 			return paramValue{num: d.Seconds()}, nil
 		}
 		f, err := parseNumber(v)
 		if err != nil {
-			return paramValue{}, errors.New("want a duration such as 10ms, or seconds")
+			if _, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+				return paramValue{}, err // a number out of range
+			}
+			return paramValue{}, fmt.Errorf("want a duration such as 10ms, or seconds, got %q", v)
 		}
 		return paramValue{num: f}, nil
 	case KindStatuses:
@@ -153,10 +179,10 @@ func parseParam(kind ParamKind, v string) (paramValue, error) {
 func parseNumber(v string) (float64, error) {
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, errors.New("want a number")
+		return 0, fmt.Errorf("want a number, got %q", v)
 	}
-	if f < 0 {
-		return 0, errors.New("want a number >= 0")
+	if f < 0 || f > maxValue {
+		return 0, fmt.Errorf("%s is out of range [0, %g]", v, maxValue)
 	}
 	return f, nil
 }

@@ -25,7 +25,7 @@ func TestParseCheckSpec(t *testing.T) {
 		{"waves:", CheckSpec{}, "empty parameter list"},
 		{"waves:threshold", CheckSpec{}, "want key=value"},
 		{"waves:thresh=1", CheckSpec{}, `unknown parameter "thresh"`},
-		{"waves:threshold=-1", CheckSpec{}, "want a number >= 0"},
+		{"waves:threshold=-1", CheckSpec{}, "is out of range [0, 1e+12]"},
 		{"waves:threshold=NaN", CheckSpec{}, "want a number"},
 		{"waves:threshold=1,threshold=2", CheckSpec{}, "given twice"},
 		{"retry-after:tolerance=-5ms", CheckSpec{}, "negative duration"},

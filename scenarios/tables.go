@@ -674,23 +674,18 @@ func (m *mapping) thresholds(n ast.Node, path string, e *Expect) {
 }
 
 // thresholdValue reads a value of expect.thresholds of a parameter of
-// kind k: a number; for a duration, seconds or a Go duration ("250ms");
-// for a status set, one HTTP status.
+// kind k with the analyzer's one parser (analyzer.ParseValue), so that a
+// value means the same in a file and in a --check flag.
 func (d *decoder) thresholdValue(n ast.Node, path string, k analyzer.ParamKind) (float64, bool) {
-	switch k {
-	case analyzer.KindDuration:
-		switch n.(type) {
-		case *ast.IntegerNode, *ast.FloatNode:
-			return d.numberValue(n, path, 0, MaxDuration.Seconds())
-		}
-		v, ok := d.durationValue(n, path, 0, MaxDuration)
-		return v.Seconds(), ok
-	case analyzer.KindStatuses:
-		if _, ok := n.(*ast.IntegerNode); !ok {
-			d.fail(n, path, "want one HTTP status like 404, got %s", quoteNode(n))
-			return 0, false
-		}
-		return d.numberValue(n, path, 100, 599)
+	text, ok := scalarText(n)
+	if !ok {
+		d.fail(n, path, "want a %s, got %s", k, describe(n))
+		return 0, false
 	}
-	return d.numberValue(n, path, 0, 1e12)
+	v, err := analyzer.ParseValue(k, text)
+	if err != nil {
+		d.fail(n, path, "%v", err)
+		return 0, false
+	}
+	return v, true
 }
