@@ -232,3 +232,113 @@ func (a *Analyzer) tallyAll() *keyTally {
 	}
 	return &t
 }
+
+// needsOutcomes reports whether a check judges the fleet's outcomes, which
+// a serve recording does not have.
+func needsOutcomes(id string) bool { return id == CheckBudget || id == CheckGiveUp }
+
+// inconclusive lists why the run behind the timeline was not carried out
+// faithfully, in the order a reader should fix them; empty when it was.
+func (a *Analyzer) inconclusive(v *Verdict) []string {
+	var why []string
+	add := func(format string, args ...any) { why = append(why, fmt.Sprintf(format, args...)) }
+	m := a.meta
+	fleetRun := m != nil && m.Recorder != "serve"
+
+	if a.fig.Attempts == 0 {
+		add("the timeline holds no attempt: nothing was judged")
+	}
+	if fleetRun {
+		e := a.fid.end
+		switch {
+		case e == nil:
+			add("the timeline has no end record: the run was killed or the file was cut short")
+		case e.Reason == timeline.EndInterrupted:
+			sig := e.Signal
+			if sig == "" {
+				sig = "a signal"
+			}
+			add("the run was interrupted by %s at %s with %d logical requests in flight and %d never started", sig, fmtNS(e.At), e.InFlight, e.Unstarted)
+		case e.Reason == timeline.EndDuration && e.InFlight+e.Unstarted > 0:
+			add("the duration cap stopped the run at %s with %d logical requests in flight and %d never started", fmtNS(e.At), e.InFlight, e.Unstarted)
+		case e.Reason == timeline.EndWriteError:
+			add("writing the timeline failed at %s: what followed was lost", fmtNS(e.At))
+		case e.Reason == timeline.EndError:
+			add("the harness failed at %s", fmtNS(e.At))
+		}
+		if e != nil {
+			if e.DialErrors > 0 {
+				add("the harness could not connect %d times (dial or accept errors, file descriptors exhausted)", e.DialErrors)
+			}
+			for _, s := range e.Errors {
+				add("harness: %s", s)
+			}
+		}
+		if m.Scheduled > 0 && a.fig.Outcomes < m.Scheduled {
+			add("%d of %d scheduled logical requests have an outcome", a.fig.Outcomes, m.Scheduled)
+		}
+		if h := a.fid.harness; h > 0 {
+			add("%d logical requests failed in the harness or the subject's plumbing, not in the library (first: %s)", h, a.fid.harnessEx)
+		}
+		if n := a.fid.lateness.count(); n > 0 {
+			p99, bound := a.fid.lateness.quantile(0.99), a.latenessBound()
+			if p99 > bound && !(m.Virtual && p99 <= 0) {
+				add("the fleet started requests late: p99 %s after their scheduled instant, above the %s the scenario's phases tolerate (the machine could not drive this fleet)", fmtDur(p99), fmtDur(bound))
+			}
+		}
+	}
+	if b := a.fid.backend; b > 0 && pct(b, a.fig.Attempts) > maxBackendShare {
+		add("%d of %d attempts (%.1f%%, above %.0f%%) were answered 503 by the stub itself because its quota backend failed (first: %s): the test environment failed, not the client, and the %d retries after them were not judged",
+			b, a.fig.Attempts, pct(b, a.fig.Attempts), maxBackendShare, a.fid.backendEx, a.fid.beRetries)
+	}
+	// Nothing exercised: no request refused or failed, so no retry logic
+	// ran, unless the client's pacing under a quota was judged (a client
+	// that paces well is never refused: that is what pacing tests).
+	if pc := v.Check(CheckPacing); a.fig.Attempts > 0 && a.exercised == 0 && a.fid.upstream+a.fid.backend == 0 &&
+		(pc == nil || pc.Status == StatusSkip) && (m == nil || m.Expect == nil || !m.Expect.AllowUnexercised) {
+		add("no retry logic was exercised: the stub refused or failed none of the %d requests and no pacing was judged (a scenario that means it states expect.allow_unexercised)", a.fig.Attempts)
+	}
+	if u := a.fid.upstream; u > 0 {
+		add("%d attempts met an upstream that gave no response, so the stub answered 502 itself (first: %s): the test environment failed, not the client, and the %d retries after them were not judged", u, a.fid.upstreamEx, a.fid.upRetries)
+	}
+	// The fleet must meet the scenario: a first phase that ended before the
+	// first request arrived tested nothing.
+	if m != nil && len(m.Phases) > 1 && a.seen {
+		first := m.Phases[0]
+		// The first arrival is the first arrival. An exec fleet's start
+		// barrier (FleetReady: every process ready) is later than its
+		// first request only if a process was late to start; a goroutine
+		// fleet's schedule is not its readiness.
+		arrived := a.first
+		if e := a.fid.end; fleetRun && e != nil && e.FleetReady > arrived && isExec(m.Subject) {
+			arrived = e.FleetReady
+		}
+		if first.End > 0 && arrived >= first.End {
+			add("the fleet's first request arrived at %s, after the first phase (%s) ended at %s: the scenario was not played against it", fmtNS(arrived), first.Name, fmtNS(first.End))
+		}
+	}
+	// Checks whose range under the host's noise straddles the threshold.
+	for i := range v.Checks {
+		if c := &v.Checks[i]; c.Status == StatusInconclusive {
+			add("the check %s could not decide under this host's noise: %s", c.ID, c.Reason)
+		}
+	}
+	// Checks that had to judge something.
+	judged := 0
+	for i := range v.Checks {
+		c := &v.Checks[i]
+		if c.Status != StatusSkip {
+			judged++
+			continue
+		}
+		// A serve recording has no outcomes: the checks that judge them
+		// cannot be required of it (the scenario requires them of a run).
+		if a.required[c.ID] && !(!fleetRun && needsOutcomes(c.ID)) {
+			add("the required check %s judged nothing: %s", c.ID, c.Reason)
+		}
+	}
+	if judged == 0 && len(v.Checks) > 0 && a.fig.Attempts > 0 {
+		add("every check skipped: nothing was judged")
+	}
+	return why
+}
