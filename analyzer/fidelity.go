@@ -143,4 +143,3 @@ func (a *Analyzer) latenessBound() int64 {
 
 // isExec reports whether a subject name is an exec program's.
 func isExec(subject string) bool { return subject == "exec" || strings.HasPrefix(subject, "exec:") }
-
