@@ -475,3 +475,55 @@ func TestClientSpreadUnread(t *testing.T) {
 		t.Errorf("lockstep retries in the window: spread %v (%s); want false", ok, how)
 	}
 }
+
+// TestWideningsKeepPairs: for lateness drawn from distributions that meet
+// the measured quantiles, with their mass anywhere inside each segment
+// (point masses placed at random), the share of pairs of draws within x
+// of each other is at least what widenings claims it keeps.
+func TestWideningsKeepPairs(t *testing.T) {
+	m := hostNoise{measured: true, bulk: int64(2 * ms), p90: int64(10 * ms), delay: int64(42 * ms), most: int64(84 * ms)}
+	ws := m.widenings()
+	if len(ws) == 0 {
+		t.Fatal("no widening")
+	}
+	for _, w := range ws {
+		switch w.x {
+		case m.delay:
+			if w.kept < 0.98 {
+				t.Errorf("x = p99: kept %.3f; want at least 0.99² = 0.98", w.kept)
+			}
+		case m.p90:
+			if w.kept < 0.81 {
+				t.Errorf("x = p90: kept %.3f; want at least 0.9² = 0.81", w.kept)
+			}
+		}
+	}
+	cuts := []int64{0, m.bulk, m.p90, m.delay, m.most}
+	mass := []float64{0.5, 0.4, 0.09, 0.01}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		// Each segment's mass on up to 4 points placed at random in it.
+		var at []int64
+		var p []float64
+		for s := range mass {
+			k := 1 + rng.IntN(4)
+			for range k {
+				at = append(at, cuts[s]+rng.Int64N(cuts[s+1]-cuts[s]+1))
+				p = append(p, mass[s]/float64(k))
+			}
+		}
+		for _, w := range ws {
+			var within float64
+			for i := range at {
+				for j := range at {
+					if d := at[i] - at[j]; d <= w.x && d >= -w.x {
+						within += p[i] * p[j]
+					}
+				}
+			}
+			if within < w.kept-1e-9 {
+				t.Fatalf("trial %d: x %v keeps %.4f of pairs; widenings claims %.4f", trial, time.Duration(w.x), within, w.kept)
+			}
+		}
+	}
+}

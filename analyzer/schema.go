@@ -115,7 +115,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.100, Doc: "{}, for the warning"}},
 		},
 		Skips: "no client-paced cohort with `min_samples` retries from `min_clients` clients",
-		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs batches of the measured size can make (k·(k−1)/2 each) and reads the spread over the mean less the lateness p99; hi reads the pairs within the resolution + the p99 (98 % of pairs) or + the p90 (81 %), the tighter, and the spread without the share of waits the host's tail beyond x may have lengthened and x²/4 of variance (the least over the lateness quantiles x); retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
+		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs batches of the measured size can make (k·(k−1)/2 each) and reads the spread over the mean less the lateness p99; hi reads the pairs within the resolution + x over the least share of pairs a lateness of the measured quantiles keeps within x of each other (x from the quantiles' differences; the tightest), and the spread without the share of waits the host's tail beyond x may have lengthened and x²/4 of variance (the least over the lateness quantiles x); retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
 	},
 	{
 		ID: CheckNonRetryable, build: newNonRetry, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",

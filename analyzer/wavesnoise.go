@@ -14,9 +14,10 @@ import (
 //   - the low end takes out the pairs batches can make (k·(k−1)/2 per
 //     batch of k), and reads the spread over the mean less the lateness
 //     p99: what the host cannot have made;
-//   - the high end reads the pairs within the resolution plus the
-//     lateness that may have smeared them apart (p99, for 98 % of the
-//     pairs; or p90, for 81 %: the tighter of the two), and the spread
+//   - the high end reads the pairs within the resolution plus a width
+//     the lateness may have smeared them apart by, over the least share
+//     of pairs the lateness keeps within it (widenings: the tightest of
+//     the widths its quantiles cut), and the spread
 //     without the waits the host's tail may have lengthened and the
 //     most variance the rest of its lateness can add (spreadHigh).
 //
@@ -55,6 +56,64 @@ func (m hostNoise) spreadHigh(sample []waveSampleRec) float64 {
 		best = min(best, spreadOf(math.Sqrt(max(w.m2/float64(w.n)-x*x/4, 0)), w.mean))
 	}
 	return best
+}
+
+// widening is a width x the host's lateness may have smeared two
+// arrivals apart by, and kept, the least share of pairs it leaves within
+// x of each other.
+type widening struct {
+	x    int64
+	kept float64
+}
+
+// widenings are the widths the high end of the pair readings tries: for
+// each, the pairs within the resolution + x, over the share kept, bound
+// the pairs the clients made within the resolution.
+//
+// Two lateness draws are within x of each other when both fall in one
+// interval of width x. The measured quantiles cut the lateness into
+// segments of known mass ([0, p50] 0.5, [p50, p90] 0.4, [p90, p99] 0.09,
+// [p99, max] 0.01) whose mass inside is unknown: whole segments that fit
+// in x together keep their mass squared; a longer one cut into k pieces
+// keeps at least its mass squared over k. kept is the best such grouping.
+func (m hostNoise) widenings() []widening {
+	cuts := []int64{0, m.bulk, max(m.p90, m.bulk), max(m.delay, m.p90, m.bulk)}
+	mass := []float64{0.5, 0.4, 0.09}
+	if m.most >= cuts[3] {
+		cuts, mass = append(cuts, m.most), append(mass, 0.01)
+	}
+	kept := func(x int64) float64 {
+		best := make([]float64, len(mass)+1) // best[i]: segments before i grouped
+		for i := 1; i <= len(mass); i++ {
+			l := cuts[i] - cuts[i-1]
+			k := 1.0
+			if x > 0 && l > x {
+				k = math.Ceil(float64(l) / float64(x))
+			} else if x <= 0 && l > 0 {
+				k = math.Inf(1)
+			}
+			best[i] = best[i-1] + mass[i-1]*mass[i-1]/k
+			var sum float64
+			for j := i; j >= 1 && cuts[i]-cuts[j-1] <= x; j-- {
+				sum += mass[j-1]
+				best[i] = max(best[i], best[j-1]+sum*sum)
+			}
+		}
+		return best[len(mass)]
+	}
+	var out []widening
+	for i := 1; i < len(cuts); i++ {
+		for j := 0; j < i; j++ {
+			x := cuts[i] - cuts[j]
+			if x <= 0 || slices.ContainsFunc(out, func(w widening) bool { return w.x == x }) {
+				continue
+			}
+			if k := kept(x); k > 0 {
+				out = append(out, widening{x, k})
+			}
+		}
+	}
+	return out
 }
 
 // pairNull is what the pair readings of a cohort compare with: the
@@ -146,8 +205,11 @@ func (a *Analyzer) readCohort(r *cohortReading, c *waveCohort, floor int64, m ho
 	if mean-m.delay <= floor {
 		r.lo = min(r.lo, 1) // it may have had no own wait
 	}
-	sh99, ar99 := null.readings(c.sample, 1, m.delay, 0.98)
-	sh90, ar90 := null.readings(c.sample, 1, max(m.p90, m.bulk), 0.81)
-	r.hi = max(min(sh99, sh90), min(ar99, ar90), m.spreadHigh(c.sample), r.worst())
+	shHi, arHi := float64(maxWaveIndex), float64(maxWaveIndex)
+	for _, w := range m.widenings() {
+		sh, ar := null.readings(c.sample, 1, w.x, w.kept)
+		shHi, arHi = min(shHi, sh), min(arHi, ar)
+	}
+	r.hi = max(shHi, arHi, m.spreadHigh(c.sample), r.worst())
 	r.lo = min(r.lo, r.hi)
 }
