@@ -31,8 +31,7 @@ const (
 	// (%) of the offered first-attempt load.
 	defaultRecoveryShare = 90.0
 	// defaultRecovery is how long recovery may take (s): twice the
-	// slowest recovery of a well-behaved fleet we measured (5.1 s), which
-	// did not grow with the trigger's length (2 s to 30 s).
+	// slowest recovery of a well-behaved fleet in the calibration.
 	defaultRecovery = 10.0
 	// defaultHoldWindows: goodput must stay at the share for this many
 	// rolling windows in a row (and at least minHold), so that one lucky
@@ -508,9 +507,7 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 			// more than the capacity at rest; or the host's, when it
 			// delivered responses served within the attempt timeout
 			// after their clients had gone, whose retries filled the
-			// queue (at 2× the cores of CPU hogs, before the runner's
-			// heap floor, metastable's stub tipped so at the end of the
-			// fleet's ramp in 5 of 30 runs).
+			// queue (docs/design/capacity.md).
 			why := "the fleet asks for more than the capacity"
 			var late int64
 			for _, v := range l.inTime[:min(bT, n)] {

@@ -6,29 +6,16 @@ import (
 	"time"
 )
 
-// Whose spread: the evidence that lets the capacity checks
-// (load-amplification, wasted-work) vouch for a PASS on a host short of
-// CPU (vouchPass).
-//
-// The host's lateness breaks up retries that would have arrived together:
-// a lockstep fleet's waves no longer hit a full queue at once, and its
-// figure falls (beside one or two CPU hogs per core, exp-no-jitter read
-// 3.2-6.6× where a quiet host reads 12-16×), so the figure alone cannot tell a
-// lockstep fleet the host spread from a fleet that spreads its own
-// retries. The retries can: a fleet that jitters its waits has, in every
-// retry cohort, a fastest tenth that waited a small share of the median
-// (full jitter: a fifth), and the host's lateness only raises that share;
-// a fleet in lockstep waits its delay d plus the host's lateness L, a
-// share of (d + L₁₀)/(d + L₅₀), near 1 unless the host's median lateness
-// is of the order of d. So a cohort reads as the client's spread when its
-// fastest tenth waited at most spreadShare of its median, that median is
-// at least spreadLateRatio times the host's lateness (lateness of that
-// size leaves a lockstep cohort at 75 % or more), and its arrivals are not
-// concentrated beyond what its waits explain (the waves statistic's
-// arrivals reading, which a clock-aligned fleet fails). Measured on the
-// recordings of the gate (docs/benchmarks/gate-under-load.sh), metastable,
-// the worst cohort's share: our client 0.30-0.38 quiet, 0.34-0.38 beside
-// 2 hogs per core, 0.47-0.51 beside 8; exp-no-jitter 0.99, 0.97, 0.90-0.91.
+// Whose spread: the evidence that lets load-amplification and
+// wasted-work vouch for a PASS on a host short of CPU (their schema rows).
+// The host's lateness breaks up retries that would have arrived together,
+// so a lockstep fleet's figure falls and cannot be told from a fleet that
+// spreads its own retries. The retries can tell: jittered waits have, in
+// every cohort, a fastest tenth that waited a small share of the median
+// (full jitter: a fifth), and lateness only raises that share; lockstep
+// waits d + L read (d + L₁₀)/(d + L₅₀), near 1 unless L is of the order of
+// d. The constants and the readings behind them:
+// docs/design/capacity.md#whose-spread.
 const (
 	// spreadShare: a cohort's fastest tenth waited at most this share of
 	// its median.
@@ -43,10 +30,8 @@ const (
 	spreadMinSample = 20
 	// spreadUnread: the largest share of the window's retries that may
 	// lie in cohorts not read (too few, or waits too short to tell from
-	// the host's lateness). Our client's first two retries (full jitter
-	// under 10 and 20 ms in metastable) held 3-10 % of them beside 2 CPU
-	// hogs per core, 10 % once beside one per core with two runs at a
-	// time; a lockstep fleet is decided by the cohorts that are read.
+	// the host's lateness); a lockstep fleet is decided by the cohorts
+	// that are read.
 	spreadUnread = 0.15
 )
 
