@@ -20,10 +20,9 @@ const (
 // asked to drive before the analyzer stops vouching for the run.
 const (
 	// minLatenessBound is the least start lateness (p99) that makes a run
-	// unfaithful: a quiet 2-core machine starts a 200-client fleet within
-	// 10 ms of schedule, the same machine loaded to 2× its cores within
-	// 0.6 s, and one that cannot drive its fleet is late by seconds
-	// (docs/design/noise.md).
+	// unfaithful: well above what a loaded host adds, well below the
+	// seconds of a host that cannot drive its fleet
+	// (docs/design/noise.md#the-fleets-lateness-bound).
 	minLatenessBound = int64(250 * time.Millisecond)
 	// latenessPhaseShare: beyond minLatenessBound, start lateness may reach
 	// this share of the shortest timed phase before the fleet no longer
