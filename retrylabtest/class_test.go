@@ -120,10 +120,10 @@ func TestEveryBuiltinFailsItsControl(t *testing.T) {
 		t.Run(tt.scenario+"/"+tt.bad, func(t *testing.T) {
 			t.Parallel()
 			for seed := int64(1); seed <= seedCount(); seed++ {
-				// A storm costs seconds of CPU a run (1-3 s here, 20 seeds
-				// of metastable-open's took a minute of the suite): five
-				// seeds, three of the unbounded one, whose storm costs twice
-				// as much. The validation matrix plays both on seeds 1-3.
+				// A storm costs seconds of CPU a run (BENCHMARKS.md, "The
+				// test suites"): five seeds, three of the unbounded one,
+				// whose storm costs twice as much. The validation matrix
+				// plays both on seeds 1-3.
 				if (tt.scenario == "metastable" || tt.scenario == "metastable-open") && seed > 5 {
 					break
 				}
@@ -183,8 +183,8 @@ func (burstThenBackoff) New(next http.RoundTripper, p subjects.Params) subjects.
 }
 
 // TestBurstAtZeroFailsInstantRetry: judged per retry number, the burst
-// fails instant-retry on every seed (it passed in one pool: 29-49.9 %
-// against 50 %).
+// fails instant-retry on every seed (judged in one pool of all retries,
+// its instant share fell just under the threshold and it passed).
 func TestBurstAtZeroFailsInstantRetry(t *testing.T) {
 	for seed := int64(1); seed <= min(seedCount(), 5); seed++ {
 		r := retrylabtest.Run(t, retrylabtest.Builtin("flapping"), retrylabtest.Client(burstThenBackoff{}), retrylabtest.WithSeed(seed))

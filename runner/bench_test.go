@@ -33,7 +33,7 @@ func (passthrough) New(next http.RoundTripper, _ subjects.Params) subjects.Calle
 }
 
 // fdBudget is how many connections a size may open: two descriptors per
-// loopback connection, under the process limit (20,000 here).
+// loopback connection, under a usual open-files limit (ulimit -n).
 const fdBudget = 8000
 
 // BenchmarkFleet compares, in the same run, the real-time fleet (stub with

@@ -136,8 +136,8 @@ func TestBusyHost(t *testing.T) {
 		// its own): in flapping and metastable it is done before the
 		// first dip. The outage exercises it.
 		{"outage-delta", "exec", 20, false},
-		// metastable costs 20 s of two cores a run: our client and the
-		// control it is calibrated against.
+		// metastable is the costliest built-in in real time: only our
+		// client and the control it is calibrated against.
 		{"metastable", "retrylab", 0, false}, {"metastable", "exp-no-jitter", 0, true},
 	}
 	// Which controls fail in virtual time (the same seed): only those

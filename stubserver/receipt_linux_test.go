@@ -89,8 +89,9 @@ func TestArrivalAtReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stamps learn the tick from the smallest reading they see: a few
-	// arrivals read within a tick teach it (one, read late on a loaded
-	// host, taught it 3 ticks once, and the held arrival below read 0).
+	// arrivals read within a tick teach it (one alone, read late on a
+	// loaded host, can teach it several ticks, and the held arrival below
+	// would then read 0).
 	const primers = 4
 	hl := &heldListener{Listener: ln, t: t, primers: primers, read: make(chan uint32, primers+1)}
 	var buf bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -46,24 +47,52 @@ func permitsPer(at []int64, window time.Duration) int {
 }
 
 // takeUntil reserves permits for key until one comes later than end (which
-// it gives back), and returns the permits' instants in µs of the local
-// clock, and whether any permit was granted, in the window or the one
-// after it.
-func takeUntil(l *Limiter, key string, end time.Time) (at []int64, granted bool, err error) {
+// it gives back), and returns the permits' instants and the instants its
+// Reserve calls began, in µs of the local clock, and whether any permit
+// was granted, in the window or the one after it.
+func takeUntil(l *Limiter, key string, end time.Time) (at, calls []int64, granted bool, err error) {
 	for {
 		now := time.Now()
+		calls = append(calls, now.UnixMicro())
 		wait, cancel, err := l.Reserve(context.Background(), key, now)
 		if err != nil {
-			return at, granted, err
+			return at, calls, granted, err
 		}
 		granted = true
 		t := now.Add(wait)
 		if t.After(end) {
 			cancel()
-			return at, granted, nil
+			return at, calls, granted, nil
 		}
 		at = append(at, t.UnixMicro())
 	}
+}
+
+// livenessFloor is the fewest permits a shared bucket that starves no one
+// grants in [start, end) to callers whose Reserve calls began at calls (µs,
+// any order): burst plus share of the rate over the window, less the time
+// the callers left the bucket full. That time is the host's: the bucket
+// is full from start until the first call, and again in a gap between
+// calls longer than burst/rate. Gaps are counted until the first call at
+// or after end; a bucket that sent every caller past end early (starving
+// them) leaves no late call, so its idle tail is not excused.
+func livenessFloor(calls []int64, start, end time.Time, rate float64, burst int, share float64) (floor int, idle time.Duration) {
+	s := slices.Clone(calls)
+	slices.Sort(s)
+	fills := time.Duration(float64(burst) / rate * float64(time.Second))
+	prev, allow := start.UnixMicro(), time.Duration(0)
+	for _, c := range s {
+		c = min(c, end.UnixMicro())
+		if g := time.Duration(c-prev) * time.Microsecond; g > allow {
+			idle += g - allow
+		}
+		prev, allow = c, fills
+		if c == end.UnixMicro() {
+			break
+		}
+	}
+	busy := max(0, end.Sub(start)-idle)
+	return burst + int(share*rate*busy.Seconds()), idle
 }
 
 // checkQuota asserts that the permits (instants in µs) keep to rate and
@@ -116,6 +145,7 @@ func TestSharedRateGoroutines(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		all     []int64
+		calls   []int64
 		per     [n]int
 		granted [n]bool
 		wg      sync.WaitGroup
@@ -125,7 +155,7 @@ func TestSharedRateGoroutines(t *testing.T) {
 	for i, l := range limiters {
 		wg.Go(func() {
 			<-gate
-			at, ok, err := takeUntil(l, "shared", end)
+			at, cs, ok, err := takeUntil(l, "shared", end)
 			if err != nil {
 				t.Error(err)
 			}
@@ -133,24 +163,18 @@ func TestSharedRateGoroutines(t *testing.T) {
 				t.Errorf("limiter %d fell back", i)
 			}
 			mu.Lock()
-			all = append(all, at...)
+			all, calls = append(all, at...), append(calls, cs...)
 			per[i], granted[i] = len(at), ok
 			mu.Unlock()
 		})
 	}
-	end = time.Now().Add(window)
+	start := time.Now()
+	end = start.Add(window)
 	close(gate)
 	wg.Wait()
 	t.Logf("%d permits in %v by limiter: %v", len(all), window, per)
 	checkQuota(t, all, rate, burst, 2, 100*time.Millisecond, window)
-	// The floor is liveness, not the quota: four processes beside the
-	// race detector's other packages on 2 cores reserve late (184 of a
-	// 90 % floor of 185 was seen), so it is 75 % of the rate. A loaded
-	// host still starves the reservations themselves, so -short (make
-	// test) leaves the floor to make check.
-	if want := burst + int(0.75*rate*window.Seconds()); len(all) < want && !testing.Short() {
-		t.Errorf("%d permits in the %v window; want at least %d: the shared bucket must not starve its users", len(all), window, want)
-	}
+	checkLiveness(t, all, calls, start, end, rate, burst)
 	for i, ok := range granted {
 		if !ok {
 			t.Errorf("limiter %d was granted no permit, in the window or after it", i)
@@ -158,9 +182,55 @@ func TestSharedRateGoroutines(t *testing.T) {
 	}
 }
 
+// checkLiveness asserts that the permits fill the window but for the time
+// the callers left the bucket idle (livenessFloor): the floor is liveness,
+// not the quota, with 10 % for the trip between the local clock, which
+// times the calls, and Redis's TIME, which grants the permits.
+func checkLiveness(t *testing.T, permits, calls []int64, start, end time.Time, rate float64, burst int) {
+	t.Helper()
+	want, idle := livenessFloor(calls, start, end, rate, burst, 0.9)
+	t.Logf("%d permits, %d calls; the callers left the bucket full for %v: floor %d", len(permits), len(calls), idle.Round(time.Millisecond), want)
+	if len(permits) < want {
+		t.Errorf("%d permits in the %v window; want at least %d (the callers left it idle %v): the shared bucket must not starve its users", len(permits), end.Sub(start), want, idle.Round(time.Millisecond))
+	}
+}
+
+// TestLivenessFloor: the floor excuses the time before the first call and
+// the gaps longer than burst/rate, up to the first call at or after end,
+// and never the tail of callers that all stopped early.
+func TestLivenessFloor(t *testing.T) {
+	start := time.UnixMicro(1_000_000)
+	end := start.Add(time.Second)
+	us := func(ms ...int64) []int64 {
+		var out []int64
+		for _, m := range ms {
+			out = append(out, start.UnixMicro()+m*1000)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		calls []int64
+		idle  time.Duration
+	}{
+		{"dense", us(0, 1, 2, 3), 0},
+		{"late first call", us(200, 201), 200 * time.Millisecond},
+		{"a gap under burst/rate", us(0, 40, 80), 0},
+		{"a gap over burst/rate", us(0, 350), 300 * time.Millisecond},
+		{"late past end", us(0, 900, 1500), 850*time.Millisecond + 50*time.Millisecond},
+		{"stopped early", us(0, 1, 2), 0},
+	} {
+		floor, idle := livenessFloor(tt.calls, start, end, 100, 5, 1)
+		if idle != tt.idle || floor != 5+int(100*(time.Second-tt.idle).Seconds()) {
+			t.Errorf("%s: floor %d, idle %v; want idle %v", tt.name, floor, idle, tt.idle)
+		}
+	}
+}
+
 // TestSharedRateProcesses: four processes (this test binary, re-run as
 // TestHelperProcess) share one quota key; together their permits keep to
-// the rate and burst.
+// the rate and burst, and fill the window but for the time the processes
+// left the bucket idle.
 func TestSharedRateProcesses(t *testing.T) {
 	srv := startRedis(t)
 	const (
@@ -169,80 +239,116 @@ func TestSharedRateProcesses(t *testing.T) {
 		burst  = 5
 		window = 2 * time.Second
 	)
-	// The window starts once the processes are running: they wait for it
-	// (a bounded sleep in a child process, not in this test), so none has
-	// an head start from starting first.
-	start := time.Now().Add(500 * time.Millisecond)
-	var (
-		outs [procs]bytes.Buffer
-		cmds [procs]*exec.Cmd
-	)
-	for i := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(),
+	// The window opens once every process is ready (its limiter made and
+	// its connection up): none has a head start from starting first, and
+	// a process the host starts late is waited for, not counted against
+	// the bucket.
+	type helper struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   bytes.Buffer // stdout and stderr, complete once done is
+		ready chan struct{}
+		done  chan error
+	}
+	hs := make([]*helper, procs)
+	for i := range hs {
+		h := &helper{ready: make(chan struct{}), done: make(chan error, 1)}
+		h.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+		h.cmd.Env = append(os.Environ(),
 			"CLIENTREDIS_HELPER=1",
 			"CLIENTREDIS_ADDR="+srv.Addr,
-			"CLIENTREDIS_START="+strconv.FormatInt(start.UnixMicro(), 10),
-			"CLIENTREDIS_END="+strconv.FormatInt(start.Add(window).UnixMicro(), 10),
 			fmt.Sprintf("CLIENTREDIS_OPTIONS=%v %d %d", rate, burst, procs))
-		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		if err := cmd.Start(); err != nil {
+		pr, pw := io.Pipe()
+		h.cmd.Stdout, h.cmd.Stderr = pw, pw
+		var err error
+		if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
-		cmds[i] = cmd
-	}
-	var all []int64
-	for i, cmd := range cmds {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("helper %d: %v\n%s", i, err, outs[i].String())
+		if err := h.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.cmd.Process.Kill() })
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				if sc.Text() == "ready" {
+					close(h.ready)
+				}
+				h.out.WriteString(sc.Text() + "\n")
 			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			t.Fatalf("helper %d still running after 10s\n%s", i, outs[i].String())
+		}()
+		go func() {
+			err := h.cmd.Wait()
+			pw.Close()
+			<-copied
+			h.done <- err
+		}()
+		hs[i] = h
+	}
+	wait := time.NewTimer(60 * time.Second)
+	defer wait.Stop()
+	for i, h := range hs {
+		select {
+		case <-h.ready:
+		case err := <-h.done:
+			t.Fatalf("helper %d ended before it was ready: %v\n%s", i, err, h.out.String())
+		case <-wait.C:
+			t.Fatalf("helper %d not ready after 60 s", i)
+		}
+	}
+	start := time.Now()
+	end := start.Add(window)
+	for _, h := range hs {
+		fmt.Fprintln(h.stdin, end.UnixMicro())
+		h.stdin.Close()
+	}
+	var all, calls []int64
+	for i, h := range hs {
+		select {
+		case err := <-h.done:
+			if err != nil {
+				t.Fatalf("helper %d: %v\n%s", i, err, h.out.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("helper %d still running 30 s after its window opened", i)
 		}
 		n, granted := 0, false
-		sc := bufio.NewScanner(&outs[i])
+		sc := bufio.NewScanner(&h.out)
 		for sc.Scan() {
 			granted = granted || sc.Text() == "granted"
-			if v, ok := strings.CutPrefix(sc.Text(), "permit "); ok {
-				us, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
+			kind, v, _ := strings.Cut(sc.Text(), " ")
+			if kind != "permit" && kind != "call" {
+				continue
+			}
+			us, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kind == "permit" {
 				all = append(all, us)
 				n++
+			} else {
+				calls = append(calls, us)
 			}
 		}
 		if !granted { // see TestSharedRateGoroutines for why not n == 0
-			t.Errorf("helper %d was granted no permit, in the window or after it:\n%s", i, outs[i].String())
+			t.Errorf("helper %d was granted no permit, in the window or after it:\n%s", i, h.out.String())
 		}
 		t.Logf("helper %d: %d permits", i, n)
 	}
 	checkQuota(t, all, rate, burst, 2, 100*time.Millisecond, window)
-	// The floor is liveness, as in TestSharedRateGoroutines (and left to
-	// make check the same way).
-	if want := burst + int(0.75*rate*window.Seconds()); len(all) < want && !testing.Short() {
-		t.Errorf("%d permits in the %v window; want at least %d", len(all), window, want)
-	}
+	checkLiveness(t, all, calls, start, end, rate, burst)
 }
 
-// TestHelperProcess is one process of TestSharedRateProcesses: it waits
-// for the window's start, reserves permits until its end and prints their
-// instants.
+// TestHelperProcess is one process of TestSharedRateProcesses: once its
+// limiter is made it prints "ready", reads the window's end (µs) from
+// stdin, reserves permits until then and prints their instants and its
+// calls'.
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv("CLIENTREDIS_HELPER") != "1" {
 		t.Skip("a child process of TestSharedRateProcesses")
-	}
-	us := func(name string) time.Time {
-		v, err := strconv.ParseInt(os.Getenv(name), 10, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return time.UnixMicro(v)
 	}
 	var o Options
 	if _, err := fmt.Sscan(os.Getenv("CLIENTREDIS_OPTIONS"), &o.Rate, &o.Burst, &o.Processes); err != nil {
@@ -251,9 +357,12 @@ func TestHelperProcess(t *testing.T) {
 	o.MaxWait, o.Timeout = 10*time.Second, patientTimeout
 	srv := &redisServer{Addr: os.Getenv("CLIENTREDIS_ADDR")}
 	l := newLimiter(t, srv.client(t), o)
-	start, end := us("CLIENTREDIS_START"), us("CLIENTREDIS_END")
-	time.Sleep(time.Until(start)) // bounded: the parent set start 0.5 s ahead
-	at, granted, err := takeUntil(l, "shared", end)
+	fmt.Println("ready")
+	var endUS int64
+	if _, err := fmt.Fscan(os.Stdin, &endUS); err != nil {
+		t.Fatalf("reading the window's end: %v", err)
+	}
+	at, calls, granted, err := takeUntil(l, "shared", time.UnixMicro(endUS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +374,9 @@ func TestHelperProcess(t *testing.T) {
 	}
 	for _, v := range at {
 		fmt.Printf("permit %d\n", v)
+	}
+	for _, v := range calls {
+		fmt.Printf("call %d\n", v)
 	}
 }
 

@@ -115,10 +115,9 @@ func countRecords(t *testing.T, path string) (meta timeline.Meta, attempts, outc
 // scheduled logical request has its outcome, the merge holds every
 // attempt the stubs recorded, and the verdict is the one-process run's,
 // for the reference client (PASS) and a negative control (FAIL, waves).
-// About 6 s of real time per subject.
 func TestFleetRehearsal(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the rehearsal in real time (about 12 s)")
+		t.Skip("runs the rehearsal in real time, seconds per subject")
 	}
 	dir := t.TempDir()
 	scFile := filepath.Join(dir, "rehearsal.yaml")

@@ -74,6 +74,9 @@ type pacingRow struct {
 // and one minute (the minute's window). docs/design/pacing.md (pacing) has the
 // table and the decision it supports; -pacing-table prints every row.
 func TestPacingWarmup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("nine fleets of 90-300 virtual seconds, a validation table: make check")
+	}
 	rows := []pacingRow{
 		{"retrylab", 4.5, 1, 150 * time.Second, passes}, // 90% of the minute's 5/s
 		{"retrylab", 4.5, 1, 300 * time.Second, passes},
