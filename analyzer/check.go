@@ -61,9 +61,9 @@ func (b checkBase) hit(c *counter) bool { return c.hit(b.a.maxEx) }
 type retryFacts struct {
 	st   *keyState
 	key  string
-	p, x *attemptLite // the previous attempt and the retry
-	k    int          // x is the k-th retry of its logical request
-	gap  int64        // from the previous response to the retry's arrival
+	p, x attemptLite // the previous attempt and the retry (copies: a pointer to the caller's x would make it escape)
+	k    int         // x is the k-th retry of its logical request
+	gap  int64       // from the previous response to the retry's arrival
 	// paced: the previous response's Retry-After named a later instant;
 	// early: the retry came more than retry-after's tolerance before it.
 	paced, early bool

@@ -293,7 +293,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 	// One value, reused: passed through an interface, a fresh one would
 	// be allocated per retry.
 	f := &a.facts
-	*f = retryFacts{st: st, key: key, p: p, x: x, k: k, gap: x.at - p.done, base: p.done}
+	*f = retryFacts{st: st, key: key, p: *p, x: *x, k: k, gap: x.at - p.done, base: p.done}
 	f.paced = p.hasNB && p.nb > p.done
 	f.early = f.paced && p.nb-x.at > a.raTol
 	// The retry's own wait starts at the response, or at the instant a
