@@ -1,7 +1,6 @@
 package analyzer
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -79,66 +78,11 @@ type fidelity struct {
 	backendEx          string
 }
 
-// fidelityBackend notes an attempt the stub answered itself because its
-// quota backend failed.
-func (a *Analyzer) fidelityBackend(r *timeline.Attempt) {
-	a.fid.backend++
-	if a.fid.backendEx == "" {
-		a.fid.backendEx = fmt.Sprintf("%s %s attempt %d at %s", strings.Clone(r.Method), strings.Clone(r.Path), r.Attempt, fmtNS(r.At))
-	}
-}
-
 // maxBackendShare is the share of attempts (%) the stub may answer for a
 // failed quota backend before the run is INCONCLUSIVE: a stray timeout of
 // a loaded Redis is the environment's, and the retries after it are not
 // judged; more is a test of the backend, not of the client.
 const maxBackendShare = 1.0
-
-// fidelityUpstream notes an attempt whose upstream gave no response.
-func (a *Analyzer) fidelityUpstream(r *timeline.Attempt) {
-	a.fid.upstream++
-	if a.fid.upstreamEx == "" {
-		a.fid.upstreamEx = fmt.Sprintf("%s %s attempt %d at %s", strings.Clone(r.Method), strings.Clone(r.Path), r.Attempt, fmtNS(r.At))
-	}
-}
-
-func (a *Analyzer) addEnd(e *timeline.End) {
-	c := *e
-	c.Errors = append([]string(nil), e.Errors...)
-	a.fid.end = &c
-	if e.At > a.now {
-		a.now = e.At
-	}
-}
-
-// fidelityOutcome notes what one outcome says about the harness.
-func (a *Analyzer) fidelityOutcome(o *timeline.Outcome) {
-	if o.Harness {
-		a.fid.harness++
-		if a.fid.harnessEx == "" {
-			a.fid.harnessEx = fmt.Sprintf("%s %s: %s", o.Client, o.Key, strings.Clone(o.Error))
-		}
-	}
-	if o.Result != timeline.ResultCanceled || o.Start > 0 {
-		a.fid.lateness.add(o.Start - o.Scheduled)
-	}
-}
-
-// latenessBound is the start lateness (p99) above which the fleet did not
-// run as scheduled: max(250 ms, 20 % of the shortest timed phase).
-func (a *Analyzer) latenessBound() int64 {
-	b := minLatenessBound
-	if a.meta == nil {
-		return b
-	}
-	shortest := int64(0)
-	for _, ph := range a.meta.Phases {
-		if d := ph.End - ph.Start; ph.End > 0 && d > 0 && (shortest == 0 || d < shortest) {
-			shortest = d
-		}
-	}
-	return max(b, int64(float64(shortest)*latenessPhaseShare))
-}
 
 // isExec reports whether a subject name is an exec program's.
 func isExec(subject string) bool { return subject == "exec" || strings.HasPrefix(subject, "exec:") }

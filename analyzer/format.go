@@ -1,7 +1,9 @@
 package analyzer
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,14 +87,76 @@ func FormatDuration(d time.Duration) string {
 // FormatPercent prints a percentage with one decimal ("97.2%"), never
 // "0.0%" or "100.0%" for one that is not ("<0.1%", ">99.9%"); "n/a" for
 // NaN.
-func FormatPercent(pct float64) string {
+func FormatPercent(p float64) string {
 	switch {
-	case math.IsNaN(pct):
+	case math.IsNaN(p):
 		return "n/a"
-	case pct > 0 && pct < 0.05:
+	case p > 0 && p < 0.05:
 		return "<0.1%"
-	case pct >= 99.95 && pct < 100:
+	case p >= 99.95 && p < 100:
 		return ">99.9%"
 	}
-	return strconv.FormatFloat(pct, 'f', 1, 64) + "%"
+	return strconv.FormatFloat(p, 'f', 1, 64) + "%"
+}
+
+// attemptsText is "3 attempts", "1 attempt", or "attempts unknown".
+func attemptsText(n int) string {
+	switch n {
+	case 0:
+		return "attempts unknown"
+	case 1:
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+func fmtNS(ns int64) string { return fmtDur(ns) }
+
+// fmtDur renders a duration compactly with millisecond precision above a
+// second ("1.204s", "3ms", "250µs").
+func fmtDur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < 0:
+		return "-" + fmtDur(-ns)
+	case d >= time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
+	case d >= time.Millisecond:
+		return strings.TrimSuffix(strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64), ".0") + "ms"
+	default:
+		return d.String()
+	}
+}
+
+// keepEarliest keeps the max earliest examples (by instant, then key)
+// whatever order they come in, so the evidence does not depend on the
+// order requests were closed in; detail is made only for one kept.
+func keepEarliest(ex []Example, max int, e Example, detail func() string) []Example {
+	before := func(x, y *Example) bool { return x.At < y.At || (x.At == y.At && x.Key < y.Key) }
+	if len(ex) < max {
+		e.Detail = detail()
+		ex = append(ex, e)
+	} else {
+		last := -1
+		for i := range ex {
+			if last < 0 || before(&ex[last], &ex[i]) {
+				last = i
+			}
+		}
+		if last < 0 || !before(&e, &ex[last]) {
+			return ex
+		}
+		e.Detail = detail()
+		ex[last] = e
+	}
+	slices.SortFunc(ex, func(x, y Example) int {
+		switch {
+		case before(&x, &y):
+			return -1
+		case before(&y, &x):
+			return 1
+		}
+		return 0
+	})
+	return ex
 }

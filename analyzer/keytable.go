@@ -96,3 +96,47 @@ func (t *keyTable) all() iter.Seq[*keyState] {
 		}
 	}
 }
+
+// attemptLite is what a check needs of an attempt to judge the next one.
+type attemptLite struct {
+	n        int32
+	status   int32
+	class    ResponseClass // ClassifyResponse of the record
+	fault    bool
+	upFailed bool // the stub's upstream gave no response (timeline.UpstreamFailed)
+	beFailed bool // the stub's quota backend failed and it answered 503 itself (timeline.BackendClosed)
+	hasNB    bool
+	prevDone bool // paired with its predecessor (or the first attempt)
+	at, done int64
+	nb       int64
+}
+
+// keyState is one open logical request: the attempts not yet paired with
+// both neighbours, sorted by number (one entry when records come in order).
+type keyState struct {
+	key    string // the table's key
+	hash   uint64 // its hash (keyTable)
+	client string
+	att    []attemptLite
+	buf    [2]attemptLite // att's storage while it is short
+	base   int            // attempts before the current logical request (a reused key)
+	last   int64          // stream time of the last news
+	closed int64          // stream time of the outcome + 1; 0 while open
+
+	// What the stub recorded of the logical request, the evidence its
+	// outcome is checked against.
+	count int32  // attempts (the highest attempt number seen, less base)
+	got2x bool   // an attempt was answered 2xx
+	capAt int64  // arrival of the attempt past the attempts cap, 0 when none
+	idem  string // IdemKey of the earliest attempt seen
+	idemN int32  // its number (0: none seen yet)
+	// idemOwned: the write's key was checked against the other writes'
+	// (idemOwners).
+	idemOwned bool
+	// What its outcome claimed, once it came.
+	outcome    bool // an outcome was recorded
+	excluded   bool // the outcome is one the checks do not see (judgedOutcome)
+	reportedOK bool
+	outEnd     int64
+	outStart   int64
+}

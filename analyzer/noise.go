@@ -94,28 +94,6 @@ func (m hostNoise) String() string {
 	return s
 }
 
-// noise is the model the checks read: the injected one, else the
-// measured one.
-func (a *Analyzer) noise() hostNoise {
-	if a.noiseIn != nil {
-		return modelOf(a.noiseIn)
-	}
-	if a.meta != nil && a.meta.Virtual {
-		return hostNoise{batch: 1} // its clock waits for every goroutine: no host noise
-	}
-	if a.fid.end != nil && a.fid.end.Noise != nil {
-		return modelOf(a.fid.end.Noise)
-	}
-	// Unmeasured (a recording from before the measurement): the fleet's
-	// own start lateness is the one source of the host's lateness.
-	if l := &a.fid.lateness; l.count() > 0 && !(a.meta != nil && isExec(a.meta.Subject)) {
-		if p99 := l.quantile(0.99); p99 > 0 {
-			return modelOf(&timeline.Noise{Source: "fleet", P50: l.quantile(0.5), P90: l.quantile(0.9), P99: p99})
-		}
-	}
-	return hostNoise{batch: 1}
-}
-
 // Effect is how one kind of noise moves a check's figure as read.
 type Effect int
 
@@ -175,45 +153,6 @@ func (m hostNoise) act(row NoiseRow, e Effect) hostAct {
 	}
 	h.starve = on(row.Starve)
 	return h
-}
-
-// rangeOf is a check's figure as a range: read with the host's part
-// undone on each side. read(hostAct{}) is the figure as recorded.
-func (a *Analyzer) rangeOf(c *checkCfg, read func(hostAct) float64) (lo, hi float64) {
-	m := a.noise()
-	row := c.def.Noise
-	lo = read(m.act(row, Raises))
-	hi = read(m.act(row, Lowers))
-	return min(lo, hi), max(lo, hi)
-}
-
-// decide is the one rule: a check's result from the range of its figure.
-// FAIL when the whole range is past thr, PASS when the whole range is
-// within it, INCONCLUSIVE otherwise, with the range in the reason.
-func (a *Analyzer) decide(c *checkCfg, lo, hi, thr float64, samples int64, reason string) CheckResult {
-	if c.thrSet {
-		thr = c.threshold
-	}
-	r := CheckResult{Status: StatusPass, Figure: lo, Threshold: thr, Samples: samples, Reason: reason}
-	if hi != lo {
-		r.Range = []float64{lo, hi}
-	}
-	switch {
-	case lo > thr:
-		r.Status = StatusFail
-		if hi != lo {
-			r.Reason += fmt.Sprintf("; %s–%s against %s: FAIL whatever the host did (%s)", fmtFig(lo), fmtFig(hi), fmtFig(thr), a.noise())
-		}
-	case hi <= thr:
-		if hi != lo {
-			r.Reason += fmt.Sprintf("; %s–%s against %s: PASS whatever the host did (%s)", fmtFig(lo), fmtFig(hi), fmtFig(thr), a.noise())
-		}
-	default:
-		r.Status = StatusInconclusive
-		r.Figure = hi
-		r.Reason += fmt.Sprintf("; %s–%s against %s: the host's noise leaves it open (%s)", fmtFig(lo), fmtFig(hi), fmtFig(thr), a.noise())
-	}
-	return r
 }
 
 // fmtFig prints a figure for a range: three significant digits, "∞".

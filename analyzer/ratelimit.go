@@ -230,3 +230,9 @@ func isZero(s string) bool {
 	}
 	return true
 }
+
+// LimitCapacity is the Attempt.Limit of a request that a stub with finite
+// capacity (timeline.Meta.Capacity) rejected because its queue was full:
+// the phase's rejection, a 503. It is not a rate limit (ClassifyResponse):
+// the server could not keep up; the client did not ask for too much.
+const LimitCapacity = timeline.LimitCapacity

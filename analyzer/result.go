@@ -2,25 +2,12 @@ package analyzer
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retrylab/retrylab/timeline"
 )
-
-// fullJitterCV is the coefficient of variation of a uniform delay on [0, b]:
-// the spread of waits that full jitter gives, the reference of waves.
-var fullJitterCV = 1 / math.Sqrt(3)
-
-// maxWaveIndex caps the waves figure (waits with no spread at all).
-const maxWaveIndex = 1000
-
-// defaultWaves is the waves check's default threshold, in × full
-// jitter's concentration: ±p uniform jitter reads 1/p, so narrower than
-// ±10% fails.
-const defaultWaves = 10.0
 
 // Result judges what was added so far.
 func (a *Analyzer) Result() *Verdict {
@@ -107,59 +94,6 @@ func (a *Analyzer) Result() *Verdict {
 			Message: fmt.Sprintf("%d retries could not be paired with the attempt before them (records out of order, lost, or idle past %s); they were not judged by the pairwise checks", unpaired, fmtDur(a.idle))})
 	}
 	return v
-}
-
-// verdict fills status from figure and threshold: the one set, else def,
-// the default in force (c.def.Threshold.Num unless derived from the run).
-func verdict(c *checkCfg, figure, def float64, samples int64, reason string) CheckResult {
-	thr := def
-	if c.thrSet {
-		thr = c.threshold
-	}
-	r := CheckResult{Status: StatusPass, Figure: figure, Threshold: thr, Samples: samples, Reason: reason}
-	if figure > thr {
-		r.Status = StatusFail
-	}
-	return r
-}
-
-func skip(reason string) CheckResult { return CheckResult{Status: StatusSkip, Reason: reason} }
-
-// clockNote says, for the retry-after check's reason, that its tolerance
-// holds the clock uncertainty of a merged timeline; "" when it has none.
-func (a *Analyzer) clockNote() string {
-	if a.raClock <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (the tolerance %s plus the clock uncertainty %s between the hosts this merged timeline joins: not_before and the retry may come from two clocks)",
-		fmtDur(a.raTol-a.raClock), fmtDur(a.raClock))
-}
-
-func pct(n, d int64) float64 {
-	if d == 0 {
-		return 0
-	}
-	return 100 * float64(n) / float64(d)
-}
-
-// threshold is a check's threshold before any data: the flag's or the
-// scenario's, else the schema's default, or the stated policy's
-// max_attempts for the two checks whose default derives from it (the
-// instant-retry default may also rise with the stated policy once retries
-// are seen).
-func (a *Analyzer) threshold(c *checkCfg) float64 {
-	if c.thrSet {
-		return c.threshold
-	}
-	switch c.def.ID {
-	case CheckAttempts:
-		return float64(a.attCap)
-	case CheckAmplification:
-		if a.policy != nil && a.policy.MaxAttempts > 0 {
-			return float64(a.policy.MaxAttempts)
-		}
-	}
-	return c.def.Threshold.Num
 }
 
 // QuotaText describes a published limit for people: its name, how it is
@@ -341,4 +275,20 @@ func (a *Analyzer) inconclusive(v *Verdict) []string {
 		add("every check skipped: nothing was judged")
 	}
 	return why
+}
+
+// latenessBound is the start lateness (p99) above which the fleet did not
+// run as scheduled: max(250 ms, 20 % of the shortest timed phase).
+func (a *Analyzer) latenessBound() int64 {
+	b := minLatenessBound
+	if a.meta == nil {
+		return b
+	}
+	shortest := int64(0)
+	for _, ph := range a.meta.Phases {
+		if d := ph.End - ph.Start; ph.End > 0 && d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	return max(b, int64(float64(shortest)*latenessPhaseShare))
 }

@@ -1,7 +1,5 @@
 package analyzer
 
-import "time"
-
 // A Retry is one retry as the analyzer judged it: an attempt paired with the
 // attempt before it of the same logical request, and what the pairwise
 // checks (retry-after, waves, jitter-bounds) read from the pair. It is the
@@ -60,26 +58,3 @@ type Retry struct {
 // Honoured reports whether the retry waited for a Retry-After that paced it
 // (Paced and not Early): its own wait counts from NotBefore.
 func (r Retry) Honoured() bool { return r.Paced && !r.Early }
-
-// Tolerances returns the retry-after and jitter-bounds tolerances in force:
-// how early before not_before a retry may arrive, and how far past the
-// stated bound a client-paced delay may be, before Retry.Early or
-// Retry.Beyond is set.
-func (a *Analyzer) Tolerances() (retryAfter, bound time.Duration) {
-	return time.Duration(a.raTol), time.Duration(a.jbTol)
-}
-
-// Bound returns the longest delay the stated policy allows before retry
-// number k (1-based), as the jitter-bounds check has it: min(cap,
-// base·2^n) with n = k−1+first_exponent, the cap alone for decorrelated
-// jitter. ok is false when the check judges no delay (no stated bound, or
-// a client expected to self-throttle).
-func (a *Analyzer) Bound(k int) (b time.Duration, ok bool) {
-	if !a.jbJudges() || k < 1 {
-		return 0, false
-	}
-	return time.Duration(a.bound(k)), true
-}
-
-// jbJudges reports whether jitter-bounds judges client-paced delays.
-func (a *Analyzer) jbJudges() bool { return a.jbBounded && !a.pacingOn }

@@ -3,7 +3,6 @@ package analyzer
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -15,75 +14,6 @@ import (
 // scenario loader validates expect against it, and the table of
 // docs/checks.md is generated from it (TestChecksDoc; `go generate
 // ./analyzer` rewrites it).
-
-// ParamKind is the kind of a check parameter's value.
-type ParamKind int
-
-const (
-	KindNumber   ParamKind = iota // a finite number >= 0
-	KindDuration                  // a Go duration ("10ms") or seconds ("0.01")
-	KindStatuses                  // HTTP statuses joined by '|' or '+' ("400|404")
-)
-
-// String names the kind as docs/checks.md does.
-func (k ParamKind) String() string {
-	switch k {
-	case KindDuration:
-		return "duration"
-	case KindStatuses:
-		return "status set"
-	}
-	return "number"
-}
-
-// A Default is the value a parameter or threshold takes when neither the
-// scenario nor a flag sets it.
-type Default struct {
-	// Num is the value: a number, seconds for a duration.
-	Num float64
-	// Statuses is the value of a status set.
-	Statuses []int
-	// None: no fixed value; the analyzer derives it from the run (the
-	// stated policy, the offered load) as Doc says, or leaves it off.
-	None bool
-	// Doc is how docs/checks.md states the default when the value alone
-	// does not say it all; "{}" stands for the value.
-	Doc string
-}
-
-// A Param is one parameter of a check.
-type Param struct {
-	Name    string
-	Kind    ParamKind
-	Default Default
-}
-
-// ThresholdParam is the name of the parameter every check has: its
-// threshold, a number.
-const ThresholdParam = "threshold"
-
-// A Check is one check's row of the schema.
-type Check struct {
-	ID string
-	// Unit is the figure's unit as results carry it (CheckResult.Unit).
-	Unit string
-	// Meaning is the check's one-line meaning: what its figure counts.
-	Meaning string
-	// Threshold is the default threshold: the check fails when its figure
-	// is above it.
-	Threshold Default
-	// Params are the check's parameters besides its threshold.
-	Params []Param
-	// Skips says when the check skips (for docs/checks.md).
-	Skips string
-	// Noise is how the host's noise moves the figure (noise.go): the
-	// check's range undoes it, and docs/checks.md's noise table is
-	// generated from it.
-	Noise NoiseRow
-
-	// build makes the check for a run that selected it (check.go).
-	build func(checkBase) checker
-}
 
 // checkTable is every check, in report order. Its values are the
 // analyzer's defaults: the analyzer reads them from here and nowhere else.
@@ -220,31 +150,6 @@ func lookupCheck(id string) *Check {
 	return nil
 }
 
-// Param returns the check's parameter name; ThresholdParam is its
-// threshold, a number defaulting to c.Threshold.
-func (c *Check) Param(name string) (Param, bool) {
-	if name == ThresholdParam {
-		return Param{Name: ThresholdParam, Kind: KindNumber, Default: c.Threshold}, true
-	}
-	for _, p := range c.Params {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return Param{}, false
-}
-
-// ParamNames returns the names Param knows: ThresholdParam first, then the
-// others sorted.
-func (c *Check) ParamNames() []string {
-	names := []string{ThresholdParam}
-	for _, p := range c.Params {
-		names = append(names, p.Name)
-	}
-	sort.Strings(names[1:])
-	return names
-}
-
 // ErrUnknownParam is wrapped by errors about a parameter a check does not
 // have.
 var ErrUnknownParam = errors.New("unknown parameter")
@@ -274,4 +179,21 @@ func ThresholdKey(key string) (Check, Param, error) {
 // holds it, read by the one parser (ParseValue).
 func thresholdValue(k ParamKind, v float64) (paramValue, error) {
 	return parseParam(k, strconv.FormatFloat(v, 'g', -1, 64))
+}
+
+// CheckIDs returns every check id in report order.
+func CheckIDs() []string {
+	ids := make([]string, len(checkTable))
+	for i, d := range checkTable {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+// ErrUnknownCheck is wrapped by errors about a check id this version does
+// not know (ParseCheckSpec, ParseCheckIDs, Options.Validate).
+var ErrUnknownCheck = errors.New("unknown check")
+
+func unknownCheck(id string) error {
+	return fmt.Errorf("analyzer: %w %q (known: %s)", ErrUnknownCheck, id, strings.Join(CheckIDs(), ", "))
 }

@@ -2,87 +2,11 @@ package analyzer
 
 import (
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retrylab/retrylab/timeline"
 )
-
-// waveGroups is how many retry numbers the waves statistic keeps apart; later
-// retries share the last group.
-const waveGroups = 16
-
-// closeGrace is how long (stream time) the state of a logical request
-// outlives its outcome, for attempt records written just after it.
-const closeGrace = int64(500 * time.Millisecond)
-
-// attemptLite is what a check needs of an attempt to judge the next one.
-type attemptLite struct {
-	n        int32
-	status   int32
-	class    ResponseClass // ClassifyResponse of the record
-	fault    bool
-	upFailed bool // the stub's upstream gave no response (timeline.UpstreamFailed)
-	beFailed bool // the stub's quota backend failed and it answered 503 itself (timeline.BackendClosed)
-	hasNB    bool
-	prevDone bool // paired with its predecessor (or the first attempt)
-	at, done int64
-	nb       int64
-}
-
-// closing is a logical request whose outcome arrived at `at`.
-type closing struct {
-	st  *keyState
-	key string
-	at  int64
-}
-
-// keyState is one open logical request: the attempts not yet paired with
-// both neighbours, sorted by number (one entry when records come in order).
-type keyState struct {
-	key    string // the table's key
-	hash   uint64 // its hash (keyTable)
-	client string
-	att    []attemptLite
-	buf    [2]attemptLite // att's storage while it is short
-	base   int            // attempts before the current logical request (a reused key)
-	last   int64          // stream time of the last news
-	closed int64          // stream time of the outcome + 1; 0 while open
-
-	// What the stub recorded of the logical request, the evidence its
-	// outcome is checked against.
-	count int32  // attempts (the highest attempt number seen, less base)
-	got2x bool   // an attempt was answered 2xx
-	capAt int64  // arrival of the attempt past the attempts cap, 0 when none
-	idem  string // IdemKey of the earliest attempt seen
-	idemN int32  // its number (0: none seen yet)
-	// idemOwned: the write's key was checked against the other writes'
-	// (idemOwners).
-	idemOwned bool
-	// What its outcome claimed, once it came.
-	outcome    bool // an outcome was recorded
-	excluded   bool // the outcome is one the checks do not see (judgedOutcome)
-	reportedOK bool
-	outEnd     int64
-	outStart   int64
-}
-
-// welford accumulates a mean and variance in one pass.
-type welford struct {
-	n    int64
-	mean float64
-	m2   float64
-}
-
-func (w *welford) add(x float64) {
-	w.n++
-	d := x - w.mean
-	w.mean += d / float64(w.n)
-	w.m2 += d * (x - w.mean)
-}
 
 // Add feeds one record to the analyzer. A meta record after the first is
 // ignored; records of unknown types are ignored. Add keeps nothing of rec
@@ -303,7 +227,7 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 		f.base = min(p.nb, x.at)
 	}
 	if !f.paced && a.jbJudges() {
-		f.bounded, f.bound = true, a.bound(k)
+		f.bounded, f.bound = true, a.policyBound(k)
 		f.beyond = f.gap-f.bound > a.jbTol
 	}
 	a.waveRetry(st, key, k, p, x, f.base, honoured)
@@ -317,54 +241,6 @@ func (a *Analyzer) pair(st *keyState, key string, p, x *attemptLite) {
 			r.NotBefore = p.nb
 		}
 		a.onRetry(r)
-	}
-}
-
-// bound is the longest delay the stated policy allows before retry k (1-based):
-// min(cap, base·2^n) with n = k-1+first_exponent; the cap alone for
-// decorrelated jitter.
-func (a *Analyzer) bound(k int) int64 {
-	p := a.policy
-	if p.Jitter == "decorrelated" {
-		return p.Cap
-	}
-	n := k - 1 + a.firstExp
-	b := p.Base
-	for i := 0; i < n && b < math.MaxInt64/2; i++ {
-		b *= 2
-	}
-	if p.Cap > 0 && b > p.Cap {
-		b = p.Cap
-	}
-	return b
-}
-
-// instantProb is the probability that the stated policy's delay before retry
-// k is shorter than the window win (0 without a policy).
-func (a *Analyzer) instantProb(k int, win int64) float64 {
-	p := a.policy
-	if p == nil || p.Base <= 0 {
-		return 0
-	}
-	w := float64(win)
-	b := float64(a.bound(k))
-	clamp := func(x float64) float64 { return min(1, max(0, x)) }
-	switch p.Jitter {
-	case "none", "":
-		if b < w {
-			return 1
-		}
-		return 0
-	case "equal":
-		return clamp((w - b/2) / (b / 2))
-	case "decorrelated":
-		base := float64(p.Base)
-		return clamp((w - base) / (2 * base))
-	default: // full and anything unknown: uniform on [0, b]
-		if b <= 0 {
-			return 1
-		}
-		return clamp(w / b)
 	}
 }
 
@@ -439,31 +315,6 @@ func ownResult(r string, a *Analyzer) string {
 var knownResults = [...]string{timeline.ResultOK, timeline.ResultGaveUp, timeline.ResultBudget, timeline.ResultNonRetryable,
 	timeline.ResultError, timeline.ResultHung, timeline.ResultCanceled}
 
-// attemptsText is "3 attempts", "1 attempt", or "attempts unknown".
-func attemptsText(n int) string {
-	switch n {
-	case 0:
-		return "attempts unknown"
-	case 1:
-		return "1 attempt"
-	}
-	return fmt.Sprintf("%d attempts", n)
-}
-
-// crossCheck reports whether outcomes are checked against the stub's
-// records of their keys: in a fleet run's timeline, which holds both (a
-// `run --target` shard's holds no attempt: merge it with the stubs'
-// recordings first).
-func (a *Analyzer) crossCheck() bool {
-	return a.meta != nil && a.meta.Recorder != "serve" && a.fig.Attempts > 0
-}
-
-// unbacked reports whether the end record says the recordings behind a
-// merged timeline do not back all its outcomes (a stub's recording left
-// out): the evidence is incomplete, the run is INCONCLUSIVE for it, and
-// no outcome is judged lost for lack of it.
-func (a *Analyzer) unbacked() bool { return a.fid.end != nil && a.fid.end.Unbacked > 0 }
-
 // newKey makes the state of a logical request; h is its key's hash.
 func (a *Analyzer) newKey(key, client string, h uint64) *keyState {
 	var st *keyState
@@ -484,19 +335,6 @@ func (a *Analyzer) newKey(key, client string, h uint64) *keyState {
 	st.last = a.now
 	a.keys.put(st)
 	return st
-}
-
-// keyTally is what the closed logical requests add to the checks that
-// judge a request as a whole once every record of it is in: attempts,
-// amplification, and the outcome's cross-check.
-type keyTally struct {
-	maxAtt       int   // most attempts of a judged request
-	attBad       int64 // judged requests past the attempts cap
-	attEx        []Example
-	exclAttempts int64 // attempts of requests the checks do not see
-	exclRequests int64
-	lost         int64 // reported ok, but the stub answered no 2xx
-	lostEx       []Example
 }
 
 // tally adds the closed request st to t.
@@ -566,57 +404,6 @@ func (a *Analyzer) drop(st *keyState) {
 // OpenRequests is how many logical requests the analyzer holds state for.
 func (a *Analyzer) OpenRequests() int { return a.keys.len() }
 
-func fmtNS(ns int64) string { return fmtDur(ns) }
-
-// fmtDur renders a duration compactly with millisecond precision above a
-// second ("1.204s", "3ms", "250µs").
-func fmtDur(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d < 0:
-		return "-" + fmtDur(-ns)
-	case d >= time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
-	case d >= time.Millisecond:
-		return strings.TrimSuffix(strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64), ".0") + "ms"
-	default:
-		return d.String()
-	}
-}
-
-// keepEarliest keeps the max earliest examples (by instant, then key)
-// whatever order they come in, so the evidence does not depend on the
-// order requests were closed in; detail is made only for one kept.
-func keepEarliest(ex []Example, max int, e Example, detail func() string) []Example {
-	before := func(x, y *Example) bool { return x.At < y.At || (x.At == y.At && x.Key < y.Key) }
-	if len(ex) < max {
-		e.Detail = detail()
-		ex = append(ex, e)
-	} else {
-		last := -1
-		for i := range ex {
-			if last < 0 || before(&ex[last], &ex[i]) {
-				last = i
-			}
-		}
-		if last < 0 || !before(&e, &ex[last]) {
-			return ex
-		}
-		e.Detail = detail()
-		ex[last] = e
-	}
-	slices.SortFunc(ex, func(x, y Example) int {
-		switch {
-		case before(&x, &y):
-			return -1
-		case before(&y, &x):
-			return 1
-		}
-		return 0
-	})
-	return ex
-}
-
 // judgedOutcome is the one rule that decides which outcomes the checks
 // of a client's logical requests (budget, give-up, attempts,
 // amplification) see: not those the harness or the subject's plumbing
@@ -630,4 +417,43 @@ func (a *Analyzer) judgedOutcome(o *timeline.Outcome) bool {
 		return false
 	}
 	return true
+}
+
+// fidelityBackend notes an attempt the stub answered itself because its
+// quota backend failed.
+func (a *Analyzer) fidelityBackend(r *timeline.Attempt) {
+	a.fid.backend++
+	if a.fid.backendEx == "" {
+		a.fid.backendEx = fmt.Sprintf("%s %s attempt %d at %s", strings.Clone(r.Method), strings.Clone(r.Path), r.Attempt, fmtNS(r.At))
+	}
+}
+
+// fidelityUpstream notes an attempt whose upstream gave no response.
+func (a *Analyzer) fidelityUpstream(r *timeline.Attempt) {
+	a.fid.upstream++
+	if a.fid.upstreamEx == "" {
+		a.fid.upstreamEx = fmt.Sprintf("%s %s attempt %d at %s", strings.Clone(r.Method), strings.Clone(r.Path), r.Attempt, fmtNS(r.At))
+	}
+}
+
+func (a *Analyzer) addEnd(e *timeline.End) {
+	c := *e
+	c.Errors = append([]string(nil), e.Errors...)
+	a.fid.end = &c
+	if e.At > a.now {
+		a.now = e.At
+	}
+}
+
+// fidelityOutcome notes what one outcome says about the harness.
+func (a *Analyzer) fidelityOutcome(o *timeline.Outcome) {
+	if o.Harness {
+		a.fid.harness++
+		if a.fid.harnessEx == "" {
+			a.fid.harnessEx = fmt.Sprintf("%s %s: %s", o.Client, o.Key, strings.Clone(o.Error))
+		}
+	}
+	if o.Result != timeline.ResultCanceled || o.Start > 0 {
+		a.fid.lateness.add(o.Start - o.Scheduled)
+	}
 }

@@ -21,15 +21,6 @@ const (
 	CheckWastedWork        = "wasted-work"
 )
 
-// CheckIDs returns every check id in report order.
-func CheckIDs() []string {
-	ids := make([]string, len(checkTable))
-	for i, d := range checkTable {
-		ids[i] = d.ID
-	}
-	return ids
-}
-
 // Check statuses, the value of CheckResult.Status.
 const (
 	StatusPass = "pass"

@@ -33,70 +33,6 @@ import (
 // the resolution plus the lateness p99, the spread without the
 // lateness's variance).
 
-const (
-	// waveSample is the reservoir size of one cohort.
-	waveSample = 2048
-	// waveBins is the resolution of the pair readings: r = mean/waveBins, so
-	// waits in lockstep read about waveBins on the shape.
-	waveBins = 50
-	// waveSyncRatio: server-synchronized retries raise the warning when
-	// their arrivals are at least this concentrated relative to the
-	// responses that triggered them.
-	waveSyncRatio = 0.5
-)
-
-// waveSampleRec is one sampled retry of a cohort: the response that
-// triggered it, the instant its own wait started from (the response, or
-// the allowed instant of a Retry-After it honoured), and its arrival.
-type waveSampleRec struct {
-	trigger, base, arrival int64
-}
-
-func (r waveSampleRec) own() int64 { return r.arrival - r.base }
-
-// waveCohort accumulates one cohort.
-type waveCohort struct {
-	w       welford // own waits, seconds
-	seen    int64   // retries offered to the sample
-	next    int64   // the seen count whose retry replaces a sampled one (Algorithm L)
-	lw      float64 // Algorithm L's running weight
-	sample  []waveSampleRec
-	clients []string // distinct clients, up to the minimum asked
-	ex      []Example
-}
-
-// wavesState is the analyzer's waves accumulation.
-type wavesState struct {
-	cohorts    [2 * waveGroups]waveCohort
-	rng        uint64 // reservoir draws (fixed seed: the verdict is reproducible)
-	minClients int
-}
-
-// uniform is a draw on (0, 1).
-func (s *wavesState) uniform() float64 {
-	return (float64(s.next()>>11) + 0.5) / (1 << 53)
-}
-
-// skip is how many retries Algorithm L passes over before the next
-// replacement (≥ 1): a uniform reservoir with one draw per replacement, not
-// one per retry.
-func (s *wavesState) skip(w float64) int64 {
-	if w >= 1 {
-		return math.MaxInt64 / 4
-	}
-	k := math.Floor(math.Log(s.uniform())/math.Log1p(-w)) + 1
-	return int64(min(k, math.MaxInt64/4))
-}
-
-func (s *wavesState) next() uint64 {
-	// splitmix64
-	s.rng += 0x9e3779b97f4a7c15
-	z := s.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // waveRetry feeds retry x (the k-th) of the attempt p before it to its
 // cohort. Retries that honoured a Retry-After that paced them (afterNB) are
 // judged on their wait beyond it, from base; retries that came earlier than
@@ -120,54 +56,18 @@ func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite,
 		c.sample = append(c.sample, waveSampleRec{trigger: p.done, base: base, arrival: x.at})
 		if len(c.sample) == waveSample {
 			c.lw = math.Exp(math.Log(s.uniform()) / waveSample)
-			c.next = c.seen + s.skip(c.lw)
+			c.next = c.seen + s.skipLen(c.lw)
 		}
 	case c.seen == c.next:
 		j, _ := bits.Mul64(s.next(), waveSample)
 		c.sample[j] = waveSampleRec{trigger: p.done, base: base, arrival: x.at}
 		c.lw *= math.Exp(math.Log(s.uniform()) / waveSample)
-		c.next += s.skip(c.lw)
+		c.next += s.skipLen(c.lw)
 	}
 	if len(c.ex) < 3 {
 		c.ex = append(c.ex, Example{Client: st.client, Key: strings.Clone(key), Attempt: int(x.n), At: x.at, Prev: p.done,
 			Detail: fmt.Sprintf("retry %d waited %s", k, fmtDur(own))})
 	}
-}
-
-// cohortReading is one judged cohort.
-type cohortReading struct {
-	g                       int
-	n                       int64
-	mean                    float64 // seconds
-	res                     int64   // pair resolution, ns
-	arrivals, shape, spread float64 // as read
-	lo, hi                  float64 // the worst reading's range under the host's noise
-	immediate               bool    // mean own wait within the floor: no own wait
-	serverSync              bool    // after Retry-After, no spread of its own
-	syncRatio               float64 // arrivals vs triggers (server-synchronized cohorts)
-}
-
-func (r *cohortReading) worst() float64 { return max(r.arrivals, r.shape, r.spread) }
-
-func (r *cohortReading) name() string {
-	k := r.g%waveGroups + 1
-	what := fmt.Sprintf("retry %d", k)
-	if k == waveGroups {
-		what = fmt.Sprintf("retries %d+", k)
-	}
-	if r.g >= waveGroups {
-		what += " (time beyond Retry-After)"
-	}
-	return what
-}
-
-// wavesJudgement is what the waves check and the server-synchronization
-// warning read.
-type wavesJudgement struct {
-	cohorts     []cohortReading // the judged ones
-	small       int64           // retries in cohorts too small to judge
-	serverPaced int64
-	clientPaced int64
 }
 
 // judgeCohorts computes the readings of every cohort big enough to judge,
@@ -177,7 +77,7 @@ func (a *Analyzer) judgeCohorts() *wavesJudgement {
 	s := &a.wv
 	j := &wavesJudgement{}
 	m := a.noise()
-	row := lookupCheck(CheckWaves).Noise
+	row := a.cfgOf(CheckWaves).def.Noise
 	loAct := m.act(row, Raises)
 	for g := range s.cohorts {
 		c := &s.cohorts[g]
@@ -231,79 +131,6 @@ func (a *Analyzer) pacedByServer(w *welford, late int64) bool {
 // waveThreshold is the waves check's threshold in force.
 func (a *Analyzer) waveThreshold() float64 {
 	return a.threshold(a.cfgOf(CheckWaves))
-}
-
-// pairReadings computes the shape and arrivals readings of a sample whose
-// mean own wait is m (ns), at resolution r (ns).
-func pairReadings(sample []waveSampleRec, m, r int64) (shape, arrivals float64) {
-	if len(sample) < 2 {
-		return 1, 1
-	}
-	p := newPairNull(sample, m, r)
-	return p.readings(sample, 1, 0, 1)
-}
-
-// closePairs counts the pairs of v (sorted in place) closer than r.
-func closePairs(v []int64, r int64) int64 {
-	slices.Sort(v)
-	var n int64
-	lo := 0
-	for i := range v {
-		for v[i]-v[lo] >= r {
-			lo++
-		}
-		n += int64(i - lo)
-	}
-	return n
-}
-
-// triangleWithin is P(|d + U1 − U2| < r) for U1, U2 uniform on [0, a].
-func triangleWithin(d, r, a float64) float64 {
-	cdf := func(x float64) float64 { // of U1 − U2, triangular on [−a, a]
-		switch {
-		case x <= -a:
-			return 0
-		case x <= 0:
-			return (x + a) * (x + a) / (2 * a * a)
-		case x < a:
-			return 1 - (a-x)*(a-x)/(2*a*a)
-		}
-		return 1
-	}
-	return cdf(r-d) - cdf(-r-d)
-}
-
-// ratio is real/null, 1 when both are (nearly) nothing, capped.
-func ratio(real, null float64) float64 {
-	if null < 1e-9 {
-		if real == 0 {
-			return 1
-		}
-		return maxWaveIndex
-	}
-	return min(real/null, maxWaveIndex)
-}
-
-// syncReading is how concentrated arrivals are relative to the responses
-// that triggered them: pairs of arrivals within w over pairs of triggers
-// within w.
-func syncReading(sample []waveSampleRec, w int64) float64 {
-	v := make([]int64, len(sample))
-	for i, x := range sample {
-		v[i] = x.arrival
-	}
-	arr := closePairs(v, w)
-	for i, x := range sample {
-		v[i] = x.trigger
-	}
-	trig := closePairs(v, w)
-	if trig == 0 {
-		if arr == 0 {
-			return 0
-		}
-		return maxWaveIndex
-	}
-	return float64(arr) / float64(trig)
 }
 
 // judgeWaves is the waves check: the worst reading of the worst cohort,

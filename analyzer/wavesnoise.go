@@ -213,3 +213,76 @@ func (a *Analyzer) readCohort(r *cohortReading, c *waveCohort, floor int64, m ho
 	r.hi = max(shHi, arHi, m.spreadHigh(c.sample), r.worst())
 	r.lo = min(r.lo, r.hi)
 }
+
+// pairReadings computes the shape and arrivals readings of a sample whose
+// mean own wait is m (ns), at resolution r (ns).
+func pairReadings(sample []waveSampleRec, m, r int64) (shape, arrivals float64) {
+	if len(sample) < 2 {
+		return 1, 1
+	}
+	p := newPairNull(sample, m, r)
+	return p.readings(sample, 1, 0, 1)
+}
+
+// closePairs counts the pairs of v (sorted in place) closer than r.
+func closePairs(v []int64, r int64) int64 {
+	slices.Sort(v)
+	var n int64
+	lo := 0
+	for i := range v {
+		for v[i]-v[lo] >= r {
+			lo++
+		}
+		n += int64(i - lo)
+	}
+	return n
+}
+
+// triangleWithin is P(|d + U1 − U2| < r) for U1, U2 uniform on [0, a].
+func triangleWithin(d, r, a float64) float64 {
+	cdf := func(x float64) float64 { // of U1 − U2, triangular on [−a, a]
+		switch {
+		case x <= -a:
+			return 0
+		case x <= 0:
+			return (x + a) * (x + a) / (2 * a * a)
+		case x < a:
+			return 1 - (a-x)*(a-x)/(2*a*a)
+		}
+		return 1
+	}
+	return cdf(r-d) - cdf(-r-d)
+}
+
+// ratio is real/null, 1 when both are (nearly) nothing, capped.
+func ratio(real, null float64) float64 {
+	if null < 1e-9 {
+		if real == 0 {
+			return 1
+		}
+		return maxWaveIndex
+	}
+	return min(real/null, maxWaveIndex)
+}
+
+// syncReading is how concentrated arrivals are relative to the responses
+// that triggered them: pairs of arrivals within w over pairs of triggers
+// within w.
+func syncReading(sample []waveSampleRec, w int64) float64 {
+	v := make([]int64, len(sample))
+	for i, x := range sample {
+		v[i] = x.arrival
+	}
+	arr := closePairs(v, w)
+	for i, x := range sample {
+		v[i] = x.trigger
+	}
+	trig := closePairs(v, w)
+	if trig == 0 {
+		if arr == 0 {
+			return 0
+		}
+		return maxWaveIndex
+	}
+	return float64(arr) / float64(trig)
+}
