@@ -11,16 +11,23 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/internal/procstat"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
 )
 
 // passthrough is a subject that makes one attempt through the harness
@@ -59,7 +66,7 @@ func BenchmarkFleet(b *testing.B) {
 				// drifting load do not favour one side.
 				bareFirst = !bareFirst
 				if bareFirst {
-					d, err := bareLoop(size.clients, size.requests)
+					d, err := labeledBare(size.clients, size.requests)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -71,7 +78,7 @@ func BenchmarkFleet(b *testing.B) {
 					b.Fatal(err)
 				}
 				procstat.ResetPeakRSS()
-				sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
+				sum, err := labeledRun(sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
 				f.Close()
 				if err != nil {
 					b.Fatal(err)
@@ -85,7 +92,7 @@ func BenchmarkFleet(b *testing.B) {
 				fleetN += sum.Attempts
 				last = sum
 				if !bareFirst {
-					d, err := bareLoop(size.clients, size.requests)
+					d, err := labeledBare(size.clients, size.requests)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -106,6 +113,27 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// labeledBare and labeledRun run the bare loop and the fleet under the
+// profiler label side=bare or side=fleet, which every goroutine they
+// start inherits: a CPU profile of the benchmark is then split by side
+// (go tool pprof -tagfocus side=fleet), and a trace has a region of
+// either name over it.
+func labeledBare(clients, requests int) (d time.Duration, err error) {
+	pprof.Do(context.Background(), pprof.Labels("side", "bare"), func(ctx context.Context) {
+		defer trace.StartRegion(ctx, "bare").End()
+		d, err = bareLoop(clients, requests)
+	})
+	return d, err
+}
+
+func labeledRun(sc *scenarios.Scenario, opts RunOptions) (sum *Summary, err error) {
+	pprof.Do(context.Background(), pprof.Labels("side", "fleet"), func(ctx context.Context) {
+		defer trace.StartRegion(ctx, "fleet").End()
+		sum, err = Run(ctx, sc, opts)
+	})
+	return sum, err
 }
 
 // firstError returns the first outcome error in a timeline file.
@@ -297,26 +325,45 @@ expect: {allow_unexercised: true}
 // BenchmarkMeasures measures what each always-on measurement of a
 // real-time run costs the fleet: in the same run, the bare loop, the
 // fleet as it runs (every measurement on), and the fleet with one
-// measurement off — the noise meter (its sleep loop and its reads of the
-// scheduler's latencies and of PSI), the stub's receipt stamps, the heap
-// floor — in an order drawn anew each round, each run after a garbage
-// collection (a run pays for its predecessor's garbage otherwise, and in
-// a rotation one variant always follows the bare loop). Metrics: each one's
-// attempts/s over the bare loop's (ratio-fleet, ratio-no-meter, ...).
-// A measurement costs the fleet the gap between ratio-fleet and its
-// ratio-no-X.
+// measurement off or added, in an order drawn anew each round, each run
+// after a garbage collection (a run pays for its predecessor's garbage
+// otherwise, and in a rotation one variant always follows the bare loop).
+//
+// Off: the noise meter (its sleep loop, its reads of the scheduler's
+// latencies and of PSI at start and stop), its sleep loop alone, the
+// stub's receipt stamps, the heap floor, the timeline (no file: no
+// attempt or outcome is recorded), and all of them at once. Added: the
+// CLI's progress bars (mpb, as cmd/retrylab draws them, to io.Discard),
+// and a probe process beside the fleet (an exec fleet runs one; a
+// goroutine fleet does not). Metrics: each one's attempts/s over the
+// bare loop's (ratio-fleet, ratio-no-meter, ...). A measurement costs the
+// fleet the gap between ratio-fleet and its ratio-no-X (or ratio-X).
 //
 //	go test -run '^$' -bench BenchmarkMeasures -benchtime 4x ./runner
 func BenchmarkMeasures(b *testing.B) {
-	variants := []struct {
-		name string
-		off  measures
-	}{
-		{"fleet", measures{}},
-		{"no-meter", measures{meter: true}},
-		{"no-stamps", measures{stamps: true}},
-		{"no-heap-floor", measures{heapFloor: true}},
+	type variant struct {
+		name       string
+		off        measures
+		noTimeline bool
+		progress   bool
+		probe      bool
 	}
+	variants := []variant{
+		{name: "fleet"},
+		{name: "no-meter", off: measures{meter: true}},
+		{name: "no-sleep", off: measures{sleep: true}},
+		{name: "no-stamps", off: measures{stamps: true}},
+		{name: "no-heap-floor", off: measures{heapFloor: true}},
+		{name: "no-timeline", noTimeline: true},
+		{name: "none", off: measures{meter: true, stamps: true, heapFloor: true}, noTimeline: true},
+		{name: "progress", progress: true},
+		{name: "probe", probe: true},
+	}
+	if v := os.Getenv("MEASURES"); v != "" { // a subset, by name: MEASURES=fleet,none
+		keep := strings.Split(v, ",")
+		variants = slices.DeleteFunc(variants, func(x variant) bool { return !slices.Contains(keep, x.name) })
+	}
+	probe := probeCommand(b)
 	sizes := []struct{ clients, requests int }{{64, 400}, {1000, 30}, {10000, 4}}
 	for _, size := range sizes {
 		b.Run(fmt.Sprintf("clients=%d", size.clients), func(b *testing.B) {
@@ -332,7 +379,7 @@ func BenchmarkMeasures(b *testing.B) {
 				for _, k := range rng.Perm(len(variants) + 1) { // k == len: the bare loop
 					runtime.GC()
 					if k == len(variants) {
-						d, err := bareLoop(size.clients, size.requests)
+						d, err := labeledBare(size.clients, size.requests)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -340,17 +387,38 @@ func BenchmarkMeasures(b *testing.B) {
 						bareN += int64(size.clients * size.requests)
 						continue
 					}
-					f, err := os.Create(path)
-					if err != nil {
-						b.Fatal(err)
+					v := variants[k]
+					opts := RunOptions{Subject: passthrough{}, MaxConns: fdBudget, off: v.off}
+					var f *os.File
+					if !v.noTimeline {
+						var err error
+						if f, err = os.Create(path); err != nil {
+							b.Fatal(err)
+						}
+						opts.Timeline = f
 					}
-					sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget, off: variants[k].off})
-					f.Close()
+					var bars *benchBars
+					if v.progress {
+						bars = newBenchBars()
+						opts.Progress = bars.update
+					}
+					var meter *noise.Meter
+					if v.probe {
+						meter = noise.Start(noise.Options{Probe: probe, NoSleep: true})
+					}
+					sum, err := labeledRun(sc, opts)
+					if f != nil {
+						f.Close()
+					}
+					bars.finish()
+					if n := meter.Stop(); meter != nil && !strings.Contains(n.Source, timeline.NoiseProbe) {
+						b.Fatalf("probe: no report (%s)", n.Source)
+					}
 					if err != nil {
 						b.Fatal(err)
 					}
 					if bad := sum.Planned - sum.Results["ok"]; bad*100 > sum.Planned {
-						b.Fatalf("%s: %v of %d ok: %s", variants[k].name, sum.Results, sum.Planned, firstError(path))
+						b.Fatalf("%s: %v of %d ok: %s", v.name, sum.Results, sum.Planned, firstError(path))
 					}
 					durs[k] += sum.Elapsed
 					ns[k] += sum.Attempts
@@ -364,4 +432,36 @@ func BenchmarkMeasures(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchBars draws a run's progress as cmd/retrylab's bars do (mpb,
+// refreshed every 150 ms), to io.Discard: what drawing them costs.
+type benchBars struct {
+	p   *mpb.Progress
+	bar *mpb.Bar
+	n   atomic.Int64
+}
+
+func newBenchBars() *benchBars {
+	b := &benchBars{p: mpb.New(mpb.WithOutput(io.Discard), mpb.WithAutoRefresh(), mpb.WithRefreshRate(150*time.Millisecond))}
+	b.bar = b.p.New(0, mpb.BarStyle(),
+		mpb.PrependDecorators(decor.Name("bench ", decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d requests", decor.WCSyncWidth)),
+		mpb.AppendDecorators(
+			decor.Any(func(decor.Statistics) string { return fmt.Sprintf("attempts %d", b.n.Load()) }, decor.WC{W: 5}),
+			decor.Elapsed(decor.ET_STYLE_GO), decor.AverageETA(decor.ET_STYLE_GO)))
+	return b
+}
+
+func (b *benchBars) update(p Progress) {
+	b.n.Store(p.Attempts)
+	b.bar.SetTotal(p.Total, false)
+	b.bar.SetCurrent(p.Done)
+}
+
+func (b *benchBars) finish() {
+	if b == nil {
+		return
+	}
+	b.bar.SetTotal(-1, true)
+	b.p.Wait()
 }
