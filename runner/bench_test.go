@@ -47,7 +47,9 @@ const fdBudget = 8000
 // every attempt recorded to a timeline file, runner, watchdog, outcomes)
 // with a bare loop of http.Client GETs against the same stub recording
 // nothing, at the same client and request counts. Metrics: attempts/s of
-// each, their ratio, the lateness of scheduled starts, and peak RSS.
+// each, their ratio, the lateness of scheduled starts, and peak RSS; and
+// cpu-ratio, the bare loop's CPU time per attempt over the fleet's (the
+// whole call of either side), which moves less with the host's load.
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 4x ./runner
 func BenchmarkFleet(b *testing.B) {
@@ -57,7 +59,7 @@ func BenchmarkFleet(b *testing.B) {
 			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
 			path := filepath.Join(b.TempDir(), "timeline.ndjson")
-			var bareDur, fleetDur time.Duration
+			var bareDur, fleetDur, bareCPU, fleetCPU time.Duration
 			var bareN, fleetN int64
 			var last *Summary
 			bareFirst := true
@@ -66,10 +68,12 @@ func BenchmarkFleet(b *testing.B) {
 				// drifting load do not favour one side.
 				bareFirst = !bareFirst
 				if bareFirst {
+					cpu0 := cpuTime()
 					d, err := labeledBare(size.clients, size.requests)
 					if err != nil {
 						b.Fatal(err)
 					}
+					bareCPU += cpuTime() - cpu0
 					bareDur += d
 					bareN += int64(size.clients * size.requests)
 				}
@@ -78,8 +82,10 @@ func BenchmarkFleet(b *testing.B) {
 					b.Fatal(err)
 				}
 				procstat.ResetPeakRSS()
+				cpu0 := cpuTime()
 				sum, err := labeledRun(sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
 				f.Close()
+				fleetCPU += cpuTime() - cpu0
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -92,10 +98,12 @@ func BenchmarkFleet(b *testing.B) {
 				fleetN += sum.Attempts
 				last = sum
 				if !bareFirst {
+					cpu0 := cpuTime()
 					d, err := labeledBare(size.clients, size.requests)
 					if err != nil {
 						b.Fatal(err)
 					}
+					bareCPU += cpuTime() - cpu0
 					bareDur += d
 					bareN += int64(size.clients * size.requests)
 				}
@@ -105,6 +113,9 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(bare, "bare-attempts/s")
 			b.ReportMetric(fleet, "fleet-attempts/s")
 			b.ReportMetric(fleet/bare, "ratio")
+			if fleetCPU > 0 {
+				b.ReportMetric((bareCPU.Seconds()/float64(bareN))/(fleetCPU.Seconds()/float64(fleetN)), "cpu-ratio")
+			}
 			b.ReportMetric(float64(last.StartLateness.P50.Microseconds()), "late-p50-µs")
 			b.ReportMetric(float64(last.StartLateness.P99.Microseconds()), "late-p99-µs")
 			if rss := procstat.PeakRSS(); rss > 0 {
@@ -338,6 +349,10 @@ expect: {allow_unexercised: true}
 // goroutine fleet does not). Metrics: each one's attempts/s over the
 // bare loop's (ratio-fleet, ratio-no-meter, ...). A measurement costs the
 // fleet the gap between ratio-fleet and its ratio-no-X (or ratio-X).
+// cpu-ratio-X is the same with CPU time (user and system, the whole call
+// of either side: the stub's start and the teardown too) per attempt,
+// bare over X: what a host that gives the benchmark a fixed share of its
+// CPU, or a loaded one, sees; the wall ratios move with the host's load.
 //
 //	go test -run '^$' -bench BenchmarkMeasures -benchtime 4x ./runner
 func BenchmarkMeasures(b *testing.B) {
@@ -370,19 +385,22 @@ func BenchmarkMeasures(b *testing.B) {
 			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
 			path := filepath.Join(b.TempDir(), "timeline.ndjson")
-			var bareDur time.Duration
+			var bareDur, bareCPU time.Duration
 			var bareN int64
 			durs := make([]time.Duration, len(variants))
+			cpus := make([]time.Duration, len(variants))
 			ns := make([]int64, len(variants))
 			rng := rand.New(rand.NewPCG(1, 2))
 			for b.Loop() {
 				for _, k := range rng.Perm(len(variants) + 1) { // k == len: the bare loop
 					runtime.GC()
 					if k == len(variants) {
+						cpu0 := cpuTime()
 						d, err := labeledBare(size.clients, size.requests)
 						if err != nil {
 							b.Fatal(err)
 						}
+						bareCPU += cpuTime() - cpu0
 						bareDur += d
 						bareN += int64(size.clients * size.requests)
 						continue
@@ -406,11 +424,13 @@ func BenchmarkMeasures(b *testing.B) {
 					if v.probe {
 						meter = noise.Start(noise.Options{Probe: probe, NoSleep: true})
 					}
+					cpu0 := cpuTime()
 					sum, err := labeledRun(sc, opts)
 					if f != nil {
 						f.Close()
 					}
 					bars.finish()
+					cpus[k] += cpuTime() - cpu0
 					if n := meter.Stop(); meter != nil && !strings.Contains(n.Source, timeline.NoiseProbe) {
 						b.Fatalf("probe: no report (%s)", n.Source)
 					}
@@ -425,9 +445,14 @@ func BenchmarkMeasures(b *testing.B) {
 				}
 			}
 			bare := float64(bareN) / bareDur.Seconds()
+			bareCPUPer := bareCPU.Seconds() / float64(bareN)
 			b.ReportMetric(bare, "bare-attempts/s")
+			b.ReportMetric(bareCPUPer*1e6, "bare-cpu-µs/attempt")
 			for k, v := range variants {
 				b.ReportMetric(float64(ns[k])/durs[k].Seconds()/bare, "ratio-"+v.name)
+				if cpus[k] > 0 {
+					b.ReportMetric(bareCPUPer/(cpus[k].Seconds()/float64(ns[k])), "cpu-ratio-"+v.name)
+				}
 			}
 			b.ReportMetric(0, "ns/op")
 		})
