@@ -149,6 +149,7 @@ type callGuard struct {
 	cancel  context.CancelFunc
 	// left: this goroutine left a hung call to the watchdog (run's).
 	left bool
+	body io.LimitedReader // drains an answer's body; made once
 }
 
 // call makes one logical request with ctx under the watchdog. ok is false
@@ -177,7 +178,9 @@ func (c *clientRun) call(g *callGuard, cancel context.CancelFunc, out timeline.O
 		res.shed = res.result == timeline.ResultGaveUp && subjects.ShedByRetryBudget(err)
 	}
 	if resp != nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		g.body = io.LimitedReader{R: resp.Body, N: 1 << 20}
+		io.Copy(io.Discard, &g.body)
+		g.body.R = nil
 		resp.Body.Close()
 	}
 	if !g.armed.CompareAndSwap(armed, 0) {
