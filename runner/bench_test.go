@@ -59,10 +59,6 @@ func BenchmarkFleet(b *testing.B) {
 			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
 			path := filepath.Join(b.TempDir(), "timeline.ndjson")
-			// The heap floor, held across the runs as a process that makes
-			// one run holds it: made again for each, it would be zeroed
-			// each time (keepHeapFloor). The bare loop runs with it too.
-			defer keepHeapFloor()()
 			var bareDur, fleetDur, bareCPU, fleetCPU time.Duration
 			var bareN, fleetN int64
 			var last *Summary
