@@ -23,7 +23,7 @@ const heapFloor = 64 << 20
 // Runs that overlap share one floor, made by the first and dropped by the
 // last release. A floor made again reuses freed heap, which the runtime
 // zeroes (and so makes resident) where fresh memory needs nothing: a
-// caller that runs many runs in a row (a benchmark) holds one itself.
+// caller that runs many runs in a row may hold one across them.
 func keepHeapFloor() (release func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
