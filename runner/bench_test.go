@@ -11,16 +11,23 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/retrylab/retrylab/internal/loghist"
+	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/internal/procstat"
 	"github.com/retrylab/retrylab/stubserver"
 	"github.com/retrylab/retrylab/subjects"
 	"github.com/retrylab/retrylab/timeline"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
 )
 
 // passthrough is a subject that makes one attempt through the harness
@@ -40,7 +47,9 @@ const fdBudget = 8000
 // every attempt recorded to a timeline file, runner, watchdog, outcomes)
 // with a bare loop of http.Client GETs against the same stub recording
 // nothing, at the same client and request counts. Metrics: attempts/s of
-// each, their ratio, the lateness of scheduled starts, and peak RSS.
+// each, their ratio, the lateness of scheduled starts, and peak RSS; and
+// cpu-ratio, the bare loop's CPU time per attempt over the fleet's (the
+// whole call of either side), which moves less with the host's load.
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 4x ./runner
 func BenchmarkFleet(b *testing.B) {
@@ -50,7 +59,7 @@ func BenchmarkFleet(b *testing.B) {
 			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
 			path := filepath.Join(b.TempDir(), "timeline.ndjson")
-			var bareDur, fleetDur time.Duration
+			var bareDur, fleetDur, bareCPU, fleetCPU time.Duration
 			var bareN, fleetN int64
 			var last *Summary
 			bareFirst := true
@@ -59,10 +68,12 @@ func BenchmarkFleet(b *testing.B) {
 				// drifting load do not favour one side.
 				bareFirst = !bareFirst
 				if bareFirst {
-					d, err := bareLoop(size.clients, size.requests)
+					cpu0 := cpuTime()
+					d, err := labeledBare(size.clients, size.requests)
 					if err != nil {
 						b.Fatal(err)
 					}
+					bareCPU += cpuTime() - cpu0
 					bareDur += d
 					bareN += int64(size.clients * size.requests)
 				}
@@ -71,8 +82,10 @@ func BenchmarkFleet(b *testing.B) {
 					b.Fatal(err)
 				}
 				procstat.ResetPeakRSS()
-				sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
+				cpu0 := cpuTime()
+				sum, err := labeledRun(sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget})
 				f.Close()
+				fleetCPU += cpuTime() - cpu0
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -85,10 +98,12 @@ func BenchmarkFleet(b *testing.B) {
 				fleetN += sum.Attempts
 				last = sum
 				if !bareFirst {
-					d, err := bareLoop(size.clients, size.requests)
+					cpu0 := cpuTime()
+					d, err := labeledBare(size.clients, size.requests)
 					if err != nil {
 						b.Fatal(err)
 					}
+					bareCPU += cpuTime() - cpu0
 					bareDur += d
 					bareN += int64(size.clients * size.requests)
 				}
@@ -98,6 +113,9 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(bare, "bare-attempts/s")
 			b.ReportMetric(fleet, "fleet-attempts/s")
 			b.ReportMetric(fleet/bare, "ratio")
+			if fleetCPU > 0 {
+				b.ReportMetric((bareCPU.Seconds()/float64(bareN))/(fleetCPU.Seconds()/float64(fleetN)), "cpu-ratio")
+			}
 			b.ReportMetric(float64(last.StartLateness.P50.Microseconds()), "late-p50-µs")
 			b.ReportMetric(float64(last.StartLateness.P99.Microseconds()), "late-p99-µs")
 			if rss := procstat.PeakRSS(); rss > 0 {
@@ -106,6 +124,27 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// labeledBare and labeledRun run the bare loop and the fleet under the
+// profiler label side=bare or side=fleet, which every goroutine they
+// start inherits: a CPU profile of the benchmark is then split by side
+// (go tool pprof -tagfocus side=fleet), and a trace has a region of
+// either name over it.
+func labeledBare(clients, requests int) (d time.Duration, err error) {
+	pprof.Do(context.Background(), pprof.Labels("side", "bare"), func(ctx context.Context) {
+		defer trace.StartRegion(ctx, "bare").End()
+		d, err = bareLoop(clients, requests)
+	})
+	return d, err
+}
+
+func labeledRun(sc *scenarios.Scenario, opts RunOptions) (sum *Summary, err error) {
+	pprof.Do(context.Background(), pprof.Labels("side", "fleet"), func(ctx context.Context) {
+		defer trace.StartRegion(ctx, "fleet").End()
+		sum, err = Run(ctx, sc, opts)
+	})
+	return sum, err
 }
 
 // firstError returns the first outcome error in a timeline file.
@@ -297,71 +336,157 @@ expect: {allow_unexercised: true}
 // BenchmarkMeasures measures what each always-on measurement of a
 // real-time run costs the fleet: in the same run, the bare loop, the
 // fleet as it runs (every measurement on), and the fleet with one
-// measurement off — the noise meter (its sleep loop and its reads of the
-// scheduler's latencies and of PSI), the stub's receipt stamps, the heap
-// floor — in an order drawn anew each round, each run after a garbage
-// collection (a run pays for its predecessor's garbage otherwise, and in
-// a rotation one variant always follows the bare loop). Metrics: each one's
-// attempts/s over the bare loop's (ratio-fleet, ratio-no-meter, ...).
-// A measurement costs the fleet the gap between ratio-fleet and its
-// ratio-no-X.
+// measurement off or added, in an order drawn anew each round, each run
+// after a garbage collection (a run pays for its predecessor's garbage
+// otherwise, and in a rotation one variant always follows the bare loop).
+//
+// Off: the noise meter (its sleep loop, its reads of the scheduler's
+// latencies and of PSI at start and stop), its sleep loop alone, the
+// stub's receipt stamps, the heap floor, the timeline (no file: no
+// attempt or outcome is recorded), and all of them at once. Added: the
+// CLI's progress bars (mpb, as cmd/retrylab draws them, to io.Discard),
+// and a probe process beside the fleet (an exec fleet runs one; a
+// goroutine fleet does not). Metrics: each one's attempts/s over the
+// bare loop's (ratio-fleet, ratio-no-meter, ...). A measurement costs the
+// fleet the gap between ratio-fleet and its ratio-no-X (or ratio-X).
+// cpu-ratio-X is the same with CPU time (user and system, the whole call
+// of either side: the stub's start and the teardown too) per attempt,
+// bare over X: what a host that gives the benchmark a fixed share of its
+// CPU, or a loaded one, sees; the wall ratios move with the host's load.
 //
 //	go test -run '^$' -bench BenchmarkMeasures -benchtime 4x ./runner
 func BenchmarkMeasures(b *testing.B) {
-	variants := []struct {
-		name string
-		off  measures
-	}{
-		{"fleet", measures{}},
-		{"no-meter", measures{meter: true}},
-		{"no-stamps", measures{stamps: true}},
-		{"no-heap-floor", measures{heapFloor: true}},
+	type variant struct {
+		name       string
+		off        measures
+		noTimeline bool
+		progress   bool
+		probe      bool
 	}
+	variants := []variant{
+		{name: "fleet"},
+		{name: "no-meter", off: measures{meter: true}},
+		{name: "no-sleep", off: measures{sleep: true}},
+		{name: "no-stamps", off: measures{stamps: true}},
+		{name: "no-heap-floor", off: measures{heapFloor: true}},
+		{name: "no-timeline", noTimeline: true},
+		{name: "none", off: measures{meter: true, stamps: true, heapFloor: true}, noTimeline: true},
+		{name: "progress", progress: true},
+		{name: "probe", probe: true},
+	}
+	if v := os.Getenv("MEASURES"); v != "" { // a subset, by name: MEASURES=fleet,none
+		keep := strings.Split(v, ",")
+		variants = slices.DeleteFunc(variants, func(x variant) bool { return !slices.Contains(keep, x.name) })
+	}
+	probe := probeCommand(b)
 	sizes := []struct{ clients, requests int }{{64, 400}, {1000, 30}, {10000, 4}}
 	for _, size := range sizes {
 		b.Run(fmt.Sprintf("clients=%d", size.clients), func(b *testing.B) {
 			sc := &scenarios.Scenario{Name: "bench", Duration: time.Minute, Fleet: scenarios.Fleet{
 				Clients: size.clients, Requests: size.requests, Method: "GET", Timeout: 30 * time.Second}}
 			path := filepath.Join(b.TempDir(), "timeline.ndjson")
-			var bareDur time.Duration
+			var bareDur, bareCPU time.Duration
 			var bareN int64
 			durs := make([]time.Duration, len(variants))
+			cpus := make([]time.Duration, len(variants))
 			ns := make([]int64, len(variants))
 			rng := rand.New(rand.NewPCG(1, 2))
 			for b.Loop() {
 				for _, k := range rng.Perm(len(variants) + 1) { // k == len: the bare loop
 					runtime.GC()
 					if k == len(variants) {
-						d, err := bareLoop(size.clients, size.requests)
+						cpu0 := cpuTime()
+						d, err := labeledBare(size.clients, size.requests)
 						if err != nil {
 							b.Fatal(err)
 						}
+						bareCPU += cpuTime() - cpu0
 						bareDur += d
 						bareN += int64(size.clients * size.requests)
 						continue
 					}
-					f, err := os.Create(path)
-					if err != nil {
-						b.Fatal(err)
+					v := variants[k]
+					opts := RunOptions{Subject: passthrough{}, MaxConns: fdBudget, off: v.off}
+					var f *os.File
+					if !v.noTimeline {
+						var err error
+						if f, err = os.Create(path); err != nil {
+							b.Fatal(err)
+						}
+						opts.Timeline = f
 					}
-					sum, err := Run(context.Background(), sc, RunOptions{Subject: passthrough{}, Timeline: f, MaxConns: fdBudget, off: variants[k].off})
-					f.Close()
+					var bars *benchBars
+					if v.progress {
+						bars = newBenchBars()
+						opts.Progress = bars.update
+					}
+					var meter *noise.Meter
+					if v.probe {
+						meter = noise.Start(noise.Options{Probe: probe, NoSleep: true})
+					}
+					cpu0 := cpuTime()
+					sum, err := labeledRun(sc, opts)
+					if f != nil {
+						f.Close()
+					}
+					bars.finish()
+					cpus[k] += cpuTime() - cpu0
+					if n := meter.Stop(); meter != nil && !strings.Contains(n.Source, timeline.NoiseProbe) {
+						b.Fatalf("probe: no report (%s)", n.Source)
+					}
 					if err != nil {
 						b.Fatal(err)
 					}
 					if bad := sum.Planned - sum.Results["ok"]; bad*100 > sum.Planned {
-						b.Fatalf("%s: %v of %d ok: %s", variants[k].name, sum.Results, sum.Planned, firstError(path))
+						b.Fatalf("%s: %v of %d ok: %s", v.name, sum.Results, sum.Planned, firstError(path))
 					}
 					durs[k] += sum.Elapsed
 					ns[k] += sum.Attempts
 				}
 			}
 			bare := float64(bareN) / bareDur.Seconds()
+			bareCPUPer := bareCPU.Seconds() / float64(bareN)
 			b.ReportMetric(bare, "bare-attempts/s")
+			b.ReportMetric(bareCPUPer*1e6, "bare-cpu-µs/attempt")
 			for k, v := range variants {
 				b.ReportMetric(float64(ns[k])/durs[k].Seconds()/bare, "ratio-"+v.name)
+				if cpus[k] > 0 {
+					b.ReportMetric(bareCPUPer/(cpus[k].Seconds()/float64(ns[k])), "cpu-ratio-"+v.name)
+				}
 			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchBars draws a run's progress as cmd/retrylab's bars do (mpb,
+// refreshed every 150 ms), to io.Discard: what drawing them costs.
+type benchBars struct {
+	p   *mpb.Progress
+	bar *mpb.Bar
+	n   atomic.Int64
+}
+
+func newBenchBars() *benchBars {
+	b := &benchBars{p: mpb.New(mpb.WithOutput(io.Discard), mpb.WithAutoRefresh(), mpb.WithRefreshRate(150*time.Millisecond))}
+	b.bar = b.p.New(0, mpb.BarStyle(),
+		mpb.PrependDecorators(decor.Name("bench ", decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d requests", decor.WCSyncWidth)),
+		mpb.AppendDecorators(
+			decor.Any(func(decor.Statistics) string { return fmt.Sprintf("attempts %d", b.n.Load()) }, decor.WC{W: 5}),
+			decor.Elapsed(decor.ET_STYLE_GO), decor.AverageETA(decor.ET_STYLE_GO)))
+	return b
+}
+
+func (b *benchBars) update(p Progress) {
+	b.n.Store(p.Attempts)
+	b.bar.SetTotal(p.Total, false)
+	b.bar.SetCurrent(p.Done)
+}
+
+func (b *benchBars) finish() {
+	if b == nil {
+		return
+	}
+	b.bar.SetTotal(-1, true)
+	b.p.Wait()
 }

@@ -74,3 +74,36 @@ func TestHeapFloorLeavesGOGCAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapFloorShared: runs that overlap share one floor, dropped with
+// the last release; a later run makes one again.
+func TestHeapFloorShared(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set in the environment: the floor leaves it alone")
+	}
+	allocated := func() uint64 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.TotalAlloc
+	}
+	before := allocated()
+	r1 := keepHeapFloor()
+	r2 := keepHeapFloor()
+	if grew := allocated() - before; grew < heapFloor || grew >= 2*heapFloor {
+		t.Errorf("two runs held floors of %d MiB; want one floor, %d MiB", grew>>20, heapFloor>>20)
+	}
+	r1()
+	r1() // a second call of a release does nothing
+	if floor.mem == nil {
+		t.Error("the floor was dropped while a run still holds it")
+	}
+	r2()
+	if floor.mem != nil || floor.holders != 0 {
+		t.Errorf("after the last release: %d holders, floor kept %v; want none, dropped", floor.holders, floor.mem != nil)
+	}
+	before = allocated()
+	keepHeapFloor()()
+	if grew := allocated() - before; grew < heapFloor {
+		t.Errorf("a run after the last release allocated %d MiB; want a floor of its own", grew>>20)
+	}
+}

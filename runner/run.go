@@ -121,6 +121,7 @@ type RunOptions struct {
 // measures names the always-on measurements of a real-time run.
 type measures struct {
 	meter     bool // the noise meter: sleep loop, sched, PSI (and probe)
+	sleep     bool // the meter's sleep loop alone
 	stamps    bool // the stub's receipt stamps
 	heapFloor bool // keepHeapFloor
 }

@@ -70,9 +70,8 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Add(1)
 		r.unstarted.Add(1)
 		go func() {
-			defer wg.Done()
 			r.unstarted.Add(-1)
-			r.client(ctx, i, at, caller)
+			r.client(ctx, i, at, caller, wg.Done)
 		}()
 	}
 }

@@ -127,7 +127,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 				// process sees what they see.
 				probe = opts.Probe
 			}
-			r.meter = noise.Start(noise.Options{Probe: probe, Stamps: r.stamps})
+			r.meter = noise.Start(noise.Options{Probe: probe, Stamps: r.stamps, NoSleep: opts.off.sleep})
 			defer r.meter.Stop() // a run that ends early; a no-op after the stop below
 		}
 	}

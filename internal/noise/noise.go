@@ -70,6 +70,9 @@ type Options struct {
 	// see (serve's remote clients), how far behind the stub ran stands
 	// for how far behind they may have.
 	StampsLate bool
+	// NoSleep runs the Meter without its sleep loop: only for a
+	// benchmark of what the loop costs (BenchmarkMeasures in runner).
+	NoSleep bool
 }
 
 // lateLayout buckets lateness in µs, within 1/32 of exact above 32 µs.
@@ -115,7 +118,9 @@ func start(opts Options, h hooks) *Meter {
 		period = DefaultPeriod
 	}
 	m := &Meter{period: period, probeReady: h.probeReady, wall0: time.Now(), sched0: readSched(), psi0: readPSI(), stamps: opts.Stamps, stampsLate: opts.StampsLate}
-	m.sleep = startSleeper(period, onTimer, h.sleepWant, h.sleepReached)
+	if !opts.NoSleep {
+		m.sleep = startSleeper(period, onTimer, h.sleepWant, h.sleepReached)
+	}
 	m.StartProbe(opts.Probe)
 	return m
 }
@@ -184,7 +189,11 @@ func (m *Meter) stop() *timeline.Noise {
 	if p != nil {
 		pr = p.stop(p.wait())
 	}
-	return m.measure(sched1, psi1, wall1, m.sleep.hist, pr)
+	var sleep *loghist.Hist
+	if m.sleep != nil {
+		sleep = m.sleep.hist
+	}
+	return m.measure(sched1, psi1, wall1, sleep, pr)
 }
 
 // measure joins the sources read at wall1 (sched1, psi1, the sleep

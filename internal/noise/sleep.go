@@ -103,14 +103,21 @@ func (s *sleeper) add(late int64) {
 }
 
 // halt stops the loop and waits for it to end, the period under way
-// measured (at most a period); hist is then the caller's.
+// measured (at most a period); hist is then the caller's. A nil sleeper
+// (Options.NoSleep) has nothing to stop.
 func (s *sleeper) halt() {
+	if s == nil {
+		return
+	}
 	close(s.quit)
 	<-s.done
 }
 
 // peek is a copy of the lateness counted so far, the loop going on.
 func (s *sleeper) peek() *loghist.Hist {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hist.Clone()
