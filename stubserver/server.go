@@ -133,8 +133,8 @@ type Server struct {
 	openRecorder func(time.Time) *timeline.Recorder
 
 	httpSrv   *http.Server
-	front     FrontEnd // Options.NewFrontEnd's, nil for HTTP
-	grpc      bool     // Config.Protocol is gRPC
+	front     FrontEnd   // Options.NewFrontEnd's, nil for HTTP
+	grpc      bool       // Config.Protocol is gRPC
 	fresh     FreshConns // connections that have not sent a request yet
 	stopping  chan struct{}
 	sealed    atomic.Bool   // Seal has begun: hold requests, unrecorded
