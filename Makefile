@@ -4,7 +4,7 @@ GO      ?= go
 # Prometheus adapter and its Redis-shared bucket. `./...` at the root does not
 # descend into the nested modules, so each is listed; one go command sees them
 # all through go.work.
-MODULES ?= . ./client ./client/clientprom ./client/clientredis
+MODULES ?= . ./client ./client/clientprom ./client/clientredis ./client/grpcretry
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
 .PHONY: all build test check vet fmt-check race race-short matrix client-deps manifests examples bench fuzz run validation libraries clean

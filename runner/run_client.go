@@ -44,7 +44,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration, caller su
 	sc := r.sc
 	shared := caller != nil
 	if !shared {
-		caller = r.subj.New(r.next, sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
+		caller = r.subj.New(r.next, r.harnessParams(sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual)))
 	}
 	clientID := strconv.Itoa(id)
 	apiKey := sc.Fleet.APIKey(id)
@@ -198,4 +198,12 @@ func (w *worker) call(ctx context.Context, r *runner, url, apiKey string) (res r
 		// The run stopped (seal has recorded this request canceled).
 		return result{result: timeline.ResultCanceled, end: r.since(), err: "the run stopped"}, false
 	}
+}
+
+// harnessParams adds the harness's own to a subject's Params: its dial
+// to the stub, and the context that ends when the run no longer needs
+// the instance.
+func (r *runner) harnessParams(p subjects.Params) subjects.Params {
+	p.Dial, p.Run = r.dial, r.subjRun
+	return p
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -82,6 +83,15 @@ type Params struct {
 	// Virtual is true when the run happens in virtual time (a synctest
 	// bubble). Real-time-only subjects (see RealTimeOnly) refuse it.
 	Virtual bool
+	// Dial reaches the stub as the harness's transport does (over an
+	// in-memory network in a virtual run), for a subject that opens
+	// connections of its own: a gRPC channel. nil: a net.Dialer's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Run ends when the run no longer needs the instance: a subject that
+	// holds resources past its calls (a gRPC channel and its goroutines,
+	// which a virtual run's bubble must see end) releases them then
+	// (context.AfterFunc). nil: never.
+	Run context.Context
 }
 
 // Policy is a retry policy in the scenario's terms. The zero value means

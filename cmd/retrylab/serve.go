@@ -39,6 +39,7 @@ type serveOptions struct {
 	redis       string
 	redisSet    bool // --redis was given
 	upstream    string
+	grpc        bool
 	epoch       epochFlag
 }
 
@@ -77,6 +78,7 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs.BoolVar(&o.noControl, "no-control", false, "serve no control API under /_retrylab/ (those paths are then a client's), and without -o record nothing: the stub at full speed")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
+	fs.BoolVar(&o.grpc, "grpc", false, "speak gRPC instead of HTTP (the scenario's server.protocol: grpc): any method, the phases' statuses as gRPC codes (docs/grpc.md)")
 	fs.StringVar(&o.upstream, "upstream", "", "forward ok phases, requests the quota admits and passthrough answers to the API at `URL` and relay its answers (replaces the scenario's server.upstream); serve still listens on loopback")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
@@ -121,6 +123,12 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 
 // serve serves sc's server under o until ctx ends or o.duration passes.
 func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) error {
+	if o.grpc {
+		sc.Server.Protocol = stubserver.ProtocolGRPC
+		if err := sc.Server.Validate(); err != nil {
+			return usagef("--grpc: scenario %q: %v", sc.Name, err)
+		}
+	}
 	name, cfg := sc.Name, sc.Server
 	if o.redisSet {
 		if err := redisFlagErr(o.redis, cfg, name); err != nil {
@@ -249,6 +257,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 	if cfg.Upstream != "" {
 		fmt.Fprintf(e.stdout, "  %s\n", upstreamNote(cfg.Upstream, o.upstream != ""))
+	}
+	if cfg.Protocol == stubserver.ProtocolGRPC {
+		fmt.Fprintf(e.stdout, "  speaking gRPC: any method; identity from x-retrylab-path, or x-client-id and x-retrylab-request (docs/grpc.md)\n")
 	}
 	if !epoch.IsZero() {
 		fmt.Fprintf(e.stdout, "  phases start at the epoch %s (%s)\n", o.epoch.String(), relative(time.Until(start)))

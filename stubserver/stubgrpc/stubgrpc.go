@@ -40,8 +40,13 @@ import (
 )
 
 // New builds the gRPC front end of s, for stubserver.Options.NewFrontEnd.
-func New(s *stubserver.Server) stubserver.FrontEnd {
-	f := &frontEnd{s: s, conns: map[string]net.Conn{}}
+func New(s *stubserver.Server) stubserver.FrontEnd { return NewHandler(s) }
+
+// NewHandler builds a gRPC front end deciding every call with h: a
+// *stubserver.Server, or what dispatches to one (serve's control API
+// swaps its stub between recordings).
+func NewHandler(h http.Handler) *FrontEnd {
+	f := &FrontEnd{s: h, conns: map[string]net.Conn{}}
 	f.srv = grpc.NewServer(
 		grpc.UnknownServiceHandler(f.handle),
 		// Any message, of any proto: the stub reads its bytes (for the
@@ -52,15 +57,18 @@ func New(s *stubserver.Server) stubserver.FrontEnd {
 	return f
 }
 
-type frontEnd struct {
-	s   *stubserver.Server
+// FrontEnd serves gRPC calls by an http.Handler's decisions (see the
+// package doc). It implements stubserver.FrontEnd.
+type FrontEnd struct {
+	s   http.Handler
 	srv *grpc.Server
 
 	mu    sync.Mutex
 	conns map[string]net.Conn // by remote address: a reset closes its call's
 }
 
-func (f *frontEnd) Serve(l net.Listener) error {
+// Serve answers calls on l until Stop or GracefulStop, then returns nil.
+func (f *FrontEnd) Serve(l net.Listener) error {
 	err := f.srv.Serve(&trackListener{Listener: l, f: f})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -68,11 +76,14 @@ func (f *frontEnd) Serve(l net.Listener) error {
 	return err
 }
 
-func (f *frontEnd) GracefulStop() { f.srv.GracefulStop() }
-func (f *frontEnd) Stop()         { f.srv.Stop() }
+// GracefulStop stops accepting and waits for the calls being answered.
+func (f *FrontEnd) GracefulStop() { f.srv.GracefulStop() }
+
+// Stop closes every connection at once.
+func (f *FrontEnd) Stop() { f.srv.Stop() }
 
 // handle answers one call, whatever its method.
-func (f *frontEnd) handle(_ any, stream grpc.ServerStream) error {
+func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 	ctx := stream.Context()
 	method, _ := grpc.MethodFromServerStream(stream)
 	var body []byte
@@ -139,7 +150,7 @@ func (f *frontEnd) handle(_ any, stream grpc.ServerStream) error {
 
 // reset closes the connection of the call from remote, at once (RST on
 // TCP).
-func (f *frontEnd) reset(remote string) {
+func (f *FrontEnd) reset(remote string) {
 	f.mu.Lock()
 	c := f.conns[remote]
 	f.mu.Unlock()
@@ -211,7 +222,7 @@ func (nopConn) Close() error { return nil }
 // so that a reset can find its call's.
 type trackListener struct {
 	net.Listener
-	f *frontEnd
+	f *FrontEnd
 }
 
 func (l *trackListener) Accept() (net.Conn, error) {
@@ -229,7 +240,7 @@ func (l *trackListener) Accept() (net.Conn, error) {
 
 type trackedConn struct {
 	net.Conn
-	f    *frontEnd
+	f    *FrontEnd
 	key  string
 	once sync.Once
 }
