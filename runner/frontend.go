@@ -2,22 +2,15 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"github.com/retrylab/retrylab/scenarios"
+	"github.com/retrylab/retrylab/subjects"
 
 	"github.com/retrylab/retrylab/stubserver"
-	"github.com/retrylab/retrylab/stubserver/stubgrpc"
 )
 
-// FrontEnd is the stubserver.Options.NewFrontEnd of a stub speaking
-// protocol (server.protocol): stubgrpc's for gRPC, nil for HTTP.
-func FrontEnd(protocol string) func(*stubserver.Server) stubserver.FrontEnd {
-	if protocol == stubserver.ProtocolGRPC {
-		return stubgrpc.New
-	}
-	return nil
-}
-
 // stopGRPC stops f gracefully until ctx ends, then at once.
-func stopGRPC(ctx context.Context, f *stubgrpc.FrontEnd) {
+func stopGRPC(ctx context.Context, f stubserver.FrontEnd) {
 	done := make(chan struct{})
 	go func() {
 		f.GracefulStop()
@@ -29,4 +22,21 @@ func stopGRPC(ctx context.Context, f *stubgrpc.FrontEnd) {
 		f.Stop()
 		<-done
 	}
+}
+
+// checkProtocol refuses a subject that does not speak the stub's
+// protocol (server.protocol): an exec program speaks either; with a
+// target the stub is elsewhere and may speak anything.
+func checkProtocol(sc *scenarios.Scenario, subj subjects.Subject, program, target bool) error {
+	if program || target {
+		return nil
+	}
+	stub := sc.Server.Protocol
+	if stub == "" {
+		stub = stubserver.ProtocolHTTP
+	}
+	if speaks := subjects.ProtocolOf(subj); speaks != stub {
+		return fmt.Errorf("subject %s speaks %s, and the scenario's stub %s (server.protocol): pick a subject of its protocol (retrylab list)", subj.Name(), speaks, stub)
+	}
+	return nil
 }

@@ -165,8 +165,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		if pf != nil {
 			onAttempt = pf.stamps.add // the evidence its outcomes are stamped with
 		}
-		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual, Stamps: r.stamps, OnAttempt: onAttempt,
-			NewFrontEnd: FrontEnd(sc.Server.Protocol)})
+		srv, err := stubserver.New(sc.Server, stubserver.Options{Start: r.start, Recorder: r.rec, Seed: opts.Seed, NewLimiter: opts.NewLimiter, Virtual: opts.Virtual, Stamps: r.stamps, OnAttempt: onAttempt})
 		if err != nil {
 			r.abortPrograms(pf)
 			closeListener()

@@ -24,7 +24,6 @@ import (
 	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/scenarios"
 	"github.com/retrylab/retrylab/stubserver"
-	"github.com/retrylab/retrylab/stubserver/stubgrpc"
 	"github.com/retrylab/retrylab/timeline"
 )
 
@@ -82,7 +81,7 @@ type Serving struct {
 	httpSrv *http.Server
 	// grpc serves instead of httpSrv when the stub speaks gRPC
 	// (server.protocol, serve --grpc).
-	grpc     *stubgrpc.FrontEnd
+	grpc     stubserver.FrontEnd
 	fresh    stubserver.FreshConns // connections that have not sent a request yet
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -174,7 +173,11 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 		if opts.Control != nil {
 			return nil, errors.New("runner: serve: the control API is HTTP: it cannot share a gRPC stub's listener")
 		}
-		s.grpc = stubgrpc.NewHandler(h)
+		newFront := stubserver.FrontEndFor(stubserver.ProtocolGRPC)
+		if newFront == nil {
+			return nil, errors.New("runner: serve: protocol grpc has no front end: import stubserver/stubgrpc")
+		}
+		s.grpc = newFront(h)
 	}
 	return s, nil
 }
@@ -208,7 +211,6 @@ func (s *Serving) newGeneration(n int, sc *scenarios.Scenario, cfg stubserver.Co
 		Metrics:             o.Metrics,
 		NewLimiter:          o.NewLimiter,
 		Logger:              o.Logger,
-		NewFrontEnd:         FrontEnd(cfg.Protocol),
 	})
 	if err != nil {
 		g.recMu.Lock()

@@ -578,6 +578,9 @@ func keyGroupKeys(prev []string, seq string) keys[KeyGroup] {
 var subjectKind = kind[string]{
 	read: func(d *decoder, n ast.Node, path string) (string, bool) {
 		name, _ := scalarText(n)
+		if _, optional := subjects.Optional(name); optional {
+			return name, true // run checks that its package is linked
+		}
 		if _, err := subjects.Lookup(name); err != nil {
 			d.fail(n, path, "unknown subject %s (known: %s, exec:COMMAND)", quoteNode(n), strings.Join(subjects.Names(), ", "))
 			return "", false

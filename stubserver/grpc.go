@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -151,6 +152,25 @@ type FrontEnd interface {
 	Serve(l net.Listener) error
 	GracefulStop()
 	Stop()
+}
+
+// frontEnds are the registered front ends by protocol (RegisterFrontEnd).
+var frontEnds sync.Map // protocol → func(http.Handler) FrontEnd
+
+// RegisterFrontEnd makes newFrontEnd the front end of protocol: what New
+// uses when Options.NewFrontEnd is nil, and what FrontEndFor returns. A
+// front end's package registers itself when imported (stubgrpc), so only
+// a program that imports it links its protocol's library.
+func RegisterFrontEnd(protocol string, newFrontEnd func(h http.Handler) FrontEnd) {
+	frontEnds.Store(protocol, newFrontEnd)
+}
+
+// FrontEndFor is the front end registered for protocol, nil for none.
+func FrontEndFor(protocol string) func(h http.Handler) FrontEnd {
+	if f, ok := frontEnds.Load(protocol); ok {
+		return f.(func(http.Handler) FrontEnd)
+	}
+	return nil
 }
 
 // Protocol is the protocol the server speaks: ProtocolHTTP or

@@ -78,8 +78,8 @@ type Options struct {
 	// what it needs).
 	OnAttempt func(a *timeline.Attempt)
 	// NewFrontEnd builds the front end that serves a Config.Protocol other
-	// than HTTP (stubgrpc.New for gRPC); New fails without one for such a
-	// protocol. nil for HTTP.
+	// than HTTP; nil: the one registered for it (RegisterFrontEnd; importing
+	// stubserver/stubgrpc registers gRPC's). New fails without either.
 	NewFrontEnd func(*Server) FrontEnd
 	// Divert, when set, is handed every request that arrives once Hold
 	// (or Seal) has begun, instead of holding it: a front that moved on
@@ -213,11 +213,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.httpSrv.ConnContext = noise.ConnContext
 	}
 	if cfg.Protocol != "" && cfg.Protocol != ProtocolHTTP {
-		if opts.NewFrontEnd == nil {
-			return nil, fmt.Errorf("stubserver: protocol %s needs a front end (Options.NewFrontEnd; stubgrpc.New for grpc)", cfg.Protocol)
+		newFront := opts.NewFrontEnd
+		if newFront == nil {
+			if f := FrontEndFor(cfg.Protocol); f != nil {
+				newFront = func(s *Server) FrontEnd { return f(s) }
+			}
+		}
+		if newFront == nil {
+			return nil, fmt.Errorf("stubserver: protocol %s has no front end: import its package (stubserver/stubgrpc for grpc)", cfg.Protocol)
 		}
 		s.grpc = cfg.Protocol == ProtocolGRPC
-		s.front = opts.NewFrontEnd(s)
+		s.front = newFront(s)
 	}
 	return s, nil
 }

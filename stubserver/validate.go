@@ -161,7 +161,7 @@ func (c Config) Validate() error {
 			forms = grpcFormNames
 		}
 		switch {
-		case c.Protocol == ProtocolGRPC && ra.Form != FormNone && oneOf(ra.Form, formNames):
+		case c.Protocol == ProtocolGRPC && ra.Form != "" && ra.Form != FormNone && oneOf(ra.Form, formNames):
 			bad(at+"retry_after.form", "form %s is an HTTP Retry-After; a gRPC stub sends %s", ra.Form, strings.Join(grpcFormNames, ", "))
 		case c.Protocol != ProtocolGRPC && grpcForm(ra.Form):
 			bad(at+"retry_after.form", "form %s is gRPC's: it needs protocol grpc", ra.Form)

@@ -107,6 +107,22 @@ type Policy struct {
 	Timeout     time.Duration // per attempt (0: none)
 }
 
+// Speaker is an optional interface of a Subject that speaks a protocol
+// other than HTTP: Protocol names it ("grpc"), the stub's
+// server.protocol it needs. A Subject without it speaks HTTP; an exec
+// program speaks what its stub does.
+type Speaker interface {
+	Protocol() string
+}
+
+// ProtocolOf is the protocol s speaks: its Speaker's, else "http".
+func ProtocolOf(s Subject) string {
+	if sp, ok := s.(Speaker); ok {
+		return sp.Protocol()
+	}
+	return "http"
+}
+
 // Describer is an optional interface of a Subject: what it is and which
 // policy it states, for the timeline's meta and the analyzer's
 // policy-dependent checks (attempts, budget, jitter-bounds).
@@ -223,9 +239,34 @@ func Lookup(name string) (Subject, error) {
 	s, ok := registry.m[name]
 	registry.Unlock()
 	if !ok {
+		if pkg, ok := optional[name]; ok {
+			return nil, fmt.Errorf("%w %q: it is registered by %s, which this program does not import", ErrUnknown, name, pkg)
+		}
 		return nil, fmt.Errorf("%w %q (known: %s, exec:COMMAND)", ErrUnknown, name, strings.Join(Names(), ", "))
 	}
 	return s, nil
+}
+
+// optional are the subjects a package registers that a program need not
+// link (it would pull in its library): their names, and the package. A
+// scenario may name one (the gRPC built-ins name grpcretry) whether or not
+// the program reading it imports the package; running it needs the
+// package. subjects/grpcsubjects's test holds its list equal to this one.
+var optional = map[string]string{
+	"grpc-default":            "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-retrypolicy":        "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-throttling":         "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-hedging":            "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-middleware":         "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-middleware-backoff": "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpcretry":               "github.com/retrylab/retrylab/subjects/grpcsubjects",
+}
+
+// Optional reports whether name is a subject of a package a program need
+// not import (see optional), and that package.
+func Optional(name string) (pkg string, ok bool) {
+	pkg, ok = optional[name]
+	return pkg, ok
 }
 
 // Names lists the built-in subjects, sorted ("exec" needs a command and is

@@ -45,11 +45,11 @@ import (
 
 // Defaults of a zero Config.
 const (
-	DefaultBase        = 100 * time.Millisecond
-	DefaultCap         = 5 * time.Second
-	DefaultBudget      = 20 * time.Second
-	DefaultMaxTokens   = 20
-	DefaultTokenRatio  = 0.1
+	DefaultBase       = 100 * time.Millisecond
+	DefaultCap        = 5 * time.Second
+	DefaultBudget     = 20 * time.Second
+	DefaultMaxTokens  = 20
+	DefaultTokenRatio = 0.1
 	// MaxDerivedAttempts bounds the attempt cap a zero MaxAttempts derives.
 	MaxDerivedAttempts = 32
 )

@@ -42,6 +42,11 @@ import (
 // New builds the gRPC front end of s, for stubserver.Options.NewFrontEnd.
 func New(s *stubserver.Server) stubserver.FrontEnd { return NewHandler(s) }
 
+// Importing the package makes it gRPC's front end (RegisterFrontEnd).
+func init() {
+	stubserver.RegisterFrontEnd(stubserver.ProtocolGRPC, func(h http.Handler) stubserver.FrontEnd { return NewHandler(h) })
+}
+
 // NewHandler builds a gRPC front end deciding every call with h: a
 // *stubserver.Server, or what dispatches to one (serve's control API
 // swaps its stub between recordings).
