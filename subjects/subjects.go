@@ -260,6 +260,7 @@ var optional = map[string]string{
 	"grpc-middleware":         "github.com/retrylab/retrylab/subjects/grpcsubjects",
 	"grpc-middleware-backoff": "github.com/retrylab/retrylab/subjects/grpcsubjects",
 	"grpcretry":               "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpcretry-no-budget":     "github.com/retrylab/retrylab/subjects/grpcsubjects",
 }
 
 // Optional reports whether name is a subject of a package a program need

@@ -78,6 +78,10 @@ type Config struct {
 	// Budget bounds a call's whole time, waits included (DefaultBudget):
 	// no retry starts, and no wait is begun, that would end past it.
 	Budget time.Duration
+	// AttemptTimeout bounds each attempt (zero: only the Budget does). An
+	// attempt that times out with budget left is retried as UNAVAILABLE
+	// is: the server may be only slow.
+	AttemptTimeout time.Duration
 	// Retryable are the codes retried (DefaultRetryable).
 	Retryable []codes.Code
 	// MaxTokens and TokenRatio are the retry budget (gRPC's
@@ -152,16 +156,21 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 		if n > 1 {
 			actx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(n-1))
 		}
-		actx, cancel := context.WithDeadline(actx, deadline)
+		end := deadline
+		if t := in.cfg.AttemptTimeout; t > 0 && time.Now().Add(t).Before(end) {
+			end = time.Now().Add(t)
+		}
+		actx, cancel := context.WithDeadline(actx, end)
 		var trailer metadata.MD
 		err := invoker(actx, method, req, reply, cc, append(opts, grpc.Trailer(&trailer))...)
+		timedOut := actx.Err() != nil && end.Before(deadline)
 		cancel()
 		if err == nil {
 			in.success()
 			return nil
 		}
 		st := status.Convert(err)
-		if !in.retryable(st.Code()) || ctx.Err() != nil {
+		if ctx.Err() != nil || !in.retryable(st.Code()) && !(timedOut && st.Code() == codes.DeadlineExceeded) {
 			return err
 		}
 		if n >= in.cfg.MaxAttempts {

@@ -98,6 +98,10 @@ type subject struct {
 	// draws jitter only from Params.Rand.
 	stated     func(p subjects.Params) *subjects.Stated
 	replayable bool
+	// callDeadline: the application's per-attempt timeout
+	// (fleet.attempt_timeout) is the call's deadline, the only place
+	// grpc-go has for it; else the subject's options take it.
+	callDeadline bool
 	// options are the channel's dial options beyond the harness's.
 	options func(p subjects.Params) []grpc.DialOption
 }
@@ -138,6 +142,13 @@ func (s subject) New(_ http.RoundTripper, p subjects.Params) subjects.Caller {
 			md = append(md, "authorization", a)
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, md...)
+		if s.callDeadline && p.AttemptTimeout > 0 {
+			// grpc-go has no per-attempt timeout: an application's
+			// goes on the call.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, p.AttemptTimeout)
+			defer cancel()
+		}
 		callErr := cc.Invoke(ctx, Method, &emptypb.Empty{}, &emptypb.Empty{})
 		if callErr == nil {
 			return &http.Response{StatusCode: 200, Status: "200 OK", Body: http.NoBody, Request: req.WithContext(ctx), Header: http.Header{}}, nil

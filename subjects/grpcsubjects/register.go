@@ -53,7 +53,7 @@ func a6Stated(subjects.Params) *subjects.Stated {
 // Subjects are the gRPC subjects, registered by init.
 var Subjects = []subjects.Subject{
 	subject{
-		name: "grpc-default", module: "google.golang.org/grpc",
+		name: "grpc-default", module: "google.golang.org/grpc", callDeadline: true,
 		summary: "grpc-go with no service config: no retries beyond transparent ones (an RPC that never left the client)",
 		stated: func(subjects.Params) *subjects.Stated {
 			return &subjects.Stated{MaxAttempts: 1}
@@ -61,17 +61,17 @@ var Subjects = []subjects.Subject{
 		replayable: true,
 	},
 	subject{
-		name: "grpc-retrypolicy", module: "google.golang.org/grpc",
+		name: "grpc-retrypolicy", module: "google.golang.org/grpc", callDeadline: true,
 		summary: "grpc-go with an A6 retryPolicy: 5 attempts, backoff 0.1s×2^n to 5s (full jitter), UNAVAILABLE and RESOURCE_EXHAUSTED, pushback honoured",
 		stated:  a6Stated, options: withConfig(serviceConfig(a6Policy, "")),
 	},
 	subject{
-		name: "grpc-throttling", module: "google.golang.org/grpc",
+		name: "grpc-throttling", module: "google.golang.org/grpc", callDeadline: true,
 		summary: "grpc-go with the A6 retryPolicy and retryThrottling {maxTokens: 10, tokenRatio: 0.1}: retries stop while a channel's tokens are at or below 5",
 		stated:  a6Stated, options: withConfig(serviceConfig(a6Policy, `"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}`)),
 	},
 	subject{
-		name: "grpc-hedging", module: "google.golang.org/grpc",
+		name: "grpc-hedging", module: "google.golang.org/grpc", callDeadline: true,
 		summary: "grpc-go with a hedgingPolicy {maxAttempts: 3, hedgingDelay: 0.5s}: grpc-go does not implement hedging and ignores it, so no retries either",
 		stated: func(subjects.Params) *subjects.Stated {
 			return &subjects.Stated{MaxAttempts: 3, Retryable: retryable}
@@ -80,7 +80,7 @@ var Subjects = []subjects.Subject{
 		options:    withConfig(serviceConfig(`"hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.5s", "nonFatalStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]}`, "")),
 	},
 	subject{
-		name: "grpc-middleware", module: "github.com/grpc-ecosystem/go-grpc-middleware/v2",
+		name: "grpc-middleware", module: "github.com/grpc-ecosystem/go-grpc-middleware/v2", callDeadline: true,
 		summary: "go-grpc-middleware/v2 retry.UnaryClientInterceptor() at its defaults: WithMax 0, so no retries",
 		stated: func(subjects.Params) *subjects.Stated {
 			return &subjects.Stated{MaxAttempts: 1}
@@ -96,12 +96,27 @@ var Subjects = []subjects.Subject{
 		stated: func(subjects.Params) *subjects.Stated {
 			return &subjects.Stated{Base: 110 * time.Millisecond, MaxAttempts: 5, Jitter: "exponential ±10%", Retryable: retryable}
 		},
-		options: func(subjects.Params) []grpc.DialOption {
+		options: func(p subjects.Params) []grpc.DialOption {
 			return []grpc.DialOption{grpc.WithUnaryInterceptor(retry.UnaryClientInterceptor(
-				retry.WithMax(5), retry.WithBackoff(retry.BackoffExponentialWithJitter(100*time.Millisecond, 0.1))))}
+				retry.WithMax(5), retry.WithBackoff(retry.BackoffExponentialWithJitter(100*time.Millisecond, 0.1)),
+				retry.WithPerRetryTimeout(p.AttemptTimeout)))}
 		},
 	},
 	reference,
+	noRetryBudget,
+}
+
+// noRetryBudget is the control: the reference interceptor with one
+// mistake, no retry budget (MaxTokens < 0).
+var noRetryBudget = subject{
+	name: "grpcretry-no-budget", module: "",
+	summary: "the reference interceptor (client/grpcretry) without its retry budget: the control for the metastable scenario",
+	stated:  reference.stated, replayable: true,
+	options: func(p subjects.Params) []grpc.DialOption {
+		cfg := refConfig(p)
+		cfg.MaxTokens = -1
+		return []grpc.DialOption{grpc.WithUnaryInterceptor(grpcretry.New(cfg).Unary)}
+	},
 }
 
 // reference is retrylab's reference interceptor (client/grpcretry),
@@ -120,7 +135,8 @@ var reference = subject{
 }
 
 func refConfig(p subjects.Params) grpcretry.Config {
-	return grpcretry.Config{Base: p.Policy.Base, Cap: p.Policy.Cap, MaxAttempts: p.Policy.MaxAttempts, Budget: p.Policy.Budget, Rand: p.Rand}
+	return grpcretry.Config{Base: p.Policy.Base, Cap: p.Policy.Cap, MaxAttempts: p.Policy.MaxAttempts, Budget: p.Policy.Budget,
+		AttemptTimeout: p.Policy.Timeout, Rand: p.Rand}
 }
 
 func init() {
