@@ -194,7 +194,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 	so.Notes = serveNotes(cfg, name, o, newLimiter != nil)
 	ctl := &runner.ControlOptions{AllowRemote: o.allowRemote, Output: o.record}
-	if !o.noControl {
+	grpcStub := cfg.Protocol == stubserver.ProtocolGRPC
+	if !o.noControl && !grpcStub {
+		// The control API is HTTP: a gRPC stub's listener has none.
 		so.Control = ctl
 	}
 	start := listened
@@ -240,10 +242,15 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	start = sv.Start()
 
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
-	fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
-	fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
-	if !o.noControl {
+	if grpcStub {
+		fmt.Fprintf(e.stdout, "retrylab: serving %q over gRPC on %s\n", name, ln.Addr())
+		fmt.Fprintf(e.stdout, "  any method; metadata x-retrylab-path: /c/{client}/r/{seq} names a logical request (a retry repeats it); no control API, metrics or health over gRPC\n")
+	} else {
+		fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
+		fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
+		fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
+	}
+	if !o.noControl && !grpcStub {
 		fmt.Fprintf(e.stdout, "  control API: %s%s (status, verdict, recording; POST reset)\n", base, runner.ControlPrefix)
 	}
 	if o.record != "" {
@@ -257,9 +264,6 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 	if cfg.Upstream != "" {
 		fmt.Fprintf(e.stdout, "  %s\n", upstreamNote(cfg.Upstream, o.upstream != ""))
-	}
-	if cfg.Protocol == stubserver.ProtocolGRPC {
-		fmt.Fprintf(e.stdout, "  speaking gRPC: any method; identity from x-retrylab-path, or x-client-id and x-retrylab-request (docs/grpc.md)\n")
 	}
 	if !epoch.IsZero() {
 		fmt.Fprintf(e.stdout, "  phases start at the epoch %s (%s)\n", o.epoch.String(), relative(time.Until(start)))
