@@ -57,7 +57,7 @@ race-short:
 ## windows beside one CPU hog per core; our client cut at 20 random
 ## instants; 60 one-client Python processes with known policies.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins|TestNoiseClass|TestNoisePower' \
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestGRPCLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins|TestNoiseClass|TestNoisePower' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer ./subjects ./reports
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 	$(GO) test -count=1 -run TestInterruptedNeverFails ./runner -args -interrupts 20
