@@ -2,7 +2,10 @@ package stubgrpc
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -178,4 +181,29 @@ func TestIdentityFromMetadata(t *testing.T) {
 			t.Fatalf("recorded %+v", a)
 		}
 	})
+}
+
+// docs/grpc.md prints the stub's mapping: a row per GRPCMapping entry,
+// and no other status row.
+func TestMappingDoc(t *testing.T) {
+	b, err := os.ReadFile("../../docs/grpc.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	rows := 0
+	for _, line := range strings.Split(doc, "\n") {
+		if len(line) > 6 && line[0] == '|' && line[2] >= '1' && line[2] <= '5' && line[5] == ' ' {
+			rows++
+		}
+	}
+	for _, m := range stubserver.GRPCMapping {
+		row := fmt.Sprintf("| %d | `%s` (%d) |", m.Status, stubserver.CodeNames[m.Code], m.Code)
+		if !strings.Contains(doc, row) {
+			t.Errorf("docs/grpc.md lacks the row %q", row)
+		}
+	}
+	if rows != len(stubserver.GRPCMapping) {
+		t.Errorf("docs/grpc.md has %d status rows; GRPCMapping %d", rows, len(stubserver.GRPCMapping))
+	}
 }
