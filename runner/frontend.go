@@ -24,6 +24,15 @@ func stopGRPC(ctx context.Context, f stubserver.FrontEnd) {
 	}
 }
 
+// CheckProtocol refuses a subject that does not speak the protocol of
+// sc's stub (server.protocol), as Run does: the CLI checks it with the
+// flags, so the mistake is bad input (exit 2). An exec program speaks
+// either.
+func CheckProtocol(sc *scenarios.Scenario, subj subjects.Subject) error {
+	_, program := subj.(subjects.Program)
+	return checkProtocol(sc, subj, program, false)
+}
+
 // checkProtocol refuses a subject that does not speak the stub's
 // protocol (server.protocol): an exec program speaks either; with a
 // target the stub is elsewhere and may speak anything.
