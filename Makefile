@@ -1,7 +1,8 @@
 # retrylab — build, test, benchmark.
 GO      ?= go
 # The workspace's modules (go.work): the harness, the client library, its
-# Prometheus adapter and its Redis-shared bucket. `./...` at the root does not
+# Prometheus adapter, its Redis-shared bucket and the gRPC reference
+# interceptor. `./...` at the root does not
 # descend into the nested modules, so each is listed; one go command sees them
 # all through go.work.
 MODULES ?= . ./client ./client/clientprom ./client/clientredis ./client/grpcretry
