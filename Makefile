@@ -1,10 +1,11 @@
 # retrylab — build, test, benchmark.
 GO      ?= go
 # The workspace's modules (go.work): the harness, the client library, its
-# Prometheus adapter and its Redis-shared bucket. `./...` at the root does not
+# Prometheus adapter, its Redis-shared bucket and the gRPC reference
+# interceptor. `./...` at the root does not
 # descend into the nested modules, so each is listed; one go command sees them
 # all through go.work.
-MODULES ?= . ./client ./client/clientprom ./client/clientredis
+MODULES ?= . ./client ./client/clientprom ./client/clientredis ./client/grpcretry
 PKGS    ?= $(addsuffix /...,$(MODULES))
 
 .PHONY: all build test check vet fmt-check race race-short matrix client-deps manifests examples bench fuzz run validation libraries clean
@@ -57,7 +58,7 @@ race-short:
 ## windows beside one CPU hog per core; our client cut at 20 random
 ## instants; 60 one-client Python processes with known policies.
 matrix:
-	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins|TestNoiseClass|TestNoisePower' \
+	$(GO) test -count=1 -run 'TestValidationMatrix|TestRetryBudgetLiterature|TestRetryBudgetScope|TestLibraries|TestGRPCLibraries|TestEveryBuiltin|TestWavesMeasurements|TestWavesLoadedHost|TestWavesControls|TestReportAgreesWithVerdictBuiltins|TestNoiseClass|TestNoisePower' \
 	  ./e2e/validation ./e2e/findings ./retrylabtest ./analyzer ./subjects ./reports
 	$(GO) test -count=1 -run TestBusyHost ./runner -args -busy
 	$(GO) test -count=1 -run TestInterruptedNeverFails ./runner -args -interrupts 20

@@ -38,7 +38,13 @@ func peekHead(c net.Conn) []byte {
 		if err != nil || rerr != nil || n == 0 {
 			return nil
 		}
-		if n == len(buf) || bytes.Contains(buf[:n], []byte("\r\n\r\n")) || bytes.Contains(buf[:n], []byte("\n\n")) {
+		if bytes.HasPrefix(buf[:n], h2Preface) {
+			// HTTP/2 (a gRPC program): its head is the first HEADERS
+			// frame, whole.
+			if _, whole := h2Head(buf[:n]); whole || n == len(buf) {
+				return buf[:n]
+			}
+		} else if n == len(buf) || bytes.Contains(buf[:n], []byte("\r\n\r\n")) || bytes.Contains(buf[:n], []byte("\n\n")) {
 			return buf[:n]
 		}
 		// Part of the head: the rest is on its way.

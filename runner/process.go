@@ -55,6 +55,7 @@ func (r *runner) processParams(p int) subjects.Params {
 	f := &r.sc.Fleet
 	n := f.ProcessCount()
 	params := r.sc.SubjectParams(p, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(p))), r.opts.Virtual)
+	params = r.harnessParams(params)
 	params.Process = p
 	params.Clients = f.Clients / n
 	if p < f.Clients%n {

@@ -724,6 +724,9 @@ func (g *gateListener) peek(c net.Conn) {
 // else by its API key (keys: each of the fleet's keys to its client);
 // false when it names none of the fleet's clients 0 … clients-1.
 func clientOfHead(h []byte, clients int, keys map[string]int) (int, bool) {
+	if req, _ := h2Head(h); req != nil {
+		return clientOfRequest(req, clients, keys)
+	}
 	if !bytes.Contains(h, []byte("\n\n")) && !bytes.Contains(h, []byte("\n\r\n")) {
 		// Cut short: its whole lines, then the end of the head.
 		i := bytes.LastIndexByte(h, '\n')
@@ -736,6 +739,11 @@ func clientOfHead(h []byte, clients int, keys map[string]int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return clientOfRequest(req, clients, keys)
+}
+
+// clientOfRequest is clientOfHead's client of a parsed request head.
+func clientOfRequest(req *http.Request, clients int, keys map[string]int) (int, bool) {
 	if id := canonicalID(stubserver.IdentifyClient(req)); id >= 0 && id < clients {
 		return id, true
 	}

@@ -2,8 +2,11 @@ package runner
 
 import (
 	"bytes"
+
 	"fmt"
 	"github.com/retrylab/retrylab/scenarios"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"io"
 	"net/http"
 	"os"
@@ -482,5 +485,32 @@ func checkBarrierHeld(t *testing.T, tl []byte) {
 	_, end := decodeEnd(t, tl)
 	if end.FleetReady != 1 || len(end.Errors) != 0 {
 		t.Errorf("end = %+v; want FleetReady 1 (ready at time zero), no errors", end)
+	}
+}
+
+// A gRPC program's first call (HTTP/2 with prior knowledge, its identity
+// in x-retrylab-path) makes its client ready at the exec gate, as an
+// HTTP/1 request's path does; a head cut short is not read yet.
+func TestClientOfHeadH2(t *testing.T) {
+	var buf bytes.Buffer
+	buf.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&buf, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/retrylab.v1.Stub/Call"}, {":authority", "x"},
+		{"content-type", "application/grpc"}, {"x-retrylab-path", "/c/7/r/0"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	b := buf.Bytes()
+	if id, ok := clientOfHead(b, 10, nil); !ok || id != 7 {
+		t.Errorf("clientOfHead(h2 head of client 7) = %d, %v; want 7, true", id, ok)
+	}
+	if _, whole := h2Head(b[:len(b)-3]); whole {
+		t.Errorf("h2Head(cut short) whole; want not yet")
+	}
+	if _, ok := clientOfHead(b, 5, nil); ok {
+		t.Errorf("clientOfHead(client 7 of a fleet of 5) ok; want false")
 	}
 }

@@ -297,6 +297,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) (*Summary
 		}
 	}
 	_, program := subj.(subjects.Program)
+	if err := checkProtocol(&eff, subj, program, opts.Target != ""); err != nil {
+		return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
+	}
 	if err := checkSpread(&eff, opts, program); err != nil {
 		return nil, fmt.Errorf("runner: run %s: %w", sc.Name, err)
 	}

@@ -49,7 +49,7 @@ func (r *runner) client(ctx context.Context, id int, at time.Duration, caller su
 	c := &clientRun{r: r, ctx: ctx, id: id, caller: caller, shared: caller != nil, done: done,
 		clientID: strconv.Itoa(id), apiKey: sc.Fleet.APIKey(id)}
 	if !c.shared {
-		c.caller = r.subj.New(r.next, sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual))
+		c.caller = r.subj.New(r.next, r.harnessParams(sc.SubjectParams(id, rand.New(rand.NewPCG(uint64(r.opts.Seed), uint64(id))), r.opts.Virtual)))
 	}
 	c.run(0, int64(at))
 }
@@ -241,4 +241,12 @@ func (c *clientRun) newRequest(ctx context.Context, url string) (*http.Request, 
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
 	return req, nil
+}
+
+// harnessParams adds the harness's own to a subject's Params: its dial
+// to the stub, and the context that ends when the run no longer needs
+// the instance.
+func (r *runner) harnessParams(p subjects.Params) subjects.Params {
+	p.Dial, p.Run = r.dial, r.subjRun
+	return p
 }

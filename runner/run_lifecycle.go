@@ -74,6 +74,11 @@ type runner struct {
 	// nothing of it may run in the bubble).
 	meter  *noise.Meter
 	stamps *noise.Stamps // the stub's stamps, measured with the meter
+	// dial is the harness's counted dial to the stub, and subjRun the
+	// subjects' Params.Run, ended at the teardown (endSubjects).
+	dial        func(context.Context, string, string) (net.Conn, error)
+	subjRun     context.Context
+	endSubjects context.CancelFunc
 }
 
 func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
@@ -91,6 +96,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 	var l net.Listener
 	if opts.Target != "" {
 		r.base = trimTarget(opts.Target)
+		r.dial = r.countDials((&net.Dialer{Timeout: 5 * time.Second}).DialContext)
 		r.tr = r.transport((&net.Dialer{Timeout: 5 * time.Second}).DialContext)
 		r.counted = &countingTransport{next: r.tr}
 		r.next = r.counted
@@ -102,12 +108,15 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		defer closeNet()
 		l = &countingListener{Listener: ln, errs: &r.dialErrors}
 		r.base = "http://" + l.Addr().String()
+		r.dial = r.countDials(dial)
 		r.tr = r.transport(dial)
 		r.next = r.tr
 	}
 	if _, ok := r.subj.(subjects.Program); !ok {
 		r.slots = make([]slot, opts.Shard.Clients(sc.Fleet.Clients))
 	}
+	r.subjRun, r.endSubjects = context.WithCancel(context.Background())
+	defer r.endSubjects()
 
 	// An exec fleet starts every process first and opens the scenario
 	// only when all are ready (the start barrier): time zero is then.
@@ -291,6 +300,7 @@ func (r *runner) run(ctx context.Context) (sum *Summary, err error) {
 		}
 		<-served
 		r.tr.CloseIdleConnections()
+		r.endSubjects() // their own connections (gRPC channels) too
 		return err
 	}
 	shErr := sealErr

@@ -78,7 +78,10 @@ type Serving struct {
 	opts  ServeOptions
 	start time.Time // recording 1's time zero (unless first-request)
 
-	httpSrv  *http.Server
+	httpSrv *http.Server
+	// grpc serves instead of httpSrv when the stub speaks gRPC
+	// (server.protocol, serve --grpc).
+	grpc     stubserver.FrontEnd
 	fresh    stubserver.FreshConns // connections that have not sent a request yet
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -165,6 +168,16 @@ func NewServe(sc *scenarios.Scenario, opts ServeOptions) (*Serving, error) {
 	}
 	if opts.Logger != nil {
 		s.httpSrv.ErrorLog = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)
+	}
+	if g.cfg.Protocol == stubserver.ProtocolGRPC {
+		if opts.Control != nil {
+			return nil, errors.New("runner: serve: the control API is HTTP: it cannot share a gRPC stub's listener")
+		}
+		newFront := stubserver.FrontEndFor(stubserver.ProtocolGRPC)
+		if newFront == nil {
+			return nil, errors.New("runner: serve: protocol grpc has no front end: import stubserver/stubgrpc")
+		}
+		s.grpc = newFront(h)
 	}
 	return s, nil
 }
@@ -293,7 +306,12 @@ func (s *Serving) Serve(ctx context.Context, ln net.Listener) (stubserver.Stats,
 	s.mu.Unlock()
 	served := make(chan error, 1)
 	go func() {
-		err := s.httpSrv.Serve(ln)
+		var err error
+		if s.grpc != nil {
+			err = s.grpc.Serve(ln)
+		} else {
+			err = s.httpSrv.Serve(ln)
+		}
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -335,7 +353,9 @@ func (s *Serving) stop(ctx context.Context, stopped time.Time, serveErr error) (
 	// http.Server.Shutdown waits 5s for a connection that was opened but
 	// never used (a client's spare keep-alive connection): close those now.
 	s.fresh.CloseAll()
-	if err := s.httpSrv.Shutdown(shutCtx); err != nil && serveErr == nil {
+	if s.grpc != nil {
+		stopGRPC(shutCtx, s.grpc)
+	} else if err := s.httpSrv.Shutdown(shutCtx); err != nil && serveErr == nil {
 		serveErr = fmt.Errorf("stubserver: shutdown: %w", err)
 	}
 	end := timeline.End{Reason: timeline.EndCompleted, Noise: nz}

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/retrylab/retrylab/stubserver"
 	"io/fs"
 	"os"
 	"path"
@@ -26,6 +27,23 @@ func BuiltinNames() []string {
 		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
 	}
 	slices.Sort(names)
+	return names
+}
+
+// BuiltinNamesOf lists the built-in scenarios whose stub speaks protocol
+// (server.protocol; "http" for the default), sorted: the HTTP ones are
+// judged with HTTP subjects, the gRPC ones with gRPC subjects.
+func BuiltinNamesOf(protocol string) []string {
+	var names []string
+	for _, sc := range Builtins() {
+		p := sc.Server.Protocol
+		if p == "" {
+			p = stubserver.ProtocolHTTP
+		}
+		if p == protocol {
+			names = append(names, sc.Name)
+		}
+	}
 	return names
 }
 

@@ -272,7 +272,7 @@ func TestParseErrors(t *testing.T) {
 		{"server:\n  phases:\n    - respond: teapot\n", `t.yaml:3:16: server.phases[0].respond: want ok, quota, passthrough, {status: N}, {mix: {...}} or {fault: reset|hang}, got "teapot"`},
 		{"server:\n  phases:\n    - {respond: ok}\n    - {respond: ok}\n", `t.yaml:3:7: server.phases[0]: every phase but the last needs a positive ` + "`for`" + ` (e.g. for: 5s)`},
 		{"server:\n  phases:\n    - {name: a, for: 1s}\n    - {name: a}\n", `t.yaml:4:14: server.phases[1].name: phase name "a" used twice`},
-		{"server:\n  phases:\n    - retry_after: {form: later}\n", `t.yaml:3:27: server.phases[0].retry_after.form: want one of none, delta, date, negative, garbage, past-date, fractional, huge, got "later"`},
+		{"server:\n  phases:\n    - retry_after: {form: later}\n", `t.yaml:3:27: server.phases[0].retry_after.form: want one of none, delta, date, negative, garbage, past-date, fractional, huge, pushback, pushback-negative, pushback-garbage, retry-info, got "later"`},
 		{"server:\n  phases:\n    - retry_after: {value: 5}\n", `t.yaml:3:28: server.phases[0].retry_after.value: value given but form is none`},
 		{"server:\n  phases:\n    - retry_after: {form: delta, value: -2}\n", `t.yaml:3:41: server.phases[0].retry_after.value: -2 is out of range [0, 1e+09]`},
 		{"server:\n  phases:\n    - retry_after: {form: delta, value: soon}\n", `t.yaml:3:41: server.phases[0].retry_after.value: want seconds, a duration, limiter or phase-end, got "soon"`},

@@ -56,6 +56,9 @@ func (sc *Scenario) Meta(o MetaOptions) *timeline.Meta {
 		Phases:      o.Phases,
 		Capacity:    metaCapacity(sc.Server.Capacity),
 	}
+	if sc.Server.Protocol == stubserver.ProtocolGRPC {
+		m.Protocol = stubserver.ProtocolGRPC
+	}
 	m.Quota, m.Limits = metaLimits(sc.Server.Quota)
 	if m.Recorder == "" {
 		m.Recorder = "run"

@@ -49,6 +49,7 @@ var serverKeys = keys[stubserver.Config]{
 	field("latency", func(c *stubserver.Config) *time.Duration { return &c.Latency }, duration(0, time.Hour), omitZero),
 	field("headers", func(c *stubserver.Config) *string { return &c.Headers }, choice(headerChoices...), omitZero),
 	field("upstream", func(c *stubserver.Config) *string { return &c.Upstream }, strKind, omitZero), // checked by validateServer
+	field("protocol", func(c *stubserver.Config) *string { return &c.Protocol }, choice(stubserver.ProtocolNames()...), omitZero),
 	custom("quota", func(m *mapping, n ast.Node, path string, c *stubserver.Config) {
 		if n != nil {
 			c.Quota = m.d.quota(n, path)
@@ -577,6 +578,9 @@ func keyGroupKeys(prev []string, seq string) keys[KeyGroup] {
 var subjectKind = kind[string]{
 	read: func(d *decoder, n ast.Node, path string) (string, bool) {
 		name, _ := scalarText(n)
+		if _, optional := subjects.Optional(name); optional {
+			return name, true // run checks that its package is linked
+		}
 		if _, err := subjects.Lookup(name); err != nil {
 			d.fail(n, path, "unknown subject %s (known: %s, exec:COMMAND)", quoteNode(n), strings.Join(subjects.Names(), ", "))
 			return "", false

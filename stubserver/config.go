@@ -27,6 +27,11 @@ type Config struct {
 	// the request there and relay its response (see the package doc).
 	// "" answers every request from the stub.
 	Upstream string
+	// Protocol is what the stub speaks: ProtocolHTTP ("" too) or
+	// ProtocolGRPC (through Options.NewFrontEnd; see grpc.go). A gRPC
+	// stub's waits are the gRPC forms (FormPushback, FormRetryInfo, ...),
+	// and it has no upstream.
+	Protocol string
 }
 
 // Rate-limit header families.

@@ -173,6 +173,9 @@ func (s *Server) newAttempt(r *http.Request, arrive time.Time) timeline.Attempt 
 		Idempotent: idem != "",
 		IdemKey:    timeline.KeyDigest(idem), // evidence: compared, never kept
 	}
+	if s.grpc {
+		a.PreviousAttempts = previousAttempts(r.Header)
+	}
 	s.stats.attempts.Add(1)
 	return a
 }
@@ -299,7 +302,9 @@ func (s *Server) throttle(r *http.Request, h http.Header, ph *phase, a *timeline
 	} else {
 		d += s.spread(ph, a)
 	}
-	if ra, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, v.now, v.nowRun); ra != nil {
+	if grpcForm(ph.RetryAfter.Form) {
+		a.Pushback, a.RetryInfo, a.NotBefore, a.HasNotBefore = grpcWait(ph.RetryAfter.Form, d, h, v.nowRun)
+	} else if ra, nb, ok := s.retryAfter(ph.RetryAfter.Form, d, extra, v.now, v.nowRun); ra != nil {
 		h["Retry-After"] = ra
 		a.RetryAfter, a.NotBefore, a.HasNotBefore = ra[0], nb, ok
 	}
@@ -324,6 +329,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *timeline.Atte
 		// have said — Retry-After, not_before, rate-limit headers — is
 		// recorded, only the status it would have had.
 		a.RetryAfter, a.NotBefore, a.HasNotBefore, a.RateLimit, a.Limit = "", 0, false, "", ""
+		a.Pushback, a.RetryInfo = "", ""
 		clear(h)
 		if s.pool != nil && a.Service > 0 {
 			s.pool.wastedNs.Add(a.Service)
@@ -339,6 +345,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *timeline.Atte
 	// status, since net/http reports such failures only after the handler
 	// returns.
 	a.Done = int64(time.Since(s.start))
+	if s.grpc {
+		a.GRPCCode = CodeNames[GRPCCode(status)]
+	}
 	s.count(pi, status)
 	s.recordAttempt(a)
 	w.WriteHeader(status)
@@ -397,6 +406,9 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, arrive time.Time
 	pi, ph := s.phaseAt(a.At)
 	a.Phase = ph.Name
 	a.Done = int64(time.Since(s.start))
+	if s.grpc {
+		a.GRPCCode = CodeNames[CodeInvalidArgument]
+	}
 	s.count(pi, http.StatusBadRequest)
 	s.recordAttempt(&a)
 	w.Header()["Content-Type"] = contentTypeText

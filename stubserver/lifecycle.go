@@ -43,6 +43,9 @@ func (s *Server) Started() (time.Time, bool) {
 // returns nil; other errors are returned as they are. Serve may be called
 // for several listeners.
 func (s *Server) Serve(l net.Listener) error {
+	if s.front != nil {
+		return s.front.Serve(l)
+	}
 	err := s.httpSrv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -60,7 +63,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// http.Server.Shutdown waits 5s for a connection that was opened but
 	// never used (a client's spare keep-alive connection): close those now.
 	s.fresh.CloseAll()
-	err := s.httpSrv.Shutdown(ctx)
+	var err error
+	if s.front != nil {
+		err = gracefulStop(ctx, s.front)
+	} else {
+		err = s.httpSrv.Shutdown(ctx)
+	}
 	if err == nil {
 		err = s.waitHandlers(ctx)
 	}
@@ -143,7 +151,12 @@ func (s *Server) Seal(ctx context.Context) error {
 func (s *Server) Close(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.closeOnce.Do(func() { close(s.closing) })
-	err := s.httpSrv.Close()
+	var err error
+	if s.front != nil {
+		s.front.Stop()
+	} else {
+		err = s.httpSrv.Close()
+	}
 	if err == nil {
 		err = s.waitHandlers(ctx)
 	}

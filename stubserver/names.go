@@ -22,8 +22,12 @@ func KeyNames() []string { return slices.Clone(keyNames) }
 // FaultNames lists Respond.Fault's values (and a mix's faults).
 func FaultNames() []string { return slices.Clone(faultNames) }
 
-// FormNames lists RetryAfter.Form's values.
-func FormNames() []string { return slices.Clone(formNames) }
+// FormNames lists RetryAfter.Form's values: HTTP's Retry-After forms,
+// then gRPC's waits (which need ProtocolGRPC).
+func FormNames() []string { return append(slices.Clone(formNames), grpcFormNames[1:]...) }
+
+// ProtocolNames lists Config.Protocol's values.
+func ProtocolNames() []string { return slices.Clone(protocolNames) }
 
 // DistNames lists Capacity.Dist's values.
 func DistNames() []string { return slices.Clone(distNames) }

@@ -77,6 +77,10 @@ type Options struct {
 	// concurrent use, and must not keep a (a live status display copies
 	// what it needs).
 	OnAttempt func(a *timeline.Attempt)
+	// NewFrontEnd builds the front end that serves a Config.Protocol other
+	// than HTTP; nil: the one registered for it (RegisterFrontEnd; importing
+	// stubserver/stubgrpc registers gRPC's). New fails without either.
+	NewFrontEnd func(*Server) FrontEnd
 	// Divert, when set, is handed every request that arrives once Hold
 	// (or Seal) has begun, instead of holding it: a front that moved on
 	// to another Server sends it there (serve's control API at a reset).
@@ -129,6 +133,8 @@ type Server struct {
 	openRecorder func(time.Time) *timeline.Recorder
 
 	httpSrv   *http.Server
+	front     FrontEnd   // Options.NewFrontEnd's, nil for HTTP
+	grpc      bool       // Config.Protocol is gRPC
 	fresh     FreshConns // connections that have not sent a request yet
 	stopping  chan struct{}
 	sealed    atomic.Bool   // Seal has begun: hold requests, unrecorded
@@ -205,6 +211,19 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	if opts.Stamps != nil {
 		s.httpSrv.ConnContext = noise.ConnContext
+	}
+	if cfg.Protocol != "" && cfg.Protocol != ProtocolHTTP {
+		newFront := opts.NewFrontEnd
+		if newFront == nil {
+			if f := FrontEndFor(cfg.Protocol); f != nil {
+				newFront = func(s *Server) FrontEnd { return f(s) }
+			}
+		}
+		if newFront == nil {
+			return nil, fmt.Errorf("stubserver: protocol %s has no front end: import its package (stubserver/stubgrpc for grpc)", cfg.Protocol)
+		}
+		s.grpc = cfg.Protocol == ProtocolGRPC
+		s.front = newFront(s)
 	}
 	return s, nil
 }

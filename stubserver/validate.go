@@ -35,6 +35,8 @@ var (
 	respondNames   = []string{RespondOK, RespondQuota, RespondStatus, RespondMix, RespondFault, RespondPassthrough}
 	faultNames     = []string{FaultReset, FaultHang}
 	formNames      = []string{FormNone, FormDelta, FormDate, FormNegative, FormGarbage, FormPastDate, FormFractional, FormHuge}
+	grpcFormNames  = []string{FormNone, FormPushback, FormPushbackNegative, FormPushbackGarbage, FormRetryInfo}
+	protocolNames  = []string{ProtocolHTTP, ProtocolGRPC}
 	valueNames     = []string{ValueFixed, ValueLimiter, ValuePhaseEnd}
 	distNames      = []string{DistFixed, DistExponential, DistUniform}
 	disciplines    = []string{DisciplineFIFO, DisciplineLIFO}
@@ -51,6 +53,12 @@ func (c Config) Validate() error {
 	}
 	if c.Latency < 0 {
 		bad("latency", "negative duration %v", c.Latency)
+	}
+	if !oneOf(c.Protocol, protocolNames) {
+		bad("protocol", "unknown protocol %q (want %s)", c.Protocol, strings.Join(protocolNames, ", "))
+	}
+	if c.Protocol == ProtocolGRPC && c.Upstream != "" {
+		bad("upstream", "a gRPC stub has no upstream: it answers every call itself")
 	}
 	if !oneOf(c.Headers, headerNames) {
 		bad("headers", "unknown header family %q (want %s)", c.Headers, strings.Join(headerNames, ", "))
@@ -148,8 +156,17 @@ func (c Config) Validate() error {
 			bad(at+"respond", "unknown behaviour %q (want %s)", r.Kind, strings.Join(respondNames, ", "))
 		}
 		ra := p.RetryAfter
-		if !oneOf(ra.Form, formNames) {
-			bad(at+"retry_after.form", "unknown form %q (want %s)", ra.Form, strings.Join(formNames, ", "))
+		forms := formNames
+		if c.Protocol == ProtocolGRPC {
+			forms = grpcFormNames
+		}
+		switch {
+		case c.Protocol == ProtocolGRPC && ra.Form != "" && ra.Form != FormNone && oneOf(ra.Form, formNames):
+			bad(at+"retry_after.form", "form %s is an HTTP Retry-After; a gRPC stub sends %s", ra.Form, strings.Join(grpcFormNames, ", "))
+		case c.Protocol != ProtocolGRPC && grpcForm(ra.Form):
+			bad(at+"retry_after.form", "form %s is gRPC's: it needs protocol grpc", ra.Form)
+		case !oneOf(ra.Form, forms):
+			bad(at+"retry_after.form", "unknown form %q (want %s)", ra.Form, strings.Join(forms, ", "))
 		}
 		switch ra.Value {
 		case "", ValueFixed:

@@ -71,6 +71,15 @@ func TestValidate(t *testing.T) {
 		{"fault", Config{Phases: []Phase{{Respond: Respond{Kind: RespondFault}}}}, []string{`phases[0].respond.fault: unknown fault ""`}},
 		{"form", Config{Phases: []Phase{okPhase, {RetryAfter: RetryAfter{Form: "dat"}}}}, []string{
 			`phases[1].retry_after.form: unknown form "dat" (want none, delta, date, negative, garbage, past-date, fractional, huge)`}},
+		{"grpc", Config{Protocol: ProtocolGRPC, Phases: []Phase{{For: time.Second, RetryAfter: RetryAfter{Form: FormPushback}}, {RetryAfter: RetryAfter{Form: FormRetryInfo}}}}, nil},
+		{"grpc form on http", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormPushback}}}}, []string{
+			"phases[0].retry_after.form: form pushback is gRPC's: it needs protocol grpc"}},
+		{"http form on grpc", Config{Protocol: ProtocolGRPC, Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDate}}}}, []string{
+			"phases[0].retry_after.form: form date is an HTTP Retry-After; a gRPC stub sends none, pushback, pushback-negative, pushback-garbage, retry-info"}},
+		{"grpc unknown form", Config{Protocol: ProtocolGRPC, Phases: []Phase{{RetryAfter: RetryAfter{Form: "push"}}}}, []string{
+			`phases[0].retry_after.form: unknown form "push" (want none, pushback, pushback-negative, pushback-garbage, retry-info)`}},
+		{"protocol", Config{Protocol: "h3"}, []string{`protocol: unknown protocol "h3" (want http, grpc)`}},
+		{"grpc upstream", Config{Protocol: ProtocolGRPC, Upstream: "http://example.com"}, []string{"upstream: a gRPC stub has no upstream"}},
 		{"value", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Value: "later"}}}}, []string{`phases[0].retry_after.value: unknown value "later"`}},
 		{"negative fixed", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Fixed: -time.Second}}}}, []string{"phases[0].retry_after.value: negative duration"}},
 		{"limiter outside quota", Config{Quota: &Quota{Limits: []Limit{{Limit: 1}}}, Phases: []Phase{{RetryAfter: RetryAfter{Value: ValueLimiter}}}}, []string{"phases[0].retry_after.value: limiter needs respond: quota"}},

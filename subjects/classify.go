@@ -113,6 +113,20 @@ type Counter struct {
 	bodies []io.Closer // every response body the attempts got, in order
 }
 
+// Count counts one attempt that got status (0: none), for a subject
+// that sees its attempts otherwise than through the harness's transport
+// (a gRPC channel).
+func (c *Counter) Count(status int) {
+	c.attempts.Add(1)
+	c.status.Store(int32(status))
+}
+
+// Attempts is how many attempts c counted.
+func (c *Counter) Attempts() int { return int(c.attempts.Load()) }
+
+// CounterOf is the Counter ctx carries (WithCounter), nil for none.
+func CounterOf(ctx context.Context) *Counter { return counterOf(ctx) }
+
 // Finish closes the bodies of every response but the one returned (the
 // last), or all of them when the call returned none. Some libraries never
 // close the responses they retry (failsafe-go) or the one they give up on;

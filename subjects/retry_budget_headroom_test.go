@@ -83,7 +83,7 @@ func TestRetryBudgetHeadroom(t *testing.T) {
 	if testenv.RaceEnabled {
 		seeds = 1 // the race detector makes the 60 runs take half a minute
 	}
-	for _, sc := range scenarios.BuiltinNames() {
+	for _, sc := range scenarios.BuiltinNamesOf("http") {
 		if drainedByDesign[sc] {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -82,6 +83,15 @@ type Params struct {
 	// Virtual is true when the run happens in virtual time (a synctest
 	// bubble). Real-time-only subjects (see RealTimeOnly) refuse it.
 	Virtual bool
+	// Dial reaches the stub as the harness's transport does (over an
+	// in-memory network in a virtual run), for a subject that opens
+	// connections of its own: a gRPC channel. nil: a net.Dialer's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Run ends when the run no longer needs the instance: a subject that
+	// holds resources past its calls (a gRPC channel and its goroutines,
+	// which a virtual run's bubble must see end) releases them then
+	// (context.AfterFunc). nil: never.
+	Run context.Context
 }
 
 // Policy is a retry policy in the scenario's terms. The zero value means
@@ -95,6 +105,22 @@ type Policy struct {
 	Rate        float64       // self-pacing requests per second (0: none)
 	Burst       int           // self-pacing burst
 	Timeout     time.Duration // per attempt (0: none)
+}
+
+// Speaker is an optional interface of a Subject that speaks a protocol
+// other than HTTP: Protocol names it ("grpc"), the stub's
+// server.protocol it needs. A Subject without it speaks HTTP; an exec
+// program speaks what its stub does.
+type Speaker interface {
+	Protocol() string
+}
+
+// ProtocolOf is the protocol s speaks: its Speaker's, else "http".
+func ProtocolOf(s Subject) string {
+	if sp, ok := s.(Speaker); ok {
+		return sp.Protocol()
+	}
+	return "http"
 }
 
 // Describer is an optional interface of a Subject: what it is and which
@@ -213,9 +239,35 @@ func Lookup(name string) (Subject, error) {
 	s, ok := registry.m[name]
 	registry.Unlock()
 	if !ok {
+		if pkg, ok := optional[name]; ok {
+			return nil, fmt.Errorf("%w %q: it is registered by %s, which this program does not import", ErrUnknown, name, pkg)
+		}
 		return nil, fmt.Errorf("%w %q (known: %s, exec:COMMAND)", ErrUnknown, name, strings.Join(Names(), ", "))
 	}
 	return s, nil
+}
+
+// optional are the subjects a package registers that a program need not
+// link (it would pull in its library): their names, and the package. A
+// scenario may name one (the gRPC built-ins name grpcretry) whether or not
+// the program reading it imports the package; running it needs the
+// package. subjects/grpcsubjects's test holds its list equal to this one.
+var optional = map[string]string{
+	"grpc-default":            "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-retrypolicy":        "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-throttling":         "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-hedging":            "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-middleware":         "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpc-middleware-backoff": "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpcretry":               "github.com/retrylab/retrylab/subjects/grpcsubjects",
+	"grpcretry-no-budget":     "github.com/retrylab/retrylab/subjects/grpcsubjects",
+}
+
+// Optional reports whether name is a subject of a package a program need
+// not import (see optional), and that package.
+func Optional(name string) (pkg string, ok bool) {
+	pkg, ok = optional[name]
+	return pkg, ok
 }
 
 // Names lists the built-in subjects, sorted ("exec" needs a command and is

@@ -176,6 +176,22 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 		b = append(b, `,"waited":`...)
 		b = strconv.AppendInt(b, a.Waited, 10)
 	}
+	if a.GRPCCode != "" {
+		b = append(b, `,"grpc_code":`...)
+		b = appendString(b, a.GRPCCode)
+	}
+	if a.Pushback != "" {
+		b = append(b, `,"pushback":`...)
+		b = appendString(b, a.Pushback)
+	}
+	if a.RetryInfo != "" {
+		b = append(b, `,"retry_info":`...)
+		b = appendString(b, a.RetryInfo)
+	}
+	if a.PreviousAttempts != 0 {
+		b = append(b, `,"grpc_previous_attempts":`...)
+		b = strconv.AppendInt(b, int64(a.PreviousAttempts), 10)
+	}
 	return append(b, '}')
 }
 

@@ -44,6 +44,12 @@ func sampleAttempts() []Attempt {
 		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
 		{Client: "127.0.0.1", Key: "POST /v1/orders 127.0.0.1", Attempt: 1, Method: "POST", Path: "/v1/orders", At: 7, Done: 9, Status: 201, Upstream: UpstreamRelayed},
 		{Client: "127.0.0.1", Key: "POST /v1/orders 127.0.0.1", Attempt: 2, Method: "POST", Path: "/v1/orders", At: 11, Done: 12, Status: 502, Upstream: UpstreamFailed, Waited: 8_000_000},
+		// gRPC: the mapped status, the code, each form of the wait, the
+		// client's own count of its earlier attempts.
+		{Client: "5", Key: "5/0", Attempt: 2, Method: "GRPC", Path: "/c/5/r/0", At: 30, Done: 31, Status: 503, GRPCCode: "UNAVAILABLE", Pushback: "1500", NotBefore: 1500000031, HasNotBefore: true, PreviousAttempts: 1},
+		{Client: "5", Key: "5/1", Attempt: 1, Method: "GRPC", Path: "/c/5/r/1", At: 40, Done: 41, Status: 429, GRPCCode: "RESOURCE_EXHAUSTED", RetryInfo: "2.250s", NotBefore: 2250000041, HasNotBefore: true},
+		{Client: "5", Key: "5/2", Attempt: 1, Method: "GRPC", Path: "/c/5/r/2", At: 50, Done: 51, Status: 429, GRPCCode: "RESOURCE_EXHAUSTED", Pushback: "-1"},
+		{Client: "5", Key: "5/3", Attempt: 1, Method: "GRPC", Path: "/c/5/r/3", At: 60, Done: 61, Status: 200, GRPCCode: "OK"},
 	}
 }
 
@@ -122,7 +128,8 @@ func TestEncoderWritesStandardJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[1+i]), &got); err != nil {
 			t.Fatalf("line %d: %v", 2+i, err)
 		}
-		if got.Type != TypeAttempt || got.Client != a.Client || got.Path != a.Path || got.At != a.At || got.Done != a.Done {
+		if got.Type != TypeAttempt || got.Client != a.Client || got.Path != a.Path || got.At != a.At || got.Done != a.Done ||
+			got.GRPCCode != a.GRPCCode || got.Pushback != a.Pushback || got.RetryInfo != a.RetryInfo || got.PreviousAttempts != a.PreviousAttempts {
 			t.Errorf("line %d decoded by encoding/json = %+v; want %+v", 2+i, got.Attempt, a)
 		}
 		if (got.NotBefore != nil) != a.HasNotBefore || (got.NotBefore != nil && *got.NotBefore != a.NotBefore) {

@@ -40,7 +40,7 @@ type parser struct {
 	block *Block
 
 	// the interned values each field had last (strCached)
-	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend recent }
+	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend, grpccode recent }
 }
 
 func (p *parser) record(line []byte, rec *Record) error {
@@ -122,6 +122,14 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.Upstream, err = p.strCached(&p.last.upstream)
 		case "waited":
 			a.Waited, err = p.int64()
+		case "grpc_code":
+			a.GRPCCode, err = p.strCached(&p.last.grpccode)
+		case "pushback":
+			a.Pushback, err = p.str(false)
+		case "retry_info":
+			a.RetryInfo, err = p.str(false)
+		case "grpc_previous_attempts":
+			a.PreviousAttempts, err = p.int()
 		case "scheduled":
 			o.Scheduled, err = p.int64()
 		case "start":

@@ -90,6 +90,10 @@ type Meta struct {
 	// Virtual is true when the run happened in virtual time (retrylabtest).
 	Virtual bool `json:"virtual,omitempty"`
 
+	// Protocol is "grpc" for a run whose stub spoke gRPC (server.protocol),
+	// "" for HTTP: the attempts then carry gRPC's own fields.
+	Protocol string `json:"protocol,omitempty"`
+
 	Scenario    string `json:"scenario"`
 	Description string `json:"description,omitempty"`
 	// Source is the whole scenario as JSON, as the scenarios package encodes
@@ -291,6 +295,24 @@ type Attempt struct {
 	// arrival; the stub answered as of At, and its capacity queued the
 	// request from At (Queue includes the wait).
 	Waited int64 `json:"waited,omitempty"`
+
+	// gRPC (Meta.Protocol "grpc"; all empty for HTTP). Status above is
+	// the HTTP status the gRPC code maps from (docs/grpc.md), so every
+	// check reads a gRPC attempt as it reads an HTTP one.
+	//
+	// GRPCCode is the code's canonical name sent ("UNAVAILABLE", "OK").
+	GRPCCode string `json:"grpc_code,omitempty"`
+	// Pushback is the raw grpc-retry-pushback-ms trailer sent ("" when
+	// none); RetryInfo the google.rpc.RetryInfo retry_delay sent in the
+	// status details, as its JSON form ("1.500s"; "" when none). The one
+	// that parses sets NotBefore, as Retry-After does for HTTP; a
+	// negative or malformed pushback ("do not retry") sets none.
+	Pushback  string `json:"pushback,omitempty"`
+	RetryInfo string `json:"retry_info,omitempty"`
+	// PreviousAttempts is the grpc-previous-rpc-attempts header the
+	// client sent (0 when absent): the client's own count of the attempts
+	// before this one, evidence beside Attempt (the stub's count).
+	PreviousAttempts int `json:"grpc_previous_attempts,omitempty"`
 }
 
 // Latency is how long the server held the request.

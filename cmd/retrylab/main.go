@@ -21,7 +21,8 @@ import (
 
 	"github.com/retrylab/retrylab/internal/noise"
 	"github.com/retrylab/retrylab/runner"
-	_ "github.com/retrylab/retrylab/subjects/thirdparty" // registers the third-party retry libraries as subjects
+	_ "github.com/retrylab/retrylab/subjects/grpcsubjects" // registers the gRPC clients as subjects, and the stub's gRPC front end
+	_ "github.com/retrylab/retrylab/subjects/thirdparty"   // registers the third-party retry libraries as subjects
 	"github.com/spf13/pflag"
 )
 

@@ -169,6 +169,12 @@ func resolveRun(arg, subjectFlag string) (*scenarios.Scenario, subjects.Subject,
 		}
 		return nil, nil, badInput(fmt.Errorf("%s: subject %q: %w", sc.File, name, err))
 	}
+	if err := runner.CheckProtocol(sc, subj); err != nil {
+		if subjectFlag != "" {
+			return nil, nil, usagef("--subject %q: %v", subjectFlag, err)
+		}
+		return nil, nil, badInput(fmt.Errorf("%s: %w", sc.File, err))
+	}
 	return sc, subj, nil
 }
 

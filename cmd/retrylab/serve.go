@@ -39,6 +39,7 @@ type serveOptions struct {
 	redis       string
 	redisSet    bool // --redis was given
 	upstream    string
+	grpc        bool
 	epoch       epochFlag
 }
 
@@ -77,6 +78,7 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs.BoolVar(&o.noControl, "no-control", false, "serve no control API under /_retrylab/ (those paths are then a client's), and without -o record nothing: the stub at full speed")
 	fs.Int64Var(&o.seed, "seed", 1, "seed for mixes and Retry-After spread")
 	fs.StringVar(&o.redis, "redis", "", "keep the quota in Redis at `URL` (redis://HOST:PORT/DB[?timeout=50ms]), shared by every serve of the scenario on it; replaces the scenario's backend")
+	fs.BoolVar(&o.grpc, "grpc", false, "speak gRPC instead of HTTP (the scenario's server.protocol: grpc): any method, the phases' statuses as gRPC codes (docs/grpc.md)")
 	fs.StringVar(&o.upstream, "upstream", "", "forward ok phases, requests the quota admits and passthrough answers to the API at `URL` and relay its answers (replaces the scenario's server.upstream); serve still listens on loopback")
 	if err := parseFlags(fs, args); err != nil {
 		return o, err
@@ -121,6 +123,12 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 
 // serve serves sc's server under o until ctx ends or o.duration passes.
 func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) error {
+	if o.grpc {
+		sc.Server.Protocol = stubserver.ProtocolGRPC
+		if err := sc.Server.Validate(); err != nil {
+			return usagef("--grpc: scenario %q: %v", sc.Name, err)
+		}
+	}
 	name, cfg := sc.Name, sc.Server
 	if o.redisSet {
 		if err := redisFlagErr(o.redis, cfg, name); err != nil {
@@ -186,7 +194,9 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	}
 	so.Notes = serveNotes(cfg, name, o, newLimiter != nil)
 	ctl := &runner.ControlOptions{AllowRemote: o.allowRemote, Output: o.record}
-	if !o.noControl {
+	grpcStub := cfg.Protocol == stubserver.ProtocolGRPC
+	if !o.noControl && !grpcStub {
+		// The control API is HTTP: a gRPC stub's listener has none.
 		so.Control = ctl
 	}
 	start := listened
@@ -232,10 +242,15 @@ func serve(ctx context.Context, e *env, o serveOptions, sc *scenarios.Scenario) 
 	start = sv.Start()
 
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
-	fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
-	fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
-	if !o.noControl {
+	if grpcStub {
+		fmt.Fprintf(e.stdout, "retrylab: serving %q over gRPC on %s\n", name, ln.Addr())
+		fmt.Fprintf(e.stdout, "  any method; metadata x-retrylab-path: /c/{client}/r/{seq} names a logical request (a retry repeats it); no control API, metrics or health over gRPC\n")
+	} else {
+		fmt.Fprintf(e.stdout, "retrylab: serving %q on %s\n", name, base)
+		fmt.Fprintf(e.stdout, "  client URLs: %s/c/{client}/r/{seq}  (a retry repeats the same URL)\n", base)
+		fmt.Fprintf(e.stdout, "  metrics: %s/metrics   health: %s/healthz\n", base, base)
+	}
+	if !o.noControl && !grpcStub {
 		fmt.Fprintf(e.stdout, "  control API: %s%s (status, verdict, recording; POST reset)\n", base, runner.ControlPrefix)
 	}
 	if o.record != "" {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,4 +288,58 @@ func TestExamplesManyClientsPerProcess(t *testing.T) {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// TestGRPCPythonExample runs the Python gRPC example (grpcio, Debian's
+// python3-grpcio, under /usr/bin/python3) through the exec route against
+// a gRPC stub (examples/scenarios/grpc-pushback.yaml): its
+// service-config retryPolicy honours the pushback and passes (or is
+// unjudged for the host's noise alone, exit 3); without a retryPolicy it
+// fails give-up.
+func TestGRPCPythonExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about 10 s of real time")
+	}
+	t.Parallel()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import grpc").Run(); err != nil {
+		missing(t, "/usr/bin/python3 has no grpc (Debian package python3-grpcio)")
+	}
+	for _, tc := range []struct {
+		name, args string
+		codes      []int
+		fails      string
+	}{
+		{"good", "", []int{0, 3}, ""},
+		{"no-retry-policy", " --mistake no-retry-policy", []int{1}, "give-up"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			verdict := filepath.Join(dir, "verdict.json")
+			out, code := runExample(t, retrylab(t), "run", "examples/scenarios/grpc-pushback.yaml",
+				"--subject", "exec:"+py+" examples/grpc/python/client.py"+tc.args, "--no-report", "--quiet", "--out", dir, "--json", verdict)
+			if !slices.Contains(tc.codes, code) {
+				t.Fatalf("exit %d; want one of %v\n%s", code, tc.codes, out)
+			}
+			if tc.fails != "" {
+				b, err := os.ReadFile(verdict)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var v struct {
+					Checks []struct{ ID, Status string } `json:"checks"`
+				}
+				if err := json.Unmarshal(b, &v); err != nil {
+					t.Fatalf("%s: %v", verdict, err)
+				}
+				failed := false
+				for _, c := range v.Checks {
+					failed = failed || c.ID == tc.fails && c.Status == "fail"
+				}
+				if !failed {
+					t.Errorf("%s did not fail\n%s", tc.fails, out)
+				}
+			}
+		})
+	}
 }

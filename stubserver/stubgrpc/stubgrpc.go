@@ -1,0 +1,286 @@
+// Package stubgrpc serves a stubserver.Server over gRPC: the front end of
+// a scenario with `protocol: grpc` (or `retrylab serve --grpc`). It answers
+// any method (grpc.UnknownServiceHandler), so a client brings its own
+// proto, and decides every call with the stub's one decision engine —
+// phases, quotas, layered limits, capacity, faults, recording — by handing
+// it the call as the HTTP request it stands for: the method POST-ed as
+// stubserver.MethodGRPC, the metadata as headers, the request message as
+// the body. The decided HTTP status is answered as its gRPC code
+// (stubserver.GRPCCode), the wait as the grpc-retry-pushback-ms trailer or
+// a google.rpc.RetryInfo detail. docs/grpc.md has the whole mapping.
+//
+// Only this package of the stub imports grpc, so an HTTP stub does not.
+package stubgrpc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/retrylab/retrylab/stubserver"
+)
+
+// New builds the gRPC front end of s, for stubserver.Options.NewFrontEnd.
+func New(s *stubserver.Server) stubserver.FrontEnd { return NewHandler(s) }
+
+// Importing the package makes it gRPC's front end (RegisterFrontEnd).
+func init() {
+	stubserver.RegisterFrontEnd(stubserver.ProtocolGRPC, func(h http.Handler) stubserver.FrontEnd { return NewHandler(h) })
+}
+
+// NewHandler builds a gRPC front end deciding every call with h: a
+// *stubserver.Server, or what dispatches to one (serve's control API
+// swaps its stub between recordings).
+func NewHandler(h http.Handler) *FrontEnd {
+	f := &FrontEnd{s: h, conns: map[string]net.Conn{}}
+	f.srv = grpc.NewServer(
+		grpc.UnknownServiceHandler(f.handle),
+		// Any message, of any proto: the stub reads its bytes (for the
+		// write's digest, as an HTTP body's) and answers an empty one.
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.MaxRecvMsgSize(stubserver.BodyDigestBytes+1<<10),
+	)
+	return f
+}
+
+// FrontEnd serves gRPC calls by an http.Handler's decisions (see the
+// package doc). It implements stubserver.FrontEnd.
+type FrontEnd struct {
+	s   http.Handler
+	srv *grpc.Server
+
+	mu    sync.Mutex
+	conns map[string]net.Conn // by remote address: a reset closes its call's
+}
+
+// Serve answers calls on l until Stop or GracefulStop, then returns nil.
+func (f *FrontEnd) Serve(l net.Listener) error {
+	err := f.srv.Serve(&trackListener{Listener: l, f: f})
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// GracefulStop stops accepting and waits for the calls being answered.
+func (f *FrontEnd) GracefulStop() { f.srv.GracefulStop() }
+
+// Stop closes every connection at once.
+func (f *FrontEnd) Stop() { f.srv.Stop() }
+
+// handle answers one call, whatever its method.
+func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
+	ctx := stream.Context()
+	method, _ := grpc.MethodFromServerStream(stream)
+	var body []byte
+	if err := stream.RecvMsg(&body); err != nil {
+		return err
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	h := make(http.Header, len(md))
+	path := method
+	for k, v := range md {
+		switch {
+		case k == stubserver.MetaPath && len(v) > 0:
+			path = v[0]
+		case k != "" && k[0] != ':':
+			h[textproto.CanonicalMIMEHeaderKey(k)] = v
+		}
+	}
+	var remote string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	r := (&http.Request{
+		Method:        stubserver.MethodGRPC,
+		URL:           &url.URL{Path: path},
+		Proto:         "HTTP/2.0",
+		ProtoMajor:    2,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		RemoteAddr:    remote,
+		RequestURI:    method,
+	}).WithContext(ctx)
+	w := &answer{header: make(http.Header, 4)}
+	f.s.ServeHTTP(w, r)
+
+	if w.hijacked {
+		// A fault: reset (or a hang let go of at shutdown). An HTTP/2
+		// connection carries every call of its channel: a reset breaks
+		// them all, as a real one would. A client already gone
+		// (abandoned) is left alone.
+		if ctx.Err() == nil {
+			f.reset(remote)
+		}
+		return status.Error(codes.Unavailable, "retrylab: connection reset")
+	}
+	if trailer := w.trailer(); trailer != nil {
+		grpc.SetTrailer(ctx, trailer)
+	}
+	code := stubserver.GRPCCode(w.status)
+	if code == stubserver.CodeOK {
+		empty := []byte{}
+		return stream.SendMsg(&empty)
+	}
+	st := status.New(codes.Code(code), strconv.Itoa(w.status)+" "+http.StatusText(w.status))
+	if v := w.header.Get(stubserver.HeaderRetryInfo); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			if with, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); err == nil {
+				st = with
+			}
+		}
+	}
+	return st.Err()
+}
+
+// reset closes the connection of the call from remote, at once (RST on
+// TCP).
+func (f *FrontEnd) reset(remote string) {
+	f.mu.Lock()
+	c := f.conns[remote]
+	f.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// answer is the stub's answer to one call as ServeHTTP writes it.
+type answer struct {
+	header   http.Header
+	status   int
+	hijacked bool
+}
+
+func (w *answer) Header() http.Header { return w.header }
+
+func (w *answer) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *answer) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(p), nil
+}
+
+// Hijack is how the stub applies a fault to an HTTP connection; the front
+// end applies it to the call's once ServeHTTP returns.
+func (w *answer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return nopConn{}, nil, nil
+}
+
+// trailer is what of the answer's headers a gRPC client gets, as trailing
+// metadata: the pushback and the rate-limit headers; nil for none.
+func (w *answer) trailer() metadata.MD {
+	var md metadata.MD
+	for k, v := range w.header {
+		lk := strings.ToLower(k)
+		switch {
+		case k == stubserver.HeaderPushback:
+		case strings.HasPrefix(lk, "ratelimit"), strings.HasPrefix(lk, "x-ratelimit"):
+		default:
+			continue
+		}
+		if md == nil {
+			md = metadata.MD{}
+		}
+		md[lk] = v
+	}
+	return md
+}
+
+// nopConn is the connection a hijacking stub closes: the front end then
+// resets the call's real one.
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error { return nil }
+
+// trackListener records each accepted connection by its remote address,
+// so that a reset can find its call's.
+type trackListener struct {
+	net.Listener
+	f *FrontEnd
+}
+
+func (l *trackListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	key := c.RemoteAddr().String()
+	tc := &trackedConn{Conn: c, f: l.f, key: key}
+	l.f.mu.Lock()
+	l.f.conns[key] = c
+	l.f.mu.Unlock()
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	f    *FrontEnd
+	key  string
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.f.mu.Lock()
+		if c.f.conns[c.key] == c.Conn {
+			delete(c.f.conns, c.key)
+		}
+		c.f.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// rawCodec passes messages as their bytes: *[]byte both ways.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return nil, errors.New("stubgrpc: marshal: not *[]byte")
+	}
+	return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return errors.New("stubgrpc: unmarshal: not *[]byte")
+	}
+	*b = data.Materialize()
+	return nil
+}
+
+var _ encoding.CodecV2 = rawCodec{}
