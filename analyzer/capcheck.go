@@ -94,15 +94,19 @@ func (a *Analyzer) recoveryRange(c *checkCfg) CheckResult {
 // (fig), and unbounded above unless the retries show their own spread
 // from the trigger until until (clientSpread): the host's lateness breaks
 // up lockstep waves, which lowers the figure. Lateness of the order of
-// the service time leaves it [0, ∞].
+// the service time takes the low end to 0: the host may have cut the
+// stub's capacity, which raises the figure.
 func (a *Analyzer) starvedRange(fig, alt float64, until int64) (lo, hi float64, why string) {
 	m := a.noise()
-	if m.p90 > 0 && 2*m.p90 >= a.meta.Capacity.Service {
-		return 0, maxFigure, fmt.Sprintf("the host's lateness p90 %s is half the stub's service time %s or more: the host, not the scenario, set its capacity", fmtDur(m.p90), fmtDur(a.meta.Capacity.Service))
-	}
 	lo, hi = fig, fig
 	if !math.IsNaN(alt) {
 		lo, hi = min(fig, alt), max(fig, alt)
+	}
+	if m.p90 > 0 && 2*m.p90 >= a.meta.Capacity.Service {
+		// The host, not the scenario, may have set the stub's capacity:
+		// less capacity only raises the figure, so the low end is 0.
+		lo = 0
+		why = fmt.Sprintf("the host's lateness p90 %s is half the stub's service time %s or more: the host may have set its capacity, which only raises the figure; ", fmtDur(m.p90), fmtDur(a.meta.Capacity.Service))
 	}
 	if until <= 0 {
 		until = math.MaxInt64
@@ -111,7 +115,7 @@ func (a *Analyzer) starvedRange(fig, alt float64, until int64) (lo, hi float64, 
 	if !ok {
 		hi = maxFigure
 	}
-	return lo, hi, how
+	return lo, hi, why + how
 }
 
 func (a *Analyzer) loadAmpRange(c *checkCfg) CheckResult {

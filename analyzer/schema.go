@@ -123,13 +123,13 @@ var checkTable = []Check{
 		ID: CheckLoadAmplification, build: newLoadAmp, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
 		Threshold: Default{Num: defaultLoadAmp},
 		Skips:     "no capacity model; no trigger; no first attempt then",
-		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90); [0, ∞] when the stub was overloaded before the trigger or the lateness p90 is half the service time"},
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90); lo is 0 when the lateness p90 is half the service time or more (the host may have cut the stub's capacity); [0, ∞] when the stub was overloaded before the trigger"},
 	},
 	{
 		ID: CheckWastedWork, build: newWasted, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",
 		Threshold: Default{Num: defaultWasted, Doc: "{} %"},
 		Skips:     "no capacity model; no service time recorded",
-		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo leaves out the service wasted on attempts served within the attempt timeout; hi is unbounded unless the retries show their own spread, as load-amplification"},
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo leaves out the service wasted on attempts served within the attempt timeout, and is 0 when the lateness p90 is half the service time or more; hi is unbounded unless the retries show their own spread, as load-amplification"},
 	},
 }
 
