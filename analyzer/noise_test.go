@@ -420,6 +420,23 @@ func TestNoiseLoadAmpWhoseSpread(t *testing.T) {
 			if tt.want == StatusInconclusive && v.Status != VerdictInconclusive && v.Status != VerdictFail {
 				t.Errorf("verdict %s; want INCONCLUSIVE (or a FAIL of another check)", v.Status)
 			}
+			// Lateness of half the service time (50 ms) or more: the host
+			// may have cut the capacity, so the low end is 0 and no FAIL;
+			// the high end is still the retries' own spread's to vouch for.
+			slow := &timeline.Noise{Source: n.Source, P50: int64(5 * ms), P90: int64(25 * ms), P99: int64(30 * ms), Max: int64(60 * ms), Samples: 1000, CPUPressure: 60}
+			recs[len(recs)-1].End.Noise = slow
+			vs, _ := judgeRecords(recs, Options{})
+			cs := vs.Check(CheckLoadAmplification)
+			if cs.Status == StatusFail || len(cs.Range) != 2 || cs.Range[0] != 0 || !strings.Contains(cs.Reason, "may have set its capacity") {
+				t.Errorf("lateness p90 25ms, service 50ms: load-amplification = %s %v (%s); want a low end of 0 that says why", cs.Status, cs.Range, cs.Reason)
+			}
+			if tt.want == StatusInconclusive && cs.Status == StatusPass {
+				t.Errorf("lateness p90 25ms, service 50ms: load-amplification = pass (%s); want it not vouched for", cs.Reason)
+			}
+			if vouched := strings.Contains(cs.Reason, "the clients spread their own retries"); vouched == (len(cs.Range) == 2 && cs.Range[1] >= maxFigure) {
+				t.Errorf("lateness p90 25ms, service 50ms: load-amplification range %v (%s); want a bounded high end exactly when the spread vouches", cs.Range, cs.Reason)
+			}
+			recs[len(recs)-1].End.Noise = n
 			// wasted-work's PASS needs the same evidence.
 			if w := v.Check(CheckWastedWork); tt.want == StatusInconclusive && w.Status == StatusPass {
 				t.Errorf("at 60%% CPU pressure: wasted-work = pass (%s); want it not vouched for", w.Reason)
