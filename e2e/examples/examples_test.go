@@ -290,55 +290,77 @@ func atoi(s string) int {
 	return n
 }
 
-// TestGRPCPythonExample runs the Python gRPC example (grpcio, Debian's
-// python3-grpcio, under /usr/bin/python3) through the exec route against
-// a gRPC stub (examples/scenarios/grpc-pushback.yaml): its
-// service-config retryPolicy honours the pushback and passes (or is
-// unjudged for the host's noise alone, exit 3); without a retryPolicy it
-// fails give-up.
-func TestGRPCPythonExample(t *testing.T) {
+// TestGRPCExamples: the gRPC example clients through the exec route
+// (grpcio in Python, @grpc/grpc-js in Node) against a pushback outage: the
+// good policy (a service-config retryPolicy) is not failed and the common
+// mistake (no retry policy) fails give-up.
+func TestGRPCExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs about 10 s of real time")
 	}
-	t.Parallel()
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import grpc").Run(); err != nil {
-		missing(t, "/usr/bin/python3 has no grpc (Debian package python3-grpcio)")
-	}
-	for _, tc := range []struct {
-		name, args string
-		codes      []int
-		fails      string
+	langs := []struct {
+		name, cmd string
+		ready     func() string // why it cannot run, "" when it can
 	}{
-		{"good", "", []int{0, 3}, ""},
-		{"no-retry-policy", " --mistake no-retry-policy", []int{1}, "give-up"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			verdict := filepath.Join(dir, "verdict.json")
-			out, code := runExample(t, retrylab(t), "run", "examples/scenarios/grpc-pushback.yaml",
-				"--subject", "exec:"+py+" examples/grpc/python/client.py"+tc.args, "--no-report", "--quiet", "--out", dir, "--json", verdict)
-			if !slices.Contains(tc.codes, code) {
-				t.Fatalf("exit %d; want one of %v\n%s", code, tc.codes, out)
+		{"python", "/usr/bin/python3 examples/grpc/python/client.py", func() string {
+			if exec.Command("/usr/bin/python3", "-c", "import grpc").Run() != nil {
+				return "/usr/bin/python3 has no grpc (Debian package python3-grpcio)"
 			}
-			if tc.fails != "" {
-				b, err := os.ReadFile(verdict)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var v struct {
-					Checks []struct{ ID, Status string } `json:"checks"`
-				}
-				if err := json.Unmarshal(b, &v); err != nil {
-					t.Fatalf("%s: %v", verdict, err)
-				}
-				failed := false
-				for _, c := range v.Checks {
-					failed = failed || c.ID == tc.fails && c.Status == "fail"
-				}
-				if !failed {
-					t.Errorf("%s did not fail\n%s", tc.fails, out)
-				}
+			return ""
+		}},
+		{"node", "node examples/grpc/node/client.mjs", func() string {
+			if _, err := exec.LookPath("node"); err != nil {
+				return "no node on PATH (Debian package nodejs)"
+			}
+			if _, err := os.Stat(filepath.Join(root, "examples/grpc/node/node_modules/@grpc/grpc-js")); err != nil {
+				return "@grpc/grpc-js is not installed: npm ci --prefix examples/grpc/node"
+			}
+			return ""
+		}},
+	}
+	for _, lang := range langs {
+		t.Run(lang.name, func(t *testing.T) {
+			t.Parallel()
+			if why := lang.ready(); why != "" {
+				missing(t, why)
+			}
+			for _, tc := range []struct {
+				name, args string
+				codes      []int
+				fails      string
+			}{
+				{"good", "", []int{0, 3}, ""},
+				{"no-retry-policy", " --mistake no-retry-policy", []int{1}, "give-up"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					dir := t.TempDir()
+					verdict := filepath.Join(dir, "verdict.json")
+					out, code := runExample(t, retrylab(t), "run", "examples/scenarios/grpc-pushback.yaml",
+						"--subject", "exec:"+lang.cmd+tc.args, "--no-report", "--quiet", "--out", dir, "--json", verdict)
+					if !slices.Contains(tc.codes, code) {
+						t.Fatalf("exit %d; want one of %v\n%s", code, tc.codes, out)
+					}
+					if tc.fails == "" {
+						return
+					}
+					b, err := os.ReadFile(verdict)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var v struct {
+						Checks []struct{ ID, Status string } `json:"checks"`
+					}
+					if err := json.Unmarshal(b, &v); err != nil {
+						t.Fatalf("%s: %v", verdict, err)
+					}
+					failed := false
+					for _, c := range v.Checks {
+						failed = failed || c.ID == tc.fails && c.Status == "fail"
+					}
+					if !failed {
+						t.Errorf("%s did not fail\n%s", tc.fails, out)
+					}
+				})
 			}
 		})
 	}
