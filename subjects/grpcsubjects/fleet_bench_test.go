@@ -1,4 +1,4 @@
-package runner_test
+package grpcsubjects_test
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // the same gRPC stub recording nothing, at the same client and request
 // counts; the two alternate. Metrics: attempts/s of each and their ratio.
 //
-//	go test -run '^$' -bench BenchmarkFleetGRPC -benchtime 4x ./runner
+//	go test -run '^$' -bench BenchmarkFleetGRPC -benchtime 4x ./subjects/grpcsubjects
 func BenchmarkFleetGRPC(b *testing.B) {
 	subj, err := subjects.Lookup("grpc-default")
 	if err != nil {
