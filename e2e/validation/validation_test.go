@@ -218,7 +218,7 @@ func mergePending() map[string]bool {
 	waiting := map[string]bool{}
 	for s, cells := range pending {
 		for sc, checks := range cells {
-			if !slices.Contains(scenarios.BuiltinNames(), sc) {
+			if !slices.Contains(scenarios.BuiltinNamesOf("http"), sc) {
 				waiting[s] = true
 				continue
 			}
@@ -319,7 +319,7 @@ func TestValidationMatrix(t *testing.T) {
 	waiting := mergePending()
 	controls := subjects.Controls()
 	subjectNames := append([]string{"retrylab"}, controls...)
-	for _, sc := range scenarios.BuiltinNames() {
+	for _, sc := range scenarios.BuiltinNamesOf("http") {
 		if _, ok := fleets[sc]; !ok {
 			t.Errorf("built-in scenario %q has no entry in fleets; add it", sc)
 		}
@@ -337,7 +337,7 @@ func TestValidationMatrix(t *testing.T) {
 			if _, ok := fleets[sc]; !ok {
 				t.Errorf("scenario %q has no entry in fleets", sc)
 			}
-			if !slices.Contains(scenarios.BuiltinNames(), sc) {
+			if !slices.Contains(scenarios.BuiltinNamesOf("http"), sc) {
 				t.Errorf("expected[%q] names scenario %q, which is not built in", s, sc)
 			}
 		}
@@ -346,6 +346,9 @@ func TestValidationMatrix(t *testing.T) {
 	var cells []cell
 	t.Run("cells", func(t *testing.T) {
 		for _, sc := range scenarios.Builtins() {
+			if sc.Server.Protocol == "grpc" {
+				continue // judged with the gRPC subjects (subjects/grpcsubjects)
+			}
 			for _, subj := range subjectNames {
 				for _, seed := range seeds {
 					t.Run(fmt.Sprintf("%s/%s/seed%d", sc.Name, subj, seed), func(t *testing.T) {
@@ -389,7 +392,7 @@ func TestValidationMatrix(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	want := len(scenarios.BuiltinNames()) * len(subjectNames) * len(seeds)
+	want := len(scenarios.BuiltinNamesOf("http")) * len(subjectNames) * len(seeds)
 	if len(cells) != want {
 		t.Logf("%d of %d cells ran (a -run filter?): docs/validation.md not compared", len(cells), want)
 		return
@@ -438,7 +441,7 @@ func judgeCell(t *testing.T, subj, scenario string, v *analyzer.Verdict) {
 // built-in order, retrylab then the controls sorted, seeds ascending.
 func sortCells(cells []cell) {
 	scIdx := map[string]int{}
-	for i, n := range scenarios.BuiltinNames() {
+	for i, n := range scenarios.BuiltinNamesOf("http") {
 		scIdx[n] = i
 	}
 	subjIdx := map[string]int{"retrylab": -1}
@@ -500,7 +503,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 			}
 		}
 		var where []string
-		for _, sc := range scenarios.BuiltinNames() {
+		for _, sc := range scenarios.BuiltinNamesOf("http") {
 			if checks := expected[s][sc]; len(checks) > 0 {
 				where = append(where, "`"+strings.Join(checks, "`, `")+"` in "+sc)
 			}
@@ -508,7 +511,7 @@ func validationMarkdown(cells []cell, seeds []int64) []byte {
 		for _, sc := range slices.Sorted(maps.Keys(pending[s])) {
 			where = append(where, "`"+strings.Join(pending[s][sc], "`, `")+"` in "+sc+" (not built in yet)")
 		}
-		for _, sc := range scenarios.BuiltinNames() {
+		for _, sc := range scenarios.BuiltinNamesOf("http") {
 			if id := warned[s][sc]; id != "" {
 				where = append(where, "warning "+id+" in "+sc)
 			}
