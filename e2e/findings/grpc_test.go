@@ -154,7 +154,7 @@ func grpcSection(failed map[[2]string]map[string][]int64, outcomes map[[2]string
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\n### Outcomes (seed %d)\n\n| client | %s |\n|---|%s\n", seeds[0], strings.Join(quoted(grpcScenarios), " | "), strings.Repeat("---|", len(grpcScenarios)))
+	fmt.Fprintf(&b, "\n### Outcomes (seed %d)\n\nThe counts move by a few between runs (the calls race grpc-go's own goroutines, which the virtual clock does not order), so the test compares the verdicts above, not these.\n\n| client | %s |\n|---|%s\n", seeds[0], strings.Join(quoted(grpcScenarios), " | "), strings.Repeat("---|", len(grpcScenarios)))
 	for _, subj := range grpcLibraries {
 		cells := []string{"`" + subj + "`"}
 		for _, sc := range grpcScenarios {
@@ -184,6 +184,7 @@ func grpcCell(f map[string][]int64) string {
 // replayable.
 func grpcStable(s string) string {
 	var out []string
+	s, _, _ = strings.Cut(s, "\n### Outcomes") // counts that move by a few between runs
 	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		if rest, ok := strings.CutPrefix(line, "| `"); ok {
 			name, _, _ := strings.Cut(rest, "`")
