@@ -74,9 +74,9 @@ func Analyze(r io.Reader, opts Options) (*Verdict, error) {
 // ReadTimeline returns nil at the end of the stream, ErrNoRecords for a
 // stream without a record (start is not called) and the decoder's error
 // otherwise (a *timeline.SyntaxError for a malformed line). Unless serial,
-// with more than one CPU (GOMAXPROCS) decoding runs on a goroutine of its
-// own, handing batches of records over; it has ended when ReadTimeline
-// returns.
+// with more than one CPU (GOMAXPROCS) the lines are parsed in chunks on
+// GOMAXPROCS goroutines (timeline.Decoder.DecodeBatches) while the
+// consumers run on this one; they have ended when ReadTimeline returns.
 func ReadTimeline(r io.Reader, serial bool, start func(meta *timeline.Meta) (add func(*timeline.Record))) error {
 	return readTimeline(r, serial, false, start)
 }
@@ -105,7 +105,14 @@ func readTimeline(r io.Reader, serial, borrow bool, start func(meta *timeline.Me
 	}
 	var err error
 	if !serial && runtime.GOMAXPROCS(0) > 1 {
-		err = decodePipelined(dec, borrow, add)
+		err = dec.DecodeBatches(runtime.GOMAXPROCS(0), borrow, func(recs []timeline.Record) {
+			for i := range recs {
+				add(&recs[i])
+			}
+		})
+		if err == nil {
+			err = io.EOF
+		}
 	} else if borrow {
 		var blk timeline.Block
 		for {
@@ -127,77 +134,6 @@ func readTimeline(r io.Reader, serial, borrow bool, start func(meta *timeline.Me
 		return err
 	}
 	return nil
-}
-
-// batchSize is how many records the decoding goroutine hands over at once.
-const batchSize = 1024
-
-// decodePipelined decodes on a second goroutine and hands the records to add
-// on this one. It returns the decoder's final error (io.EOF at a clean end).
-// With borrow, each batch's strings point into a block of text of its own,
-// reused once add has seen the batch.
-func decodePipelined(dec *timeline.Decoder, borrow bool, add func(*timeline.Record)) error {
-	type batch struct {
-		recs []timeline.Record
-		err  error
-		blk  *timeline.Block // with borrow
-	}
-	full := make(chan *batch, 4)
-	free := make(chan *batch, 6)
-	go func() {
-		defer close(full)
-		created, size := 0, 64 // batches grow to batchSize, so a short stream allocates little
-		for {
-			var b *batch
-			select {
-			case b = <-free:
-			default:
-				if created < cap(free) {
-					b = &batch{recs: make([]timeline.Record, size)}
-					created, size = created+1, min(2*size, batchSize)
-				} else {
-					b = <-free
-				}
-			}
-			b.recs = b.recs[:cap(b.recs)]
-			n := 0
-			if borrow {
-				if b.blk == nil {
-					b.blk = new(timeline.Block)
-				}
-				b.blk.Reset()
-				for n < len(b.recs) {
-					if b.err = dec.DecodeIn(&b.recs[n], b.blk); b.err != nil {
-						break
-					}
-					n++
-				}
-			} else {
-				for n < len(b.recs) {
-					if b.err = dec.Decode(&b.recs[n]); b.err != nil {
-						break
-					}
-					n++
-				}
-			}
-			b.recs = b.recs[:n]
-			full <- b
-			if b.err != nil {
-				return
-			}
-		}
-	}()
-	var err error
-	for b := range full {
-		for i := range b.recs {
-			add(&b.recs[i])
-		}
-		if b.err != nil {
-			err = b.err
-		}
-		free <- b
-	}
-	return err
 }
 
 // New returns an Analyzer for a timeline whose meta record is meta (nil when

@@ -48,6 +48,18 @@ func BenchmarkDecode(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	})
+	for _, workers := range []int{1, 2} {
+		b.Run("batches-"+strconv.Itoa(workers), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for range b.N {
+				dec := NewDecoder(bytes.NewReader(data))
+				if err := dec.DecodeBatches(workers, true, func([]Record) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
 	b.Run("encoding-json", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		type rec struct {

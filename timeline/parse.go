@@ -38,6 +38,10 @@ type parser struct {
 	arena []byte
 	// block, when set (Decoder.DecodeIn), takes the copies instead of arena
 	block *Block
+	// inPlace: the strings point into the line itself, which its caller
+	// keeps unchanged as long as the record's strings are used (the
+	// borrowed chunks of DecodeBatches)
+	inPlace bool
 
 	// the interned values each field had last (strCached)
 	last struct{ typ, method, phase, result, retryafter, fault, limit, upstream, backend, grpccode recent }
@@ -418,6 +422,9 @@ const arenaSize = 32 << 10
 // instead of one per line.
 func (p *parser) copyLine() string {
 	n := len(p.b)
+	if p.inPlace {
+		return unsafe.String(&p.b[0], n)
+	}
 	if p.block != nil {
 		return p.block.copy(p.b)
 	}
