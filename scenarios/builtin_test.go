@@ -10,7 +10,7 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
-	want := []string{"budget-trip", "flapping", "grpc-metastable", "grpc-non-retryable", "grpc-outage", "grpc-quota-pushback", "grpc-quota-retryinfo", "malformed-retry-after", "metastable", "metastable-open", "non-retryable", "outage-bare",
+	want := []string{"budget-trip", "flapping", "grpc-metastable", "grpc-metastable-open", "grpc-non-retryable", "grpc-outage", "grpc-quota-pushback", "grpc-quota-retryinfo", "malformed-retry-after", "metastable", "metastable-open", "non-retryable", "outage-bare",
 		"outage-date", "outage-delta", "post-idempotency", "quota-layered", "quota-steady", "quota-tiers", "slow-server"}
 	if got := BuiltinNames(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("BuiltinNames() = %v; want %v", got, want)
@@ -100,6 +100,22 @@ func TestBuiltinsMakeTheirChecksMeaningful(t *testing.T) {
 			"arrivals 10 s past the trigger and ending a fleet timeout before the run",
 			sc.Fleet.Start, 100*sc.Fleet.Start.Rate/capRate, capRate, sc.Fleet.Requests, sc.Fleet.ProcessCount(), sc.Server.Phases,
 			sc.Fleet.AttemptTimeout, queueDelay, arrivalsEnd, sc.Duration)
+	}
+	// grpc-metastable-open: the same shape over gRPC, with a proxy whose
+	// timeout is under the full queue's delay (so a call's attempts can
+	// each cost the server a call) and a call deadline with room for
+	// retries past it.
+	sc = get("grpc-metastable-open")
+	c = sc.Server.Capacity
+	capRate = float64(c.Concurrency) / c.Service.Seconds()
+	queueDelay = time.Duration(float64(c.Queue) / capRate * float64(time.Second))
+	if load := sc.Fleet.Start.Rate / capRate; sc.Server.Protocol != "grpc" || sc.Fleet.Start.Kind != ArrivalPoisson || load < 0.75 || load > 0.85 ||
+		sc.Fleet.Requests != 1 || sc.Fleet.ProcessCount() < 2 || sc.Fleet.ProcessCount() >= sc.Fleet.Clients ||
+		sc.Server.ProxyTimeout <= 0 || sc.Server.ProxyTimeout >= queueDelay || sc.Fleet.AttemptTimeout < 4*sc.Server.ProxyTimeout {
+		t.Errorf("grpc-metastable-open: protocol %s, start %v (%.0f %% of %.0f/s), %d requests, %d processes, proxy timeout %v (queue delay %v), call deadline %v; "+
+			"want grpc, poisson at ~80 %%, one request, a few processes, a proxy timeout under the queue's delay, a deadline with room for retries",
+			sc.Server.Protocol, sc.Fleet.Start, 100*sc.Fleet.Start.Rate/capRate, capRate, sc.Fleet.Requests, sc.Fleet.ProcessCount(),
+			sc.Server.ProxyTimeout, queueDelay, sc.Fleet.AttemptTimeout)
 	}
 }
 

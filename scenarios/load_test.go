@@ -264,6 +264,8 @@ func TestParseErrors(t *testing.T) {
 		{"server:\n  phases:\n    - respond: passthrough\n", `t.yaml:3:16: server.phases[0].respond: respond: passthrough needs server.upstream (the URL of the API to forward to)`},
 		{"server:\n  phases:\n    - respond: {mix: {503: 1, passthrough: 9}}\n", `t.yaml:3:31: server.phases[0].respond.mix.passthrough: passthrough needs server.upstream (the URL of the API to forward to)`},
 		{"server:\n  upstream: [x]\n", `t.yaml:2:13: server.upstream: want a string, got a sequence`},
+		{"server:\n  proxy_timeout: 200ms\n", `t.yaml:2:18: server.proxy_timeout: a proxy timeout needs protocol: grpc (an HTTP client's own per-attempt timeout plays it)`},
+		{"server:\n  protocol: grpc\n  proxy_timeout: -1s\n", `t.yaml:3:18: server.proxy_timeout: negative duration "-1s"`},
 		{"server:\n  upstream: ftp://api\n", `t.yaml:2:13: server.upstream: "ftp://api" is not an http or https URL (want e.g. http://127.0.0.1:9000)`},
 		{"server:\n  upstream: http://me:pw@api\n", `t.yaml:2:13: server.upstream: "http://me:xxxxx@api" carries user info; put credentials in the application's requests`},
 		{"server:\n  phases:\n    - respond: {mix: {200: 0}}\n", `t.yaml:3:28: server.phases[0].respond.mix.200: weight must be positive`},

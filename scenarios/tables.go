@@ -50,6 +50,7 @@ var serverKeys = keys[stubserver.Config]{
 	field("headers", func(c *stubserver.Config) *string { return &c.Headers }, choice(headerChoices...), omitZero),
 	field("upstream", func(c *stubserver.Config) *string { return &c.Upstream }, strKind, omitZero), // checked by validateServer
 	field("protocol", func(c *stubserver.Config) *string { return &c.Protocol }, choice(stubserver.ProtocolNames()...), omitZero),
+	field("proxy_timeout", func(c *stubserver.Config) *time.Duration { return &c.ProxyTimeout }, duration(0, time.Hour), omitZero),
 	custom("quota", func(m *mapping, n ast.Node, path string, c *stubserver.Config) {
 		if n != nil {
 			c.Quota = m.d.quota(n, path)

@@ -32,6 +32,13 @@ type Config struct {
 	// stub's waits are the gRPC forms (FormPushback, FormRetryInfo, ...),
 	// and it has no upstream.
 	Protocol string
+	// ProxyTimeout, with ProtocolGRPC, stands a proxy in front of the
+	// server (an Envoy route timeout): a call not answered within it gets
+	// UNAVAILABLE from the proxy at that instant, which a gRPC client may
+	// retry, while the server, whose caller (the proxy) has gone, keeps
+	// the call's work: queued, it is served for nobody unless the
+	// capacity cancels on disconnect. 0: no proxy.
+	ProxyTimeout time.Duration
 }
 
 // Rate-limit header families.

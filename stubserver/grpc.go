@@ -252,3 +252,9 @@ func previousAttempts(h http.Header) int {
 	}
 	return n
 }
+
+// ProxyTimeout is how long the proxy in front of a gRPC stub waits for
+// the stub's answer before it answers UNAVAILABLE itself
+// (Config.ProxyTimeout; 0: no proxy). A FrontEnd reads it from its
+// handler when the handler has it.
+func (s *Server) ProxyTimeout() time.Duration { return s.cfg.ProxyTimeout }

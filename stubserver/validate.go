@@ -57,6 +57,12 @@ func (c Config) Validate() error {
 	if !oneOf(c.Protocol, protocolNames) {
 		bad("protocol", "unknown protocol %q (want %s)", c.Protocol, strings.Join(protocolNames, ", "))
 	}
+	switch {
+	case c.ProxyTimeout < 0:
+		bad("proxy_timeout", "negative duration %v", c.ProxyTimeout)
+	case c.ProxyTimeout > 0 && c.Protocol != ProtocolGRPC:
+		bad("proxy_timeout", "a proxy timeout needs protocol: grpc (an HTTP client's own per-attempt timeout plays it)")
+	}
 	if c.Protocol == ProtocolGRPC && c.Upstream != "" {
 		bad("upstream", "a gRPC stub has no upstream: it answers every call itself")
 	}

@@ -79,6 +79,9 @@ func TestValidate(t *testing.T) {
 		{"grpc unknown form", Config{Protocol: ProtocolGRPC, Phases: []Phase{{RetryAfter: RetryAfter{Form: "push"}}}}, []string{
 			`phases[0].retry_after.form: unknown form "push" (want none, pushback, pushback-negative, pushback-garbage, retry-info)`}},
 		{"protocol", Config{Protocol: "h3"}, []string{`protocol: unknown protocol "h3" (want http, grpc)`}},
+		{"proxy timeout on http", Config{ProxyTimeout: time.Second}, []string{"proxy_timeout: a proxy timeout needs protocol: grpc"}},
+		{"negative proxy timeout", Config{Protocol: ProtocolGRPC, ProxyTimeout: -time.Second}, []string{"proxy_timeout: negative duration -1s"}},
+		{"proxy timeout", Config{Protocol: ProtocolGRPC, ProxyTimeout: time.Second}, nil},
 		{"grpc upstream", Config{Protocol: ProtocolGRPC, Upstream: "http://example.com"}, []string{"upstream: a gRPC stub has no upstream"}},
 		{"value", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Value: "later"}}}}, []string{`phases[0].retry_after.value: unknown value "later"`}},
 		{"negative fixed", Config{Phases: []Phase{{RetryAfter: RetryAfter{Form: FormDelta, Fixed: -time.Second}}}}, []string{"phases[0].retry_after.value: negative duration"}},

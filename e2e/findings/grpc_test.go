@@ -31,34 +31,40 @@ const regenerateGRPC = "go test ./e2e/findings -run TestGRPCLibraries -count=1 -
 var grpcLibraries = []string{"grpcretry", "grpc-default", "grpc-retrypolicy", "grpc-throttling", "grpc-hedging", "grpc-middleware", "grpc-middleware-backoff"}
 
 // grpcScenarios are the gRPC built-ins they are run through.
-var grpcScenarios = []string{"grpc-outage", "grpc-quota-pushback", "grpc-quota-retryinfo", "grpc-non-retryable", "grpc-metastable"}
+var grpcScenarios = []string{"grpc-outage", "grpc-quota-pushback", "grpc-quota-retryinfo", "grpc-non-retryable", "grpc-metastable", "grpc-metastable-open"}
 
 // grpcCauses say, from the libraries' source, why a check failed:
 // subject/scenario/check. One no run bears out fails the test.
 var grpcCauses = map[string]string{
-	"grpc-default/grpc-outage/give-up":                           "without a retryPolicy in its service config grpc-go retries only transparently (an RPC that never left the client): every UNAVAILABLE ends the call.",
-	"grpc-hedging/grpc-outage/give-up":                           "grpc-go v1.85 does not implement hedging: its service config parser ignores `hedgingPolicy` (service_config.go has no field for it), so the channel behaves as grpc-default, with no retries.",
-	"grpc-middleware/grpc-outage/give-up":                        "`retry.UnaryClientInterceptor()` defaults to `WithMax(0)`, \"disabled\" (interceptors/retry/options.go): it calls once.",
-	"grpc-retrypolicy/grpc-outage/give-up":                       "A6 caps `maxAttempts` at 5; with `initialBackoff` 0.1 s ×2 under full jitter the 4 retries are spent within about 1.5 s of an 8 s outage.",
-	"grpc-throttling/grpc-outage/give-up":                        "as grpc-retrypolicy (5 attempts), and retryThrottling's tokens (10, a failure costs 1, retries stop at 5) end a channel's retries after its first 5 failures.",
-	"grpc-middleware-backoff/grpc-outage/give-up":                "`WithMax(5)` is 5 attempts; `BackoffExponentialWithJitter(100ms, 0.1)` waits 0.1, 0.2, 0.4, 0.8 s (±10 %): about 1.5 s of an 8 s outage.",
-	"grpc-middleware-backoff/grpc-outage/waves":                  "±10 % jitter around one exponential schedule: the fleet that started together retries together.",
-	"grpc-middleware-backoff/grpc-quota-pushback/retry-after":    "the interceptor reads neither the grpc-retry-pushback-ms trailer nor RetryInfo: it waits its own backoff, shorter than the quota's wait.",
-	"grpc-middleware-backoff/grpc-quota-retryinfo/retry-after":   "the interceptor reads neither the grpc-retry-pushback-ms trailer nor RetryInfo: it waits its own backoff, shorter than the quota's wait.",
-	"grpc-retrypolicy/grpc-quota-retryinfo/retry-after":          "grpc-go honours the pushback trailer (stream.go, `shouldRetry`) but never reads `google.rpc.RetryInfo` in the status details: it retries on its own backoff, before the quota's retry_delay.",
-	"grpc-throttling/grpc-quota-retryinfo/retry-after":           "as grpc-retrypolicy: RetryInfo is not read.",
-	"grpc-throttling/grpc-quota-pushback/give-up":                "each RESOURCE_EXHAUSTED costs the channel a token and a success earns back 0.1: a client whose calls meet the quota a few times in a row is below maxTokens/2 and its next call is not retried at all.",
-	"grpc-throttling/grpc-quota-retryinfo/give-up":               "each RESOURCE_EXHAUSTED costs the channel a token and a success earns back 0.1: a client whose calls meet the quota a few times in a row is below maxTokens/2 and its next call is not retried at all.",
-	"grpc-default/grpc-quota-pushback/give-up":                   "no retries (no retryPolicy): a call that meets the quota fails, though the quota has a token again within milliseconds.",
-	"grpc-default/grpc-quota-retryinfo/give-up":                  "no retries (no retryPolicy): a call that meets the quota fails, though the quota has a token again within milliseconds.",
-	"grpc-hedging/grpc-quota-pushback/give-up":                   "hedgingPolicy is ignored: no retries.",
-	"grpc-hedging/grpc-quota-retryinfo/give-up":                  "hedgingPolicy is ignored: no retries.",
-	"grpc-middleware/grpc-quota-pushback/give-up":                "`WithMax(0)` by default: no retries.",
-	"grpc-middleware/grpc-quota-retryinfo/give-up":               "`WithMax(0)` by default: no retries.",
-	"grpc-default/grpc-non-retryable/give-up":                    "the 4 % UNAVAILABLE that one retry would fix are not retried.",
-	"grpc-middleware-backoff/grpc-metastable/load-amplification": "with the application's 30 ms timeout as `WithPerRetryTimeout`, the interceptor retries a timed-out attempt (it retries context errors when a per-retry timeout is set), up to 5 attempts, with no retry budget: the overload's timeouts multiply the load.",
-	"grpc-hedging/grpc-non-retryable/give-up":                    "the 4 % UNAVAILABLE that one retry would fix are not retried.",
-	"grpc-middleware/grpc-non-retryable/give-up":                 "the 4 % UNAVAILABLE that one retry would fix are not retried.",
+	"grpc-default/grpc-outage/give-up":                                "without a retryPolicy in its service config grpc-go retries only transparently (an RPC that never left the client): every UNAVAILABLE ends the call.",
+	"grpc-hedging/grpc-outage/give-up":                                "grpc-go v1.85 does not implement hedging: its service config parser ignores `hedgingPolicy` (service_config.go has no field for it), so the channel behaves as grpc-default, with no retries.",
+	"grpc-middleware/grpc-outage/give-up":                             "`retry.UnaryClientInterceptor()` defaults to `WithMax(0)`, \"disabled\" (interceptors/retry/options.go): it calls once.",
+	"grpc-retrypolicy/grpc-outage/give-up":                            "A6 caps `maxAttempts` at 5; with `initialBackoff` 0.1 s ×2 under full jitter the 4 retries are spent within about 1.5 s of an 8 s outage.",
+	"grpc-throttling/grpc-outage/give-up":                             "as grpc-retrypolicy (5 attempts), and retryThrottling's tokens (10, a failure costs 1, retries stop at 5) end a channel's retries after its first 5 failures.",
+	"grpc-middleware-backoff/grpc-outage/give-up":                     "`WithMax(5)` is 5 attempts; `BackoffExponentialWithJitter(100ms, 0.1)` waits 0.1, 0.2, 0.4, 0.8 s (±10 %): about 1.5 s of an 8 s outage.",
+	"grpc-middleware-backoff/grpc-outage/waves":                       "±10 % jitter around one exponential schedule: the fleet that started together retries together.",
+	"grpc-middleware-backoff/grpc-quota-pushback/retry-after":         "the interceptor reads neither the grpc-retry-pushback-ms trailer nor RetryInfo: it waits its own backoff, shorter than the quota's wait.",
+	"grpc-middleware-backoff/grpc-quota-retryinfo/retry-after":        "the interceptor reads neither the grpc-retry-pushback-ms trailer nor RetryInfo: it waits its own backoff, shorter than the quota's wait.",
+	"grpc-retrypolicy/grpc-quota-retryinfo/retry-after":               "grpc-go honours the pushback trailer (stream.go, `shouldRetry`) but never reads `google.rpc.RetryInfo` in the status details: it retries on its own backoff, before the quota's retry_delay.",
+	"grpc-throttling/grpc-quota-retryinfo/retry-after":                "as grpc-retrypolicy: RetryInfo is not read.",
+	"grpc-throttling/grpc-quota-pushback/give-up":                     "each RESOURCE_EXHAUSTED costs the channel a token and a success earns back 0.1: a client whose calls meet the quota a few times in a row is below maxTokens/2 and its next call is not retried at all.",
+	"grpc-throttling/grpc-quota-retryinfo/give-up":                    "each RESOURCE_EXHAUSTED costs the channel a token and a success earns back 0.1: a client whose calls meet the quota a few times in a row is below maxTokens/2 and its next call is not retried at all.",
+	"grpc-default/grpc-quota-pushback/give-up":                        "no retries (no retryPolicy): a call that meets the quota fails, though the quota has a token again within milliseconds.",
+	"grpc-default/grpc-quota-retryinfo/give-up":                       "no retries (no retryPolicy): a call that meets the quota fails, though the quota has a token again within milliseconds.",
+	"grpc-hedging/grpc-quota-pushback/give-up":                        "hedgingPolicy is ignored: no retries.",
+	"grpc-hedging/grpc-quota-retryinfo/give-up":                       "hedgingPolicy is ignored: no retries.",
+	"grpc-middleware/grpc-quota-pushback/give-up":                     "`WithMax(0)` by default: no retries.",
+	"grpc-middleware/grpc-quota-retryinfo/give-up":                    "`WithMax(0)` by default: no retries.",
+	"grpc-default/grpc-non-retryable/give-up":                         "the 4 % UNAVAILABLE that one retry would fix are not retried.",
+	"grpc-middleware-backoff/grpc-metastable/load-amplification":      "with the application's 30 ms timeout as `WithPerRetryTimeout`, the interceptor retries a timed-out attempt (it retries context errors when a per-retry timeout is set), up to 5 attempts, with no retry budget: the overload's timeouts multiply the load.",
+	"grpc-retrypolicy/grpc-metastable-open/recovery":                  "grpc-go has no per-attempt timeout, but the proxy's timeout plays one: each UNAVAILABLE it answers is retried (A6, up to 5 attempts within the 2 s deadline) while the server still serves the call, so after the trigger the attempts stay above capacity and the queue full (metastable). With retryThrottling the same channel stops (grpc-throttling's ✓).",
+	"grpc-retrypolicy/grpc-metastable-open/load-amplification":        "each call makes up to 5 attempts, and every one the proxy times out is served anyway: the server works several times per call.",
+	"grpc-retrypolicy/grpc-metastable-open/wasted-work":               "the attempts the proxy gave up on are served for nobody.",
+	"grpc-middleware-backoff/grpc-metastable-open/recovery":           "`WithMax(5)` with no retry budget retries every UNAVAILABLE the proxy answers: the retries keep the queue full after the trigger.",
+	"grpc-middleware-backoff/grpc-metastable-open/load-amplification": "up to 5 attempts a call, each served by the server whether the proxy waited for it or not.",
+	"grpc-middleware-backoff/grpc-metastable-open/wasted-work":        "the attempts the proxy gave up on are served for nobody.",
+	"grpc-hedging/grpc-non-retryable/give-up":                         "the 4 % UNAVAILABLE that one retry would fix are not retried.",
+	"grpc-middleware/grpc-non-retryable/give-up":                      "the 4 % UNAVAILABLE that one retry would fix are not retried.",
 }
 
 // TestGRPCLibraries runs the gRPC clients through the gRPC built-ins in

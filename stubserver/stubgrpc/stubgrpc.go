@@ -15,6 +15,7 @@ package stubgrpc
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -122,7 +123,13 @@ func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 		RequestURI:    method,
 	}).WithContext(ctx)
 	w := &answer{header: make(http.Header, 4)}
-	f.s.ServeHTTP(w, r)
+	if d := f.proxyTimeout(); d > 0 {
+		if !f.serveBehindProxy(w, r, d) {
+			return status.Error(codes.Unavailable, "503 Service Unavailable (proxy timeout)")
+		}
+	} else {
+		f.s.ServeHTTP(w, r)
+	}
 
 	if w.hijacked {
 		// A fault: reset (or a hang let go of at shutdown). An HTTP/2
@@ -151,6 +158,45 @@ func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 		}
 	}
 	return st.Err()
+}
+
+// proxyTimeout is the handler's proxy timeout (stubserver.Server's
+// ProxyTimeout), 0 when it has none.
+func (f *FrontEnd) proxyTimeout() time.Duration {
+	if p, ok := f.s.(interface{ ProxyTimeout() time.Duration }); ok {
+		return p.ProxyTimeout()
+	}
+	return 0
+}
+
+// serveBehindProxy decides r as a proxy with timeout d in front of the
+// stub would see it answered: it reports whether the stub answered within
+// d. If not, the proxy has given up on the call: r's context is
+// cancelled, so the stub records the attempt abandoned (its service, if
+// it gets one, wasted), as a server does whose caller went away; the
+// caller gets the proxy's UNAVAILABLE.
+func (f *FrontEnd) serveBehindProxy(w *answer, r *http.Request, d time.Duration) bool {
+	ctx, cancel := context.WithCancel(r.Context())
+	done := make(chan struct{})
+	go func() {
+		defer cancel()
+		defer close(done)
+		f.s.ServeHTTP(w, r.WithContext(ctx))
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	}
+	select {
+	case <-done: // answered at the same instant: the answer wins
+		return true
+	default:
+		cancel()
+		return false
+	}
 }
 
 // reset closes the connection of the call from remote, at once (RST on

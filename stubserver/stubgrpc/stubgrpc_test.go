@@ -207,3 +207,55 @@ func TestMappingDoc(t *testing.T) {
 		t.Errorf("docs/grpc.md has %d status rows; GRPCMapping %d", rows, len(stubserver.GRPCMapping))
 	}
 }
+
+// Behind a proxy (Config.ProxyTimeout), a call the stub has not answered
+// within the timeout gets the proxy's UNAVAILABLE at that instant, and
+// the stub keeps its work: the call is served when its turn comes and
+// recorded abandoned with its service (wasted). A call answered in time
+// passes through.
+func TestProxyTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cc, attempts := stub(t, stubserver.Config{ProxyTimeout: 100 * time.Millisecond,
+			Capacity: &stubserver.Capacity{Concurrency: 1, Queue: 10, Service: 60 * time.Millisecond}})
+		start := time.Now()
+		if err := call(cc, "/c/0/r/0", nil); err != nil {
+			t.Fatalf("call served in 60ms behind a 100ms proxy: %v; want OK", err)
+		}
+		// Two calls at once: the first is served by 60ms, the second
+		// waits for the worker and would be served by 120ms.
+		errs := make(chan error, 2)
+		start = time.Now()
+		for i := range 2 {
+			go func() { errs <- call(cc, fmt.Sprintf("/c/%d/r/0", i+1), nil) }()
+			synctest.Wait()
+		}
+		var unavailable int
+		for range 2 {
+			err := <-errs
+			if status.Code(err) == codes.Unavailable {
+				unavailable++
+				if d := time.Since(start); d != 100*time.Millisecond {
+					t.Errorf("the proxy's UNAVAILABLE came after %v; want at its timeout, 100ms", d)
+				}
+				if !strings.Contains(status.Convert(err).Message(), "proxy timeout") {
+					t.Errorf("message %q; want it to name the proxy timeout", status.Convert(err).Message())
+				}
+			} else if err != nil {
+				t.Errorf("call: %v; want OK or UNAVAILABLE", err)
+			}
+		}
+		if unavailable != 1 {
+			t.Fatalf("%d calls got UNAVAILABLE; want the one that waited", unavailable)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		got := attempts()
+		if len(got) != 3 {
+			t.Fatalf("%d attempts recorded; want 3", len(got))
+		}
+		late := got[2]
+		if late.Fault != timeline.FaultAbandoned || late.Service != int64(60*time.Millisecond) || late.Queue != int64(60*time.Millisecond) {
+			t.Errorf("the timed-out call was recorded %+v; want abandoned, served 60ms after 60ms queued (its work kept)", late)
+		}
+	})
+}

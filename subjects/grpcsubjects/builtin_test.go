@@ -64,6 +64,10 @@ func TestKnownBadFail(t *testing.T) {
 		{"grpc-quota-pushback", "grpc-throttling", []string{"give-up"}, false},
 		// Without a retry budget the retries outlive their trigger.
 		{"grpc-metastable", "grpcretry-no-budget", []string{"recovery", "load-amplification"}, false},
+		{"grpc-metastable-open", "grpcretry-no-budget", []string{"recovery", "load-amplification", "wasted-work"}, false},
+		// A6 retries behind a proxy that times out: every retry costs
+		// the server a call it serves for nobody.
+		{"grpc-metastable-open", "grpc-retrypolicy", []string{"recovery", "load-amplification", "wasted-work"}, false},
 	} {
 		if testing.Short() && !tt.short {
 			continue
@@ -71,6 +75,23 @@ func TestKnownBadFail(t *testing.T) {
 		t.Run(tt.scenario+"/"+tt.subject, func(t *testing.T) {
 			retrylabtest.Run(t, retrylabtest.Builtin(tt.scenario), retrylabtest.Registered(tt.subject)).AssertFails(t, tt.checks...)
 		})
+	}
+}
+
+// grpc-go's own retryThrottling decides recovery: the same retryPolicy
+// that keeps grpc-metastable-open's server overloaded (TestKnownBadFail)
+// stops retrying once a channel's failures spend half its tokens, and the
+// server recovers. Seeds 1-3, in virtual time.
+func TestThrottlingRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three 24 s runs in virtual time: make check plays them")
+	}
+	for seed := int64(1); seed <= 3; seed++ {
+		r := retrylabtest.Run(t, retrylabtest.Builtin("grpc-metastable-open"), retrylabtest.Registered("grpc-throttling"), retrylabtest.WithSeed(seed))
+		r.AssertPass(t)
+		if a := r.Verdict.Check("load-amplification"); a == nil || a.Figure > 1.1 {
+			t.Errorf("seed %d: load-amplification %+v; want at most 1.1× (the retries stopped)", seed, a)
+		}
 	}
 }
 
