@@ -305,7 +305,7 @@ type Decoder struct {
 	records  int // records decoded so far
 	metaLine int // line of the meta record, 0 before it
 	endLine  int // line of the end record, 0 before it
-	chunk int // DecodeBatches' chunk size, when not the default (tests)
+	chunk    int // DecodeBatches' chunk size, when not the default (tests)
 	// raw is the last record's line as read, trimmed: valid until the
 	// next Decode (Merge copies the lines it need not change).
 	raw []byte
