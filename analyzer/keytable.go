@@ -106,6 +106,7 @@ type attemptLite struct {
 	upFailed bool // the stub's upstream gave no response (timeline.UpstreamFailed)
 	beFailed bool // the stub's quota backend failed and it answered 503 itself (timeline.BackendClosed)
 	hasNB    bool
+	refused  bool // a gRPC answer whose pushback said not to retry (pushbackRefuses)
 	prevDone bool // paired with its predecessor (or the first attempt)
 	at, done int64
 	nb       int64

@@ -23,8 +23,8 @@ var checkTable = []Check{
 		Params: []Param{
 			{"tolerance", KindDuration, Default{Num: 0.005, Doc: "{}; + `meta.clock_uncertainty` in a merged timeline"}},
 		},
-		Skips: "no retry followed a pacing Retry-After",
-		Noise: NoiseRow{Delay: Lowers, Undo: "hi also counts the retries that arrived within the lateness p50 after not_before − tolerance: a client early by more than that shows at least half of its early retries early"},
+		Skips: "no retry followed a pacing Retry-After (or, over gRPC, a pushback that said not to retry)",
+		Noise: NoiseRow{Delay: Both, Undo: "hi also counts the retries that arrived within the lateness p50 after not_before − tolerance: a client early by more than that shows at least half of its early retries early. Over gRPC, lo counts a retry after a do-not-retry pushback only when it came later than the lateness p99 after that answer (a hedge sent before it may have been made late)"},
 	},
 	{
 		ID: CheckInstantRetry, build: newInstant, Unit: "%", Meaning: "% of retries after an unpaced 429/5xx or other rate limit within `window`",

@@ -10,7 +10,7 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
-	want := []string{"budget-trip", "flapping", "grpc-metastable", "grpc-metastable-open", "grpc-non-retryable", "grpc-outage", "grpc-quota-pushback", "grpc-quota-retryinfo", "malformed-retry-after", "metastable", "metastable-open", "non-retryable", "outage-bare",
+	want := []string{"budget-trip", "flapping", "grpc-metastable", "grpc-metastable-open", "grpc-non-retryable", "grpc-outage", "grpc-pushback-refusal", "grpc-quota-pushback", "grpc-quota-retryinfo", "malformed-retry-after", "metastable", "metastable-open", "non-retryable", "outage-bare",
 		"outage-date", "outage-delta", "post-idempotency", "quota-layered", "quota-steady", "quota-tiers", "slow-server"}
 	if got := BuiltinNames(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("BuiltinNames() = %v; want %v", got, want)

@@ -31,7 +31,7 @@ const regenerateGRPC = "go test ./e2e/findings -run TestGRPCLibraries -count=1 -
 var grpcLibraries = []string{"grpcretry", "grpc-default", "grpc-retrypolicy", "grpc-throttling", "grpc-hedging", "grpc-middleware", "grpc-middleware-backoff"}
 
 // grpcScenarios are the gRPC built-ins they are run through.
-var grpcScenarios = []string{"grpc-outage", "grpc-quota-pushback", "grpc-quota-retryinfo", "grpc-non-retryable", "grpc-metastable", "grpc-metastable-open"}
+var grpcScenarios = []string{"grpc-outage", "grpc-quota-pushback", "grpc-pushback-refusal", "grpc-quota-retryinfo", "grpc-non-retryable", "grpc-metastable", "grpc-metastable-open"}
 
 // grpcCauses say, from the libraries' source, why a check failed:
 // subject/scenario/check. One no run bears out fails the test.
@@ -43,6 +43,7 @@ var grpcCauses = map[string]string{
 	"grpc-throttling/grpc-outage/give-up":                             "as grpc-retrypolicy (5 attempts), and retryThrottling's tokens (10, a failure costs 1, retries stop at 5) end a channel's retries after its first 5 failures.",
 	"grpc-middleware-backoff/grpc-outage/give-up":                     "`WithMax(5)` is 5 attempts; `BackoffExponentialWithJitter(100ms, 0.1)` waits 0.1, 0.2, 0.4, 0.8 s (±10 %): about 1.5 s of an 8 s outage.",
 	"grpc-middleware-backoff/grpc-outage/waves":                       "±10 % jitter around one exponential schedule: the fleet that started together retries together.",
+	"grpc-middleware-backoff/grpc-pushback-refusal/retry-after":       "the interceptor does not read grpc-retry-pushback-ms: it retries after a negative or malformed one, which gRPC A6 reads as \"do not retry\" (grpc-go's retryPolicy stops there).",
 	"grpc-middleware-backoff/grpc-quota-pushback/retry-after":         "the interceptor reads neither the grpc-retry-pushback-ms trailer nor RetryInfo: it waits its own backoff, shorter than the quota's wait.",
 	"grpc-middleware-backoff/grpc-quota-retryinfo/retry-after":        "the interceptor reads neither the grpc-retry-pushback-ms trailer nor RetryInfo: it waits its own backoff, shorter than the quota's wait.",
 	"grpc-retrypolicy/grpc-quota-retryinfo/retry-after":               "grpc-go honours the pushback trailer (stream.go, `shouldRetry`) but never reads `google.rpc.RetryInfo` in the status details: it retries on its own backoff, before the quota's retry_delay.",

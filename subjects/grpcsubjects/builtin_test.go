@@ -58,6 +58,8 @@ func TestKnownBadFail(t *testing.T) {
 		// The middleware reads neither pushback nor RetryInfo.
 		{"grpc-quota-pushback", "grpc-middleware-backoff", []string{"retry-after"}, false},
 		{"grpc-quota-retryinfo", "grpc-middleware-backoff", []string{"retry-after"}, false},
+		// ... nor a pushback that says not to retry (gRPC A6).
+		{"grpc-pushback-refusal", "grpc-middleware-backoff", []string{"retry-after"}, true},
 		// grpc-go honours pushback but not RetryInfo.
 		{"grpc-quota-retryinfo", "grpc-retrypolicy", []string{"retry-after"}, false},
 		// A channel's throttling spends its tokens on one quota's 429s.
