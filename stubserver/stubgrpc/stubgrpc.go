@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/retrylab/retrylab/stubserver"
@@ -59,6 +60,12 @@ func NewHandler(h http.Handler) *FrontEnd {
 		// write's digest, as an HTTP body's) and answers an empty one.
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(stubserver.BodyDigestBytes+1<<10),
+		// The call's metadata as the transport decoded it, for handle to
+		// read without metadata.FromIncomingContext's copy of each value
+		// (rawMetadata). Experimental in grpc-go, as ForceServerCodecV2 is.
+		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+			return context.WithValue(ctx, rawMetadataKey{}, info.Header), nil
+		}),
 	)
 	return f
 }
@@ -106,13 +113,17 @@ func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 	}
 	method, _ := grpc.MethodFromServerStream(stream)
 	path := method
-	md, _ := metadata.FromIncomingContext(ctx)
-	for k, v := range md {
+	for k, v := range rawMetadata(ctx) {
 		switch {
 		case k == stubserver.MetaPath && len(v) > 0:
 			path = v[0]
 		case k != "" && k[0] != ':':
-			c.header[canonicalKey(k)] = v
+			// The values are copied, into the call's own array: the
+			// handler gets a header of its own, as from
+			// FromIncomingContext.
+			n := len(c.values)
+			c.values = append(c.values, v...)
+			c.header[canonicalKey(k)] = c.values[n:len(c.values):len(c.values)]
 		}
 	}
 	var remote string
@@ -175,6 +186,21 @@ func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 	return st.Err()
 }
 
+// rawMetadataKey is the context key of a call's metadata as its
+// transport decoded it (NewHandler's tap).
+type rawMetadataKey struct{}
+
+// rawMetadata is the call's incoming metadata, not to be modified: the
+// transport's own (its keys lowercase, as HTTP/2 sends them), else, for a
+// call that passed no tap, a copy.
+func rawMetadata(ctx context.Context) metadata.MD {
+	if md, ok := ctx.Value(rawMetadataKey{}).(metadata.MD); ok {
+		return md
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	return md
+}
+
 // emptyMessage is the answer of an OK call: an empty message of any type.
 // SendMsg only reads it.
 var emptyMessage = []byte{}
@@ -187,6 +213,7 @@ type callState struct {
 	body    []byte // the request message, its capacity kept
 	url     url.URL
 	header  http.Header
+	values  []string // the header's values
 	reader  bodyReader
 	answer  answer
 	trailer metadata.MD
@@ -207,6 +234,8 @@ func (c *callState) release() {
 	c.body = c.body[:0]
 	c.url = url.URL{}
 	clear(c.header)
+	clear(c.values)
+	c.values = c.values[:0]
 	c.reader.Reset(nil)
 	clear(c.answer.header)
 	c.answer.status, c.answer.hijacked = 0, false
