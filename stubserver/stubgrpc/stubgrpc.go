@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,11 @@ func NewHandler(h http.Handler) *FrontEnd {
 		// write's digest, as an HTTP body's) and answers an empty one.
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(stubserver.BodyDigestBytes+1<<10),
+		// Calls run on goroutines kept from call to call, whose stacks
+		// have grown to what a call needs, rather than on a new one each
+		// that grows its stack anew; with all of them busy, a call gets a
+		// new goroutine as without workers (no call waits for one).
+		grpc.NumStreamWorkers(uint32(8*runtime.GOMAXPROCS(0))),
 		// The call's metadata as the transport decoded it, for handle to
 		// read without metadata.FromIncomingContext's copy of each value
 		// (rawMetadata). Experimental in grpc-go, as ForceServerCodecV2 is.
