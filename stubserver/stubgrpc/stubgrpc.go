@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/retrylab/retrylab/stubserver"
@@ -59,6 +61,17 @@ func NewHandler(h http.Handler) *FrontEnd {
 		// write's digest, as an HTTP body's) and answers an empty one.
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(stubserver.BodyDigestBytes+1<<10),
+		// Calls run on goroutines kept from call to call, whose stacks
+		// have grown to what a call needs, rather than on a new one each
+		// that grows its stack anew; with all of them busy, a call gets a
+		// new goroutine as without workers (no call waits for one).
+		grpc.NumStreamWorkers(uint32(8*runtime.GOMAXPROCS(0))),
+		// The call's metadata as the transport decoded it, for handle to
+		// read without metadata.FromIncomingContext's copy of each value
+		// (rawMetadata). Experimental in grpc-go, as ForceServerCodecV2 is.
+		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+			return context.WithValue(ctx, rawMetadataKey{}, info.Header), nil
+		}),
 	)
 	return f
 }
@@ -91,40 +104,59 @@ func (f *FrontEnd) Stop() { f.srv.Stop() }
 // handle answers one call, whatever its method.
 func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 	ctx := stream.Context()
-	method, _ := grpc.MethodFromServerStream(stream)
-	var body []byte
-	if err := stream.RecvMsg(&body); err != nil {
+	// Behind a proxy the stub may still be deciding the call when the
+	// proxy has answered it: its objects are then its own, not pooled.
+	pt := f.proxyTimeout()
+	var c *callState
+	if pt > 0 {
+		c = newCall()
+	} else {
+		c = calls.Get().(*callState)
+		defer c.release()
+	}
+	if err := stream.RecvMsg(&c.body); err != nil {
 		return err
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	h := make(http.Header, len(md))
+	method, _ := grpc.MethodFromServerStream(stream)
 	path := method
-	for k, v := range md {
+	for k, v := range rawMetadata(ctx) {
 		switch {
 		case k == stubserver.MetaPath && len(v) > 0:
 			path = v[0]
 		case k != "" && k[0] != ':':
-			h[textproto.CanonicalMIMEHeaderKey(k)] = v
+			// The values are copied, into the call's own array: the
+			// handler gets a header of its own, as from
+			// FromIncomingContext.
+			n := len(c.values)
+			c.values = append(c.values, v...)
+			c.header[canonicalKey(k)] = c.values[n:len(c.values):len(c.values)]
 		}
 	}
 	var remote string
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		remote = p.Addr.String()
+		remote = p.Addr.String() // a trackedConn's: no allocation
 	}
-	r := (&http.Request{
+	c.url.Path = path
+	var body io.ReadCloser = http.NoBody // as net/http gives an empty body
+	if len(c.body) > 0 {
+		c.reader.Reset(c.body)
+		body = &c.reader
+	}
+	req := http.Request{
 		Method:        stubserver.MethodGRPC,
-		URL:           &url.URL{Path: path},
+		URL:           &c.url,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
-		Header:        h,
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
+		Header:        c.header,
+		Body:          body,
+		ContentLength: int64(len(c.body)),
 		RemoteAddr:    remote,
 		RequestURI:    method,
-	}).WithContext(ctx)
-	w := &answer{header: make(http.Header, 4)}
-	if d := f.proxyTimeout(); d > 0 {
-		if !f.serveBehindProxy(w, r, d) {
+	}
+	r := req.WithContext(ctx)
+	w := &c.answer
+	if pt > 0 {
+		if !f.serveBehindProxy(w, r, pt) {
 			return status.Error(codes.Unavailable, "503 Service Unavailable (proxy timeout)")
 		}
 	} else {
@@ -141,16 +173,16 @@ func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 		}
 		return status.Error(codes.Unavailable, "retrylab: connection reset")
 	}
-	if trailer := w.trailer(); trailer != nil {
+	if trailer := w.trailer(c.trailer); trailer != nil {
+		// SetTrailer copies it (metadata.Join): c.trailer can be reused.
 		grpc.SetTrailer(ctx, trailer)
 	}
 	code := stubserver.GRPCCode(w.status)
 	if code == stubserver.CodeOK {
-		empty := []byte{}
-		return stream.SendMsg(&empty)
+		return stream.SendMsg(&emptyMessage)
 	}
-	st := status.New(codes.Code(code), strconv.Itoa(w.status)+" "+http.StatusText(w.status))
-	if v := w.header.Get(stubserver.HeaderRetryInfo); v != "" {
+	st := status.New(codes.Code(code), statusMessage(w.status))
+	if v := header(w.header, stubserver.HeaderRetryInfo); v != "" {
 		if d, err := time.ParseDuration(v); err == nil {
 			if with, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); err == nil {
 				st = with
@@ -158,6 +190,118 @@ func (f *FrontEnd) handle(_ any, stream grpc.ServerStream) error {
 		}
 	}
 	return st.Err()
+}
+
+// rawMetadataKey is the context key of a call's metadata as its
+// transport decoded it (NewHandler's tap).
+type rawMetadataKey struct{}
+
+// rawMetadata is the call's incoming metadata, not to be modified: the
+// transport's own (its keys lowercase, as HTTP/2 sends them), else, for a
+// call that passed no tap, a copy.
+func rawMetadata(ctx context.Context) metadata.MD {
+	if md, ok := ctx.Value(rawMetadataKey{}).(metadata.MD); ok {
+		return md
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	return md
+}
+
+// emptyMessage is the answer of an OK call: an empty message of any type.
+// SendMsg only reads it.
+var emptyMessage = []byte{}
+
+// callState is what the front end builds for one call: the request the stub
+// decides, its answer, and the trailer. Calls are pooled (calls): a call's
+// objects are garbage the moment it is answered, and at tens of thousands
+// of calls a second allocating them anew cost as much as the decision.
+type callState struct {
+	body    []byte // the request message, its capacity kept
+	url     url.URL
+	header  http.Header
+	values  []string // the header's values
+	reader  bodyReader
+	answer  answer
+	trailer metadata.MD
+}
+
+var calls = sync.Pool{New: func() any { return newCall() }}
+
+func newCall() *callState {
+	return &callState{header: make(http.Header, 8), answer: answer{header: make(http.Header, 4)}, trailer: make(metadata.MD, 2)}
+}
+
+// release returns c to the pool, emptied. A message far larger than the
+// usual is let go rather than kept by the pool.
+func (c *callState) release() {
+	if cap(c.body) > 4<<10 {
+		c.body = nil
+	}
+	c.body = c.body[:0]
+	c.url = url.URL{}
+	clear(c.header)
+	clear(c.values)
+	c.values = c.values[:0]
+	c.reader.Reset(nil)
+	clear(c.answer.header)
+	c.answer.status, c.answer.hijacked = 0, false
+	clear(c.trailer)
+	calls.Put(c)
+}
+
+// bodyReader is the request body: the message's bytes.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// header is the first value of h's canonical key (Header.Get without its
+// canonicalization).
+func header(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// canonicalKeys are the canonical forms of the metadata keys a call
+// usually carries, and of those the stub reads: their lookup costs less
+// than textproto's allocation of each.
+var canonicalKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"content-type", "user-agent", "te", "grpc-accept-encoding", "grpc-timeout",
+		"x-client-id", "x-retrylab-request", "idempotency-key", "authorization", "x-api-key",
+		"grpc-previous-rpc-attempts", "traceparent", "tracestate", "grpc-trace-bin", "grpc-tags-bin",
+	} {
+		m[k] = textproto.CanonicalMIMEHeaderKey(k)
+	}
+	return m
+}()
+
+// canonicalKey is the http.Header key of the metadata key k.
+func canonicalKey(k string) string {
+	if c, ok := canonicalKeys[k]; ok {
+		return c
+	}
+	return textproto.CanonicalMIMEHeaderKey(k)
+}
+
+// statusMessages are the messages of the HTTP statuses the stub answers,
+// "503 Service Unavailable", built once.
+var statusMessages = func() []string {
+	m := make([]string, 600)
+	for i := range m {
+		m[i] = strconv.Itoa(i) + " " + http.StatusText(i)
+	}
+	return m
+}()
+
+// statusMessage is the message of a call answered with the HTTP status.
+func statusMessage(status int) string {
+	if status >= 0 && status < len(statusMessages) {
+		return statusMessages[status]
+	}
+	return strconv.Itoa(status) + " " + http.StatusText(status)
 }
 
 // proxyTimeout is the handler's proxy timeout (stubserver.Server's
@@ -244,14 +388,17 @@ func (w *answer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // trailer is what of the answer's headers a gRPC client gets, as trailing
-// metadata: the pushback and the rate-limit headers; nil for none.
-func (w *answer) trailer() metadata.MD {
-	var md metadata.MD
+// metadata: the pushback and the rate-limit headers; nil for none. It
+// fills md (empty) when there are any.
+func (w *answer) trailer(md metadata.MD) metadata.MD {
+	n := 0
 	for k, v := range w.header {
-		lk := strings.ToLower(k)
+		var lk string
 		switch {
 		case k == stubserver.HeaderPushback:
-		case strings.HasPrefix(lk, "ratelimit"), strings.HasPrefix(lk, "x-ratelimit"):
+			lk = pushbackKey
+		case hasPrefixFold(k, "ratelimit"), hasPrefixFold(k, "x-ratelimit"):
+			lk = strings.ToLower(k)
 		default:
 			continue
 		}
@@ -259,8 +406,20 @@ func (w *answer) trailer() metadata.MD {
 			md = metadata.MD{}
 		}
 		md[lk] = v
+		n++
+	}
+	if n == 0 {
+		return nil
 	}
 	return md
+}
+
+// pushbackKey is stubserver.HeaderPushback as gRPC metadata.
+var pushbackKey = strings.ToLower(stubserver.HeaderPushback)
+
+// hasPrefixFold reports whether s begins with prefix, in any case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // nopConn is the connection a hijacking stub closes: the front end then
@@ -282,7 +441,7 @@ func (l *trackListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	key := c.RemoteAddr().String()
-	tc := &trackedConn{Conn: c, f: l.f, key: key}
+	tc := &trackedConn{Conn: c, f: l.f, key: key, remote: addr{Addr: c.RemoteAddr(), s: key}}
 	l.f.mu.Lock()
 	l.f.conns[key] = c
 	l.f.mu.Unlock()
@@ -291,10 +450,23 @@ func (l *trackListener) Accept() (net.Conn, error) {
 
 type trackedConn struct {
 	net.Conn
-	f    *FrontEnd
-	key  string
-	once sync.Once
+	f      *FrontEnd
+	key    string
+	remote addr
+	once   sync.Once
 }
+
+// RemoteAddr is the connection's, its string made once: gRPC gives it to
+// every call (peer.Peer.Addr), and each call's record names it.
+func (c *trackedConn) RemoteAddr() net.Addr { return &c.remote }
+
+// addr is a net.Addr with its String kept.
+type addr struct {
+	net.Addr
+	s string
+}
+
+func (a *addr) String() string { return a.s }
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
@@ -325,7 +497,11 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return errors.New("stubgrpc: unmarshal: not *[]byte")
 	}
-	*b = data.Materialize()
+	// Into *b's own capacity: a pooled call's buffer is reused.
+	*b = (*b)[:0]
+	for _, buf := range data {
+		*b = append(*b, buf.ReadOnlyData()...)
+	}
 	return nil
 }
 

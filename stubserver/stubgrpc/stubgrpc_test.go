@@ -3,8 +3,10 @@ package stubgrpc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrylab/retrylab/internal/memnet"
 	"github.com/retrylab/retrylab/stubserver"
@@ -256,6 +259,102 @@ func TestProxyTimeout(t *testing.T) {
 		late := got[2]
 		if late.Fault != timeline.FaultAbandoned || late.Service != int64(60*time.Millisecond) || late.Queue != int64(60*time.Millisecond) {
 			t.Errorf("the timed-out call was recorded %+v; want abandoned, served 60ms after 60ms queued (its work kept)", late)
+		}
+	})
+}
+
+// A 429's rate-limit headers reach the client as trailing metadata, under
+// their lowercase names, with the pushback, in either header family.
+func TestRateLimitTrailer(t *testing.T) {
+	for _, tc := range []struct {
+		headers string
+		want    []string // trailer keys
+	}{
+		{stubserver.HeadersIETF, []string{"ratelimit"}},
+		{stubserver.HeadersXRateLimit, []string{"x-ratelimit-remaining", "x-ratelimit-reset"}},
+		{stubserver.HeadersNone, nil},
+	} {
+		t.Run(tc.headers, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cc, _ := stub(t, stubserver.Config{Headers: tc.headers, Phases: []stubserver.Phase{{
+					Name: "quota", Respond: stubserver.Respond{Kind: stubserver.RespondStatus, Status: 429},
+					RetryAfter: stubserver.RetryAfter{Form: stubserver.FormPushback, Fixed: 2 * time.Second},
+				}}})
+				for i := range 3 { // the second and third on a reused call
+					var tr metadata.MD
+					if err := call(cc, stubserver.RequestPath(1, i), &tr); status.Code(err) != codes.ResourceExhausted {
+						t.Fatalf("err = %v; want RESOURCE_EXHAUSTED", err)
+					}
+					want := map[string]bool{"grpc-retry-pushback-ms": true}
+					for _, k := range tc.want {
+						want[k] = true
+					}
+					got := map[string]bool{}
+					for k := range tr {
+						if k != "content-type" { // gRPC's own, in a trailers-only answer
+							got[k] = true
+						}
+					}
+					if !maps.Equal(got, want) {
+						t.Errorf("call %d: trailer keys %v; want %v", i, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+					}
+					if got := tr.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != "2000" {
+						t.Errorf("call %d: pushback = %q; want [2000]", i, got)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Each call is decided by its own metadata and message only: one call's
+// x-client-id, Idempotency-Key or body does not reach the next (the front
+// end reuses a call's objects), and a message is the body the key digests.
+func TestCallsAreTheirOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cc, attempts := stub(t, stubserver.Config{Phases: []stubserver.Phase{{
+			Name: "outage", Respond: stubserver.Respond{Kind: stubserver.RespondStatus, Status: 503},
+		}}})
+		small, large, huge := wrapperspb.String("order 1"), wrapperspb.String(strings.Repeat("x", 3000)), wrapperspb.String(strings.Repeat("y", 9000))
+		for i, c := range []struct {
+			msg *wrapperspb.StringValue
+			md  []string
+		}{
+			{small, []string{"x-client-id", "svc-a", "idempotency-key", "k1"}},
+			{large, nil},
+			{small, nil},
+			{huge, []string{"x-client-id", "svc-b", "x-client-id", "svc-c"}},
+			{large, nil},
+		} {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), append([]string{stubserver.MetaPath, "/orders"}, c.md...)...)
+			if err := cc.Invoke(ctx, "/shop.v1.Orders/Create", c.msg, &emptypb.Empty{}); status.Code(err) != codes.Unavailable {
+				t.Fatalf("call %d: err = %v; want UNAVAILABLE", i, err)
+			}
+		}
+		a := attempts()
+		if len(a) != 5 {
+			t.Fatalf("recorded %d attempts; want 5", len(a))
+		}
+		digest := func(key string) string {
+			_, d, ok := strings.Cut(key, " body:")
+			if !ok {
+				t.Fatalf("key %q has no body digest", key)
+			}
+			return d
+		}
+		switch anon := a[1].Client; {
+		case a[0].Client != "svc-a" || a[0].IdemKey == "":
+			t.Errorf("call 0 recorded %+v; want client svc-a with its idempotency key", a[0])
+		case anon == "svc-a" || a[1].IdemKey != "" || a[2].Client != anon || a[2].IdemKey != "" || a[4].Client != anon:
+			t.Errorf("calls without x-client-id or idempotency-key recorded %+v", a)
+		case a[3].Client != "svc-b":
+			t.Errorf("call 3 recorded client %q; want svc-b (the first value)", a[3].Client)
+		case a[0].Path != "/orders" || a[0].Method != stubserver.MethodGRPC:
+			t.Errorf("call 0 recorded %s %s; want %s /orders", a[0].Method, a[0].Path, stubserver.MethodGRPC)
+		}
+		d := []string{digest(a[0].Key), digest(a[1].Key), digest(a[2].Key), digest(a[3].Key), digest(a[4].Key)}
+		if d[0] != d[2] || d[1] != d[4] || d[0] == d[1] || d[3] == d[1] || d[3] == d[0] {
+			t.Errorf("body digests %q: want equal for equal messages (0, 2 and 1, 4), else different", d)
 		}
 	})
 }
