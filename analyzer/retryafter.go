@@ -39,12 +39,19 @@ type retryAfterCheck struct {
 // attempt counts the answers whose pushback said not to retry, which
 // the client saw (not a fault, nor abandoned).
 func (ch *retryAfterCheck) attempt(r *timeline.Attempt, _ ResponseClass, _ *keyState) {
-	if r.Pushback != "" && r.Fault == "" && pushbackRefuses(r.Pushback) {
+	if refusedAnswer(r) {
 		ch.refusals++
 	}
 }
 
 func newRetryAfter(b checkBase) checker { return &retryAfterCheck{checkBase: b} }
+
+// refusedAnswer reports whether the client saw an answer that said not to
+// retry: a pushback that refuses, on an attempt without a fault (an
+// abandoned one's answer never reached it).
+func refusedAnswer(r *timeline.Attempt) bool {
+	return r.Fault == "" && pushbackRefuses(r.Pushback)
+}
 
 // pushbackRefuses reports whether a grpc-retry-pushback-ms value says
 // not to retry: gRPC A6 reads a negative or unparsable value so.

@@ -132,9 +132,10 @@ func (d *Decoder) split(free <-chan *chunk, work, ordered chan<- *chunk, quit <-
 	}
 }
 
-// fill reads into c.text until it holds at least one whole line (or the
-// stream ends) and returns where its last whole line ends, and the read
-// error (io.EOF at the end, when the rest is the last line).
+// fill reads into c.text until it is full and holds a whole line
+// (growing it for a longer line), or the stream ends, and returns where
+// its last whole line ends, and the read error (io.EOF at the end, when
+// the rest is the last line).
 func (d *Decoder) fill(c *chunk) (end int, err error) {
 	searched := 0
 	for {
