@@ -14,6 +14,12 @@ import (
 // the allowed instant of a Retry-After it honoured), and its arrival.
 type waveSampleRec struct {
 	trigger, base, arrival int64
+	// meant is where the client's wait claim puts the arrival (the
+	// trigger plus the claimed wait); noClaim or badClaim without one.
+	meant int64
+	// faultBase: the trigger is a fault or an abandoned answer, whose
+	// instant the client saw by its own timer, not the stub's stamp.
+	faultBase bool
 }
 
 func (r waveSampleRec) own() int64 { return r.arrival - r.base }
@@ -71,6 +77,7 @@ type cohortReading struct {
 	lo, hi                  float64 // the worst reading's range under the host's noise
 	immediate               bool    // mean own wait within the floor: no own wait
 	serverSync              bool    // after Retry-After, no spread of its own
+	claimed                 bool    // read on its clients' wait claims (claimedSample)
 	syncRatio               float64 // arrivals vs triggers (server-synchronized cohorts)
 }
 

@@ -3,6 +3,8 @@ package analyzer
 import (
 	"hash/maphash"
 	"iter"
+
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // keyTable holds the open logical requests by key: an open-addressing hash
@@ -110,6 +112,25 @@ type attemptLite struct {
 	prevDone bool // paired with its predecessor (or the first attempt)
 	at, done int64
 	nb       int64
+	claim    int64 // the wait the client claimed before it (timeline.WaitHeader), ns; noClaim, badClaim
+}
+
+// What attemptLite.claim holds when the attempt claimed no wait, or one
+// that does not parse.
+const (
+	noClaim  = -1
+	badClaim = -2
+)
+
+// claimOf reads an attempt's wait claim.
+func claimOf(s string) int64 {
+	if s == "" {
+		return noClaim
+	}
+	if d, ok := timeline.ParseWaitClaim(s); ok {
+		return int64(d)
+	}
+	return badClaim
 }
 
 // keyState is one open logical request: the attempts not yet paired with

@@ -46,6 +46,10 @@ type sim struct {
 	stop403     bool          // stops on every 403, a rate limit too (as most libraries do)
 	hang        bool          // outcomes of failed requests are "hung"
 	raExtra     time.Duration // fixed extra wait on top of Retry-After
+	// claim: each retry claims the wait its client meant (WaitClaim),
+	// passed through claimed (nil: as meant) to make a client that lies.
+	claim   bool
+	claimed func(meant time.Duration) time.Duration
 
 	policy *timeline.Policy
 	// noise is the host noise the end record states (nil: unmeasured);
@@ -101,6 +105,7 @@ func (s *sim) records() []timeline.Record {
 			t += noise()
 			start := t
 			var prevDelay time.Duration
+			meant := time.Duration(-1)
 			result, status, n := "", 0, 0
 			for {
 				n++
@@ -111,6 +116,13 @@ func (s *sim) records() []timeline.Record {
 					At: int64(at), Done: int64(done), Status: st, RetryAfter: ra, Idempotent: s.idem}
 				if has {
 					a.NotBefore, a.HasNotBefore = int64(nb), true
+				}
+				if s.claim && meant >= 0 {
+					c := meant
+					if s.claimed != nil {
+						c = s.claimed(meant)
+					}
+					a.WaitClaim = fmt.Sprintf("%d.%06d", c/time.Millisecond, c%time.Millisecond)
 				}
 				if s.mark != nil {
 					s.mark(&a)
@@ -145,6 +157,7 @@ func (s *sim) records() []timeline.Record {
 					d = s.delay(n, r, prevDelay)
 					prevDelay = d
 				}
+				meant = d
 				d += noise()
 				if s.budget > 0 && t+d-start > s.budget+s.overrun {
 					result = timeline.ResultBudget

@@ -46,10 +46,20 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 		q10, q50 int64
 	}
 	worst.share = -1
+	onArrivals := false // a cohort read was read on its arrivals, not on claims
+	m := a.noise()
 	for g := range a.wv.cohorts {
 		c := &a.wv.cohorts[g]
+		// A cohort whose clients claim their waits consistently is read
+		// on the claims (claimedSample): the spread is theirs, whatever
+		// the host's lateness, so the lateness needs no margin.
+		cl, _ := claimedSample(c.sample, m)
+		src := c.sample
+		if cl != nil {
+			src = cl
+		}
 		var in []waveSampleRec
-		for _, x := range c.sample {
+		for _, x := range src {
 			if x.arrival >= from && x.arrival < until {
 				in = append(in, x)
 			}
@@ -69,7 +79,7 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 		}
 		slices.Sort(own)
 		q10, q50 := own[len(own)/10], own[len(own)/2]
-		if q50 < spreadLateRatio*late || q50 <= 0 {
+		if cl == nil && q50 < spreadLateRatio*late || q50 <= 0 {
 			unread += n
 			continue
 		}
@@ -79,13 +89,19 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 			return false, fmt.Sprintf("the host's lateness may have spread the retries: %s's fastest tenth waited %s, %.0f%% of its median %s (a fleet that spreads its own waits: %.0f%% at most)",
 				name, fmtDur(q10), 100*share, fmtDur(q50), 100*spreadShare)
 		}
-		res := max(q50/waveBins, int64(time.Millisecond), late)
+		res := max(q50/waveBins, int64(time.Millisecond))
+		if cl == nil {
+			res = max(res, late)
+		}
 		if _, arr := pairReadings(in, q50, res); arr > spreadArrivals {
 			return false, fmt.Sprintf("the host's lateness may have spread the retries: %s's arrivals read %.2f on the waves statistic (%.0f at most), concentrated beyond what its waits explain",
 				name, arr, float64(spreadArrivals))
 		}
 		if share > worst.share {
 			worst.name, worst.share, worst.q10, worst.q50 = name, share, q10, q50
+		}
+		if cl == nil {
+			onArrivals = true
 		}
 	}
 	if total == 0 {
@@ -95,8 +111,12 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 		return false, fmt.Sprintf("%.0f%% of the %.0f retries from the trigger on lie in cohorts whose waits cannot be told from the host's lateness (a median under %d× its p90 %s, or under %d sampled): whose spread they have is unknown",
 			100*unread/total, total, spreadLateRatio, fmtDur(late), spreadMinSample)
 	}
-	return true, fmt.Sprintf("the clients spread their own retries: in every retry cohort read (%.0f%% of the %.0f retries from the trigger on), the fastest tenth waited at most %.0f%% of the median (worst: %s, %s of %s), a median at least %d× the host's lateness p90 %s, with arrivals no more concentrated than the waits explain; there were no waves for the host to break up",
-		100*(total-unread)/total, total, 100*worst.share, worst.name, fmtDur(worst.q10), fmtDur(worst.q50), spreadLateRatio, fmtDur(late))
+	basis := "on their clients' wait claims, each consistent with its arrival"
+	if onArrivals {
+		basis = fmt.Sprintf("a median at least %d× the host's lateness p90 %s", spreadLateRatio, fmtDur(late))
+	}
+	return true, fmt.Sprintf("the clients spread their own retries: in every retry cohort read (%.0f%% of the %.0f retries from the trigger on), the fastest tenth waited at most %.0f%% of the median (worst: %s, %s of %s), %s, with arrivals no more concentrated than the waits explain; there were no waves for the host to break up",
+		100*(total-unread)/total, total, 100*worst.share, worst.name, fmtDur(worst.q10), fmtDur(worst.q50), basis)
 }
 
 // ampFrom is where load-amplification's window starts: the first

@@ -84,7 +84,7 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		n: int32(r.Attempt), status: int32(r.Status), class: class, fault: r.Fault != "",
 		upFailed: r.Upstream == timeline.UpstreamFailed, beFailed: beFailed,
 		hasNB: r.HasNotBefore, at: r.At, done: r.Done, nb: r.NotBefore,
-		refused: refusedAnswer(r),
+		refused: refusedAnswer(r), claim: claimOf(r.WaitClaim),
 	}
 	if x.upFailed {
 		a.fidelityUpstream(r)

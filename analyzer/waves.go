@@ -51,16 +51,20 @@ func (a *Analyzer) waveRetry(st *keyState, key string, k int, p, x *attemptLite,
 		c.clients = append(c.clients, st.client)
 	}
 	c.seen++
+	rec := waveSampleRec{trigger: p.done, base: base, arrival: x.at, meant: x.claim, faultBase: p.fault}
+	if x.claim >= 0 {
+		rec.meant = p.done + x.claim
+	}
 	switch {
 	case len(c.sample) < waveSample:
-		c.sample = append(c.sample, waveSampleRec{trigger: p.done, base: base, arrival: x.at})
+		c.sample = append(c.sample, rec)
 		if len(c.sample) == waveSample {
 			c.lw = math.Exp(math.Log(s.uniform()) / waveSample)
 			c.next = c.seen + s.skipLen(c.lw)
 		}
 	case c.seen == c.next:
 		j, _ := bits.Mul64(s.next(), waveSample)
-		c.sample[j] = waveSampleRec{trigger: p.done, base: base, arrival: x.at}
+		c.sample[j] = rec
 		c.lw *= math.Exp(math.Log(s.uniform()) / waveSample)
 		c.next += s.skipLen(c.lw)
 	}
@@ -179,6 +183,9 @@ func (a *Analyzer) judgeWaves(c *checkCfg, j *wavesJudgement) CheckResult {
 	}
 	reason := fmt.Sprintf("worst cohort %s: %d retries, mean own wait %s, readings arrivals %.2f, shape %.2f, spread %.2f (worst: %s; %d cohorts over %d retries)",
 		w.name(), w.n, fmtDur(int64(w.mean*1e9)), w.arrivals, w.shape, w.spread, reading, len(judged), n)
+	if w.claimed {
+		reason += "; read on the clients' wait claims, each consistent with its arrival"
+	}
 	if j.serverPaced > 0 {
 		reason += fmt.Sprintf("; %d server-paced retries excluded", j.serverPaced)
 	}

@@ -202,6 +202,25 @@ func (a *Analyzer) readCohort(r *cohortReading, c *waveCohort, floor int64, m ho
 		r.lo = min(r.lo, r.hi)
 		return
 	}
+	if cl, _ := claimedSample(c.sample, m); cl != nil {
+		// The clients' own waits, as they claim them: the host's part is
+		// out of them, so the range is a point.
+		var w welford
+		for _, x := range cl {
+			w.add(float64(x.own()) / 1e9)
+		}
+		r.claimed, r.mean = true, w.mean
+		cm := int64(w.mean * 1e9)
+		if cm <= floor {
+			r.immediate, r.lo, r.hi = true, 1, 1
+			return
+		}
+		r.res = max(cm/waveBins, 1_000_000)
+		r.shape, r.arrivals = newPairNull(cl, cm, r.res).readings(cl, 1, 0, 1)
+		r.spread = spreadOf(math.Sqrt(w.m2/float64(w.n)), w.mean)
+		r.lo, r.hi = r.worst(), r.worst()
+		return
+	}
 	if mean-m.delay <= floor {
 		r.lo = min(r.lo, 1) // it may have had no own wait
 	}

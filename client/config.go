@@ -178,6 +178,14 @@ type Config struct {
 	// attempt of a call. Without it such requests are sent once.
 	AddIdempotencyKey bool
 
+	// ClaimWaits makes the Transport send, on each retry, an
+	// X-Retrylab-Wait header: the milliseconds it meant to wait after the
+	// previous attempt's answer (its backoff or Retry-After wait, plus any
+	// pacing wait). retrylab's analyzer checks each claim against the
+	// arrival and reads the client's own waits from consistent claims,
+	// apart from the lateness a busy host adds. For runs against retrylab.
+	ClaimWaits bool
+
 	// Rate is the self-pacing token bucket's rate in requests per second per
 	// quota key (zero: DefaultQuotaShare of Quota, or no bucket when Quota is
 	// zero too).

@@ -187,10 +187,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	budgetEnd := start.Add(cfg.Budget)
-	var prev time.Duration // previous backoff, for decorrelated jitter
-	serverPaced := false   // the last wait was the server's Retry-After
-	lastChance := false    // a backoff draw was redrawn to fit the budget
-	var paid int64         // what the retry budget took for this attempt
+	var prev time.Duration     // previous backoff, for decorrelated jitter
+	serverPaced := false       // the last wait was the server's Retry-After
+	lastChance := false        // a backoff draw was redrawn to fit the budget
+	var paid int64             // what the retry budget took for this attempt
+	claim := time.Duration(-1) // the wait meant before this attempt (ClaimWaits); -1: none
 	fail := func(attempts, status int, reason, err error, wait time.Duration) (*http.Response, error) {
 		re := &RetryError{Method: method(req), URL: req.URL.Redacted(), Attempts: attempts, Status: status,
 			Elapsed: time.Since(start), Wait: wait, Reason: reason, Err: err}
@@ -202,13 +203,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// read saved: time.Now is slow on some VMs).
 		sentAt := start
 		if attempt > 1 || t.paces() {
-			if wait, err := t.pace(ctx, req, key, attempt, budgetEnd, serverPaced); err != nil {
+			wait, err := t.pace(ctx, req, key, attempt, budgetEnd, serverPaced)
+			if err != nil {
 				if attempt == 1 {
 					closeBody(req)
 				}
 				return fail(attempt-1, 0, err, nil, wait)
 			}
 			sentAt = time.Now()
+			claim += wait
+		}
+		h := header
+		if cfg.ClaimWaits && attempt > 1 {
+			h = header.Clone()
+			if h == nil {
+				h = make(http.Header)
+			}
+			h.Set(waitHeader, formatClaim(claim))
 		}
 		// The attempt.
 		body := req.Body
@@ -218,7 +229,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return fail(attempt-1, 0, nil, err, 0)
 			}
 		}
-		resp, err, cause, a := t.send(ctx, actx, req, header, body, sentAt, budgetEnd)
+		resp, err, cause, a := t.send(ctx, actx, req, h, body, sentAt, budgetEnd)
 		if cause != nil && err != nil {
 			err = cause // the Transport's timer ended the attempt, not the caller
 		}
@@ -321,10 +332,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			reason = strconv.Itoa(status)
 		}
 		t.obs.Retry(RetryEvent{Request: req, Key: key, Attempt: attempt, Status: status, Err: err, Reason: reason, Wait: wait, Source: src})
+		claim = wait
 		if err := sleep(ctx, wait); err != nil {
 			return fail(attempt, status, err, nil, 0)
 		}
 	}
+}
+
+// waitHeader is retrylab's wait claim header (timeline.WaitHeader).
+const waitHeader = "X-Retrylab-Wait"
+
+// formatClaim prints d in milliseconds with up to 6 decimals ("12.5").
+func formatClaim(d time.Duration) string {
+	d = max(d, 0)
+	s := strconv.FormatInt(int64(d/time.Millisecond), 10)
+	f := int64(d % time.Millisecond)
+	if f == 0 {
+		return s
+	}
+	b := []byte(strconv.FormatInt(1_000_000+f, 10))[1:] // six digits
+	for b[len(b)-1] == '0' {
+		b = b[:len(b)-1]
+	}
+	return s + "." + string(b)
 }
 
 // send runs one attempt, bounded by the budget and AttemptTimeout unless the

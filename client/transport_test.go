@@ -1065,3 +1065,55 @@ func TestDrain(t *testing.T) {
 	Drain(nil)
 	Drain(&http.Response{})
 }
+
+// TestClaimWaits: with ClaimWaits each retry carries the wait the client
+// meant after the previous answer (a backoff draw, a Retry-After), in
+// milliseconds; in virtual time that is the gap itself. A first attempt,
+// and any attempt without ClaimWaits, carries none.
+func TestClaimWaits(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(func(n int, _ *http.Request) (*http.Response, error) {
+				switch n {
+				case 0, 1:
+					return reply(503), nil
+				case 2:
+					return reply(429, "Retry-After", "2"), nil
+				}
+				return reply(200), nil
+			})
+			resp, err := get(t, New(f, seeded(Config{Base: 100 * time.Millisecond, ClaimWaits: on})), "http://api.test/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			a := f.attempts()
+			if len(a) != 4 {
+				t.Fatalf("%d attempts; want 4", len(a))
+			}
+			for i, s := range a {
+				v := s.header.Get(waitHeader)
+				if i == 0 || !on {
+					if v != "" {
+						t.Errorf("on=%v attempt %d: %s %q; want none", on, i+1, waitHeader, v)
+					}
+					continue
+				}
+				ms, err := strconv.ParseFloat(v, 64)
+				gap := s.at - a[i-1].at
+				if err != nil || time.Duration(ms*float64(time.Millisecond)+0.5) != gap {
+					t.Errorf("attempt %d: %s %q (%v); want the gap %v", i+1, waitHeader, v, err, gap)
+				}
+			}
+		})
+	}
+}
+
+func TestFormatClaim(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0", -time.Second: "0", 125 * time.Millisecond: "125",
+		12500 * time.Microsecond: "12.5", time.Nanosecond: "0.000001", 2*time.Second + 10*time.Microsecond: "2000.01"} {
+		if got := formatClaim(d); got != want {
+			t.Errorf("formatClaim(%v) = %q; want %q", d, got, want)
+		}
+	}
+}

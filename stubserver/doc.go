@@ -199,7 +199,8 @@
 // timeline.Attempt handed to Options.Recorder before the response leaves
 // (the Recorder encodes on its own goroutine). Each carries the digest of
 // the request's Idempotency-Key (timeline.KeyDigest, in Attempt.IdemKey,
-// with Idempotent set), never the key. Identify derives the client and
+// with Idempotent set), never the key, and the client's X-Retrylab-Wait
+// claim as sent (timeline.WaitHeader, in Attempt.WaitClaim). Identify derives the client and
 // the logical request from what a client cannot change by mistake between
 // the attempts of one logical request; attempts are numbered by arrival
 // per key:

@@ -172,6 +172,7 @@ func (s *Server) newAttempt(r *http.Request, arrive time.Time) timeline.Attempt 
 		At:         int64(arrive.Sub(s.start)),
 		Idempotent: idem != "",
 		IdemKey:    timeline.KeyDigest(idem), // evidence: compared, never kept
+		WaitClaim:  waitClaim(r.Header),
 	}
 	if s.grpc {
 		a.PreviousAttempts = previousAttempts(r.Header)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/retrylab/retrylab/timeline"
 	"sync"
 	"unicode/utf8"
 )
@@ -348,6 +350,20 @@ func apiKey(r *http.Request) string {
 // net/http canonicalizes the names of a request it parses, so a direct
 // map lookup finds them without Header.Get's per-call canonicalization,
 // which cost more than the rest of the stub's bookkeeping on the hot path.
+// maxWaitClaimBytes cuts a recorded wait claim: a valid one is at most 16
+// bytes (timeline.ParseWaitClaim), and a longer one is refused anyway.
+const maxWaitClaimBytes = 32
+
+// waitClaim is the client's X-Retrylab-Wait value as sent, cut at
+// maxWaitClaimBytes; the analyzer parses and checks it.
+func waitClaim(h http.Header) string {
+	v := header(h, timeline.WaitHeader)
+	if len(v) > maxWaitClaimBytes {
+		v = v[:maxWaitClaimBytes]
+	}
+	return v
+}
+
 func header(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]

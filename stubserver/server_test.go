@@ -910,3 +910,27 @@ func TestIdemKeyIsEvidence(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitClaimRecorded: a client's X-Retrylab-Wait is recorded as sent,
+// cut at maxWaitClaimBytes; a request without one records none.
+func TestWaitClaimRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Phases: []Phase{{Respond: Respond{Kind: RespondStatus, Status: 503}}}}, 1)
+		h.do("GET", "/c/1/r/1")
+		h.do("GET", "/c/1/r/1", timeline.WaitHeader, "12.5")
+		h.do("GET", "/c/1/r/1", timeline.WaitHeader, strings.Repeat("9", 100))
+		if err := h.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		as := decodeAttempts(t, strings.NewReader(h.buf.String()))
+		want := []string{"", "12.5", strings.Repeat("9", maxWaitClaimBytes)}
+		if len(as) != len(want) {
+			t.Fatalf("%d records; want %d", len(as), len(want))
+		}
+		for i, a := range as {
+			if a.WaitClaim != want[i] {
+				t.Errorf("record %d: wait_claim %q; want %q", i, a.WaitClaim, want[i])
+			}
+		}
+	})
+}

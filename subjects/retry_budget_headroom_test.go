@@ -51,7 +51,7 @@ func (p *budgetProbe) New(next http.RoundTripper, pp subjects.Params) subjects.C
 	t := client.New(subjects.Counting(next), client.Config{
 		Base: pp.Policy.Base, Cap: pp.Policy.Cap, Jitter: j, MaxAttempts: pp.Policy.MaxAttempts,
 		Budget: pp.Policy.Budget, AttemptTimeout: pp.Policy.Timeout, Rate: pp.Policy.Rate, Burst: pp.Policy.Burst,
-		AddIdempotencyKey: true, Rand: pp.Rand, Observer: probeObserver{p: p},
+		AddIdempotencyKey: true, ClaimWaits: true, Rand: pp.Rand, Observer: probeObserver{p: p},
 	})
 	return func(ctx context.Context, req *http.Request) (*http.Response, error) {
 		ctx, c := subjects.WithCounter(ctx)

@@ -11,7 +11,8 @@ import (
 // retrylabSubject is the project's own client package: client.New over the
 // harness transport, configured from Params.Policy (zero fields: the
 // client's defaults) with Params.Rand as its jitter source, so runs replay.
-// AddIdempotencyKey is on, so POSTs are retried safely.
+// AddIdempotencyKey is on, so POSTs are retried safely, and ClaimWaits,
+// so each retry says the wait it meant (timeline.WaitHeader).
 //
 // Each simulated client gets a Transport of its own (New is called once
 // per client), so it has its own retry budget (client.Config.RetryBudget,
@@ -43,6 +44,7 @@ func (s retrylabSubject) clientConfig(p Params) client.Config {
 		Rate:              p.Policy.Rate,
 		Burst:             p.Policy.Burst,
 		AddIdempotencyKey: true,
+		ClaimWaits:        true,
 		Rand:              p.Rand,
 	}
 }

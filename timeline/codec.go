@@ -192,6 +192,10 @@ func AppendAttempt(b []byte, a *Attempt) []byte {
 		b = append(b, `,"grpc_previous_attempts":`...)
 		b = strconv.AppendInt(b, int64(a.PreviousAttempts), 10)
 	}
+	if a.WaitClaim != "" {
+		b = append(b, `,"wait_claim":`...)
+		b = appendString(b, a.WaitClaim)
+	}
 	return append(b, '}')
 }
 

@@ -39,6 +39,7 @@ func sampleAttempts() []Attempt {
 		{Client: "17", Key: "17/43", Attempt: 1, Method: "GET", Path: "/c/17/r/43", At: 6e9, Done: 6e9 + 7, Status: 403, RetryAfter: "60", NotBefore: 66e9, HasNotBefore: true, Limit: "free/minute"},
 		{Client: "3", Key: "3/0", Attempt: 1, Method: "POST", Path: "/c/3/r/0", At: 10, Done: 20, Fault: FaultReset, Idempotent: true, IdemKey: KeyDigest("order-7")},
 		{Client: "3", Key: "3/1", Attempt: 1, Method: "GET", Path: "/c/3/r/1", At: 11, Done: 21, Status: 503, RetryAfter: "1", Backend: BackendClosed},
+		{Client: "3", Key: "3/1", Attempt: 2, Method: "GET", Path: "/c/3/r/1", At: 40, Done: 41, Status: 200, WaitClaim: "12.5"},
 		{Client: "4", Key: "4/0", Attempt: 1, Method: "GET", Path: "/c/4/r/0", At: 10, Done: 90, Fault: FaultAbandoned, Status: 200, Queue: 60, Service: 20},
 		{Client: "x\"y\\z\n\u00e9", Key: "idem:ä", Attempt: 3, Method: "GET", Path: "/odd path?q=\x01", At: 0, Done: 0, Status: 429, NotBefore: 0, HasNotBefore: true},
 		{Client: "9", Key: "9/1", Attempt: 1, Method: "GET", Path: "/c/9/r/1", At: 5, Done: 1<<63 - 1, Status: 429, RetryAfter: "garbage"},
@@ -129,7 +130,7 @@ func TestEncoderWritesStandardJSON(t *testing.T) {
 			t.Fatalf("line %d: %v", 2+i, err)
 		}
 		if got.Type != TypeAttempt || got.Client != a.Client || got.Path != a.Path || got.At != a.At || got.Done != a.Done ||
-			got.GRPCCode != a.GRPCCode || got.Pushback != a.Pushback || got.RetryInfo != a.RetryInfo || got.PreviousAttempts != a.PreviousAttempts {
+			got.GRPCCode != a.GRPCCode || got.Pushback != a.Pushback || got.RetryInfo != a.RetryInfo || got.PreviousAttempts != a.PreviousAttempts || got.WaitClaim != a.WaitClaim {
 			t.Errorf("line %d decoded by encoding/json = %+v; want %+v", 2+i, got.Attempt, a)
 		}
 		if (got.NotBefore != nil) != a.HasNotBefore || (got.NotBefore != nil && *got.NotBefore != a.NotBefore) {

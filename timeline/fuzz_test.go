@@ -3,9 +3,11 @@ package timeline
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // FuzzDecoder feeds arbitrary streams to the decoder: it must never panic,
@@ -85,6 +87,28 @@ func FuzzAppendString(f *testing.F) {
 		json.Unmarshal(m, &want)
 		if got != want {
 			t.Fatalf("appendString(%q) decodes to %q; encoding/json gives %q", s, got, want)
+		}
+	})
+}
+
+// FuzzParseWaitClaim: a claim is read or refused, never a panic; one
+// read is non-negative, at most a day, and printed back in milliseconds
+// with six decimals it reads the same.
+func FuzzParseWaitClaim(f *testing.F) {
+	for _, s := range []string{"0", "125", "12.5", "0.000001", "86400000", "86400000.000001", "-1", "1e3", " 1", "1.", ".5", "NaN", "999999999.9999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := ParseWaitClaim(s)
+		if !ok {
+			return
+		}
+		if d < 0 || d > 24*time.Hour {
+			t.Fatalf("ParseWaitClaim(%q) = %v, outside [0, 24h]", s, d)
+		}
+		back := fmt.Sprintf("%d.%06d", d/time.Millisecond, d%time.Millisecond)
+		if d2, ok := ParseWaitClaim(back); !ok || d2 != d {
+			t.Fatalf("ParseWaitClaim(%q) = %v; printed %q reads %v, %v", s, d, back, d2, ok)
 		}
 	})
 }

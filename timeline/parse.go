@@ -134,6 +134,8 @@ func (p *parser) record(line []byte, rec *Record) error {
 			a.RetryInfo, err = p.str(false)
 		case "grpc_previous_attempts":
 			a.PreviousAttempts, err = p.int()
+		case "wait_claim":
+			a.WaitClaim, err = p.str(false)
 		case "scheduled":
 			o.Scheduled, err = p.int64()
 		case "start":

@@ -313,6 +313,13 @@ type Attempt struct {
 	// client sent (0 when absent): the client's own count of the attempts
 	// before this one, evidence beside Attempt (the stub's count).
 	PreviousAttempts int `json:"grpc_previous_attempts,omitempty"`
+	// WaitClaim is the raw X-Retrylab-Wait header the client sent ("" when
+	// none, cut at 32 bytes): its claim of how long it meant to wait after
+	// the previous attempt's answer before sending this one (ParseWaitClaim).
+	// The analyzer checks the claim against the arrival and, where every
+	// retry of a cohort claims consistently, reads the client's own waits
+	// from the claims rather than from arrivals the host made late.
+	WaitClaim string `json:"wait_claim,omitempty"`
 }
 
 // Latency is how long the server held the request.
@@ -494,6 +501,45 @@ func (n *Noise) Bulk() int64 {
 		return n.P90
 	}
 	return n.P99
+}
+
+// WaitHeader carries a client's wait claim (Attempt.WaitClaim): the
+// milliseconds it meant to wait after the previous attempt's answer before
+// sending this attempt, a non-negative decimal with up to 6 fractional
+// digits ("0", "125", "12.5").
+const WaitHeader = "X-Retrylab-Wait"
+
+// maxWaitClaim bounds a claim: a wait of more than a day is no retry delay.
+const maxWaitClaim = int64(24 * time.Hour)
+
+// ParseWaitClaim reads a WaitHeader value as a duration; false when it is
+// not a non-negative decimal of milliseconds with at most 6 fractional
+// digits, or claims more than a day. No sign, exponent or spaces.
+func ParseWaitClaim(s string) (time.Duration, bool) {
+	intPart, frac, dot := strings.Cut(s, ".")
+	if intPart == "" || len(intPart) > 9 || len(frac) > 6 || (dot && frac == "") {
+		return 0, false
+	}
+	var ns int64
+	for _, c := range intPart {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		ns = ns*10 + int64(c-'0')
+	}
+	ns *= int64(time.Millisecond)
+	scale := int64(100_000) // ns per first fractional digit
+	for _, c := range frac {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		ns += int64(c-'0') * scale
+		scale /= 10
+	}
+	if ns > maxWaitClaim {
+		return 0, false
+	}
+	return time.Duration(ns), true
 }
 
 // Duration is how long the logical request took from the caller's view.

@@ -1,0 +1,77 @@
+package analyzer
+
+import (
+	"fmt"
+	"time"
+)
+
+// Wait claims: a client may say, on each retry, how long it meant to wait
+// after the previous answer (timeline.WaitHeader; the client package's
+// ClaimWaits). The host can only make a retry later than its client meant,
+// by at most what it can add to the answer's receipt and to the send. So a
+// claim is consistent with its arrival when the arrival is not earlier
+// than the claim puts it, nor later by more than twice the host's largest
+// measured lateness. Where every sampled retry of a cohort claims
+// consistently, the waves readings and the capacity checks' spread are
+// read on the claims: the client's own waits, with the host's part out.
+// One inconsistent claim (or a missing one) and the cohort is read on its
+// arrivals, with the range the noise model gives.
+
+const (
+	// claimSkew is how much earlier than its claim a retry may arrive:
+	// the client times its wait from its own receipt of the answer, a
+	// little after the stub stamped it, and clocks round.
+	claimSkew = int64(time.Millisecond)
+	// claimTail is the share of a cohort's sampled retries that may be
+	// left out of a read on claims, missing or inconsistent: a stub that
+	// reads a backlog numbers some attempts out of their client's order
+	// (the pair is not the client's), and the largest lateness measured is
+	// a sample's. Leaving out a twentieth cannot make a lockstep cohort read
+	// spread.
+	claimTail = 0.05
+)
+
+// claimedSample is sample with each arrival moved to where its client's
+// claim puts it, when at most claimTail of the claims are missing or
+// inconsistent under the host's noise m (those retries are left out: a
+// retry the stub numbered out of the client's order claims nothing, and
+// the largest lateness measured is a sample's); else nil and why not. A
+// trigger the client timed itself (a fault, an abandoned answer) began at
+// its send, which the host may have delayed before the arrival: it allows
+// the host's largest lateness of skew.
+func claimedSample(sample []waveSampleRec, m hostNoise) ([]waveSampleRec, string) {
+	if len(sample) == 0 {
+		return nil, "no sampled retry"
+	}
+	bound := 2*max(m.most, m.delay) + claimSkew
+	out := make([]waveSampleRec, 0, len(sample))
+	var over, missing, bad, early int
+	for _, x := range sample {
+		switch {
+		case x.meant == noClaim:
+			missing++
+			continue
+		case x.meant == badClaim:
+			bad++
+			continue
+		}
+		skew := claimSkew
+		if x.faultBase {
+			skew += max(m.most, m.delay)
+		}
+		switch late := x.arrival - x.meant; {
+		case late < -skew:
+			early++
+		case late > bound:
+			over++
+		default:
+			x.arrival = x.meant
+			out = append(out, x)
+		}
+	}
+	if off := len(sample) - len(out); float64(off) > claimTail*float64(len(sample)) {
+		return nil, fmt.Sprintf("of %d sampled retries, %d claimed no wait, %d a wait that does not parse, %d arrived earlier than their claim allows and %d later than it by more than the host's lateness allows (%s): more than %.0f%%",
+			len(sample), missing, bad, early, over, fmtDur(bound), 100*claimTail)
+	}
+	return out, ""
+}

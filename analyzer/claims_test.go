@@ -1,0 +1,70 @@
+package analyzer
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWavesClaims: a fleet whose retries claim the waits their clients
+// meant is judged on the claims when every claim is consistent with its
+// arrival, whatever lateness the host added (a claim within the
+// lateness it allows is taken as it is): a lockstep fleet FAILs and a
+// jittered one PASSes, each a point. A fleet whose claims the arrivals
+// contradict (a wait claimed longer than the gap, a gap longer than the
+// claim by more than the host's lateness allows, too many missing) is
+// judged on its arrivals, as without claims.
+func TestWavesClaims(t *testing.T) {
+	const late = 300 * time.Millisecond
+	var n int
+	every := func(k int, f func(time.Duration) time.Duration) func(time.Duration) time.Duration {
+		return func(d time.Duration) time.Duration {
+			n++
+			if n%k == 0 {
+				return f(d)
+			}
+			return d
+		}
+	}
+	tests := []struct {
+		name     string
+		delay    func(int, *rand.Rand, time.Duration) time.Duration
+		claimed  func(time.Duration) time.Duration
+		want     string // with claims read
+		onClaims bool
+	}{
+		{"fixed 1s", fixed(s1), nil, StatusFail, true},
+		{"no jitter, base 100ms", noJitter(100*ms, 5*s1), nil, StatusFail, true},
+		{"full jitter, base 100ms", fullJitter(100*ms, 5*s1), nil, StatusPass, true},
+		{"full jitter, 1 claim in 50 off by 2s", fullJitter(100*ms, 5*s1), every(50, func(d time.Duration) time.Duration { return d + 2*s1 }), StatusPass, true},
+		// Lies the arrivals show: the cohort is read on its arrivals.
+		{"fixed 3s, claims a tenth", fixed(3 * s1), func(d time.Duration) time.Duration { return d / 10 }, "", false},
+		{"fixed 1s, claims 500ms longer", fixed(s1), func(d time.Duration) time.Duration { return d + 500*ms }, "", false},
+		{"fixed 1s, 1 claim in 10 off by 2s", fixed(s1), every(10, func(d time.Duration) time.Duration { return d + 2*s1 }), "", false},
+	}
+	for _, tt := range tests {
+		for seed := uint64(1); seed <= 3; seed++ {
+			n = 0
+			s := sim{clients: 1000, seed: seed, spread: 10 * s1, late: late, noise: noiseOf(late), server: outage(15*s1, ""),
+				delay: tt.delay, maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full"), claim: true, claimed: tt.claimed}
+			c := s.verdict(Options{}).Check(CheckWaves)
+			on := strings.Contains(c.Reason, "wait claims")
+			if on != tt.onClaims {
+				t.Errorf("%s, seed %d: read on claims = %v; want %v (%s)", tt.name, seed, on, tt.onClaims, c.Reason)
+			}
+			switch {
+			case tt.onClaims && (c.Status != tt.want || len(c.Range) == 2 && c.Range[0] != c.Range[1]):
+				t.Errorf("%s, seed %d: waves = %s, range %v (%s); want %s on a point", tt.name, seed, c.Status, c.Range, c.Reason, tt.want)
+			case !tt.onClaims && c.Status == StatusPass:
+				t.Errorf("%s, seed %d: a lockstep fleet whose claims the arrivals contradict PASSed (%s)", tt.name, seed, c.Reason)
+			}
+		}
+	}
+	// Without claims the same lockstep fleet is judged on its arrivals.
+	s := sim{clients: 1000, seed: 1, spread: 10 * s1, late: late, noise: noiseOf(late), server: outage(15*s1, ""),
+		delay: fixed(s1), maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
+	if c := s.verdict(Options{}).Check(CheckWaves); strings.Contains(c.Reason, "wait claims") {
+		t.Errorf("without claims: read on claims (%s)", c.Reason)
+	}
+}
