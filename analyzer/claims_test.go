@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,34 @@ func TestWavesClaims(t *testing.T) {
 		delay: fixed(s1), maxAttempts: 8, policy: policy(100*ms, 5*s1, 8, 60*s1, "full")}
 	if c := s.verdict(Options{}).Check(CheckWaves); strings.Contains(c.Reason, "wait claims") {
 		t.Errorf("without claims: read on claims (%s)", c.Reason)
+	}
+}
+
+// TestInstantClaims: a client that claims it retried at once is counted
+// instant whatever lateness made its gaps long, so the check FAILs where
+// the gaps alone leave it open; a client whose claimed waits its gaps
+// bear out is not counted, and one whose claims the gaps contradict is
+// read on its gaps.
+func TestInstantClaims(t *testing.T) {
+	const late = 300 * time.Millisecond
+	tests := []struct {
+		name    string
+		delay   func(int, *rand.Rand, time.Duration) time.Duration
+		claim   bool
+		claimed func(time.Duration) time.Duration
+		want    []string
+	}{
+		{"instant, claimed", fixed(0), true, nil, []string{StatusFail}},
+		{"instant, unclaimed", fixed(0), false, nil, []string{StatusInconclusive}},
+		{"full jitter, claimed", fullJitter(s1, 5*s1), true, nil, []string{StatusPass}},
+		{"instant, claims 1s", fixed(0), true, func(time.Duration) time.Duration { return s1 }, []string{StatusInconclusive}},
+	}
+	for _, tt := range tests {
+		s := sim{clients: 300, seed: 1, spread: 10 * s1, late: late, noise: noiseOf(late), server: outage(15*s1, ""),
+			delay: tt.delay, maxAttempts: 6, policy: policy(s1, 5*s1, 6, 60*s1, "full"), claim: tt.claim, claimed: tt.claimed}
+		c := s.verdict(Options{}).Check(CheckInstantRetry)
+		if !slices.Contains(tt.want, c.Status) {
+			t.Errorf("%s: instant-retry = %s (%s); want %v", tt.name, c.Status, c.Reason, tt.want)
+		}
 	}
 }

@@ -39,7 +39,49 @@ type instCohort struct {
 	n    int64 // retries
 	bad  int64 // within the window
 	gaps *loghist.Hist
+	// Wait claims (claims.go): a retry whose client claimed a wait within
+	// the window confesses an instant retry (confessed: those whose gap
+	// the host made longer); one that claimed a longer wait its gap bears
+	// out was not one, unless the gap exceeds the claim by more than the
+	// host's lateness allows (excess: gap − claim, read at result). The
+	// others are read on their gaps alone (open: their gaps, nOpen).
+	confessed, nOpen, openBad int64
+	open, excess              *loghist.Hist
 }
+
+// add counts one retry of gap (ns) whose client claimed the wait claim
+// (noClaim, badClaim: none), after an answer it saw (the stub stamped it)
+// when seen.
+func (c *instCohort) add(gap, claim, window int64, seen bool) {
+	if c.gaps == nil {
+		c.gaps, c.open, c.excess = loghist.New(instLayout), loghist.New(instLayout), loghist.New(instLayout)
+	}
+	c.n++
+	c.gaps.Add(gap)
+	if gap < window {
+		c.bad++
+	}
+	switch {
+	case claim < 0 || !seen || claim > gap+claimSkew:
+		// No claim, one timed from an answer the stub did not stamp, or
+		// one the gap contradicts.
+		c.nOpen++
+		c.open.Add(gap)
+		if gap < window {
+			c.openBad++
+		}
+	case claim < window:
+		if gap >= window {
+			c.confessed++
+		}
+	default:
+		c.excess.Add(gap - claim)
+	}
+}
+
+// known is how many retries of the cohort were within the window by
+// their gap or their own claim.
+func (c *instCohort) known() int64 { return c.bad + c.confessed }
 
 // instantCheck is the instant-retry check's state: the retries after
 // an unpaced retryable response, by retry number.
@@ -58,15 +100,10 @@ func (ch *instantCheck) retry(f *retryFacts) {
 	}
 	ch.n.judged++
 	c := &ch.byK[min(f.k, waveGroups)-1]
-	c.n++
-	if c.gaps == nil {
-		c.gaps = loghist.New(instLayout)
-	}
-	c.gaps.Add(f.gap)
+	c.add(f.gap, f.x.claim, ch.a.instWindow, !p.fault)
 	if f.gap >= ch.a.instWindow {
 		return
 	}
-	c.bad++
 	if ch.hit(&ch.n) {
 		what := strconv.Itoa(int(p.status))
 		if p.class == ResponseRateLimit && p.status != 429 {
@@ -81,6 +118,7 @@ type instReading struct {
 	name      string
 	n         int64
 	lo, hi    int64   // within the window; within it plus the host's lateness
+	confessed int64   // of lo, by their clients' claims alone
 	expect    float64 // % the policy gives, -1 without one
 	threshold float64
 }
@@ -119,9 +157,12 @@ func (ch *instantCheck) result() CheckResult {
 		if ck.n == 0 {
 			continue
 		}
-		lo, hi := ck.bad, ck.bad
+		lo, hi := ck.known(), ck.known()
 		if late > 0 {
-			hi = h.n.hiddenWithin(ck.gaps, a.instWindow, ck.n)
+			// The open retries within the window are in known; the
+			// hidden ones replace them.
+			over := int64(ck.excess.N() - ck.excess.Below(2*max(h.n.most, h.n.delay)+claimSkew))
+			hi = max(hi, ck.known()-ck.openBad+h.n.hiddenWithin(ck.open, a.instWindow, ck.nOpen)+over)
 		}
 		bad += lo
 		badHi += hi
@@ -139,7 +180,7 @@ func (ch *instantCheck) result() CheckResult {
 		if k+1 == waveGroups {
 			name = fmt.Sprintf("retries %d+", k+1)
 		}
-		rd := instReading{name: name, n: ck.n, lo: lo, hi: hi, expect: -1, threshold: instantThreshold(c.def.Threshold.Num, p, ck.n)}
+		rd := instReading{name: name, n: ck.n, lo: lo, hi: hi, confessed: ck.confessed, expect: -1, threshold: instantThreshold(c.def.Threshold.Num, p, ck.n)}
 		if policy {
 			rd.expect = 100 * p
 		}
@@ -186,6 +227,9 @@ func (ch *instantCheck) result() CheckResult {
 		worst = most(highEnd)
 	}
 	why := fmt.Sprintf("worst: %s, %d of %d came within %s", worst.name, worst.lo, worst.n, fmtDur(a.instWindow))
+	if worst.confessed > 0 {
+		why = fmt.Sprintf("worst: %s, %d of %d came within %s or claimed a wait within it (%d by their claim alone)", worst.name, worst.lo, worst.n, fmtDur(a.instWindow), worst.confessed)
+	}
 	if worst.hi != worst.lo {
 		why += fmt.Sprintf(" (%d of them may have been, under the host's lateness)", worst.hi)
 	}

@@ -33,7 +33,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.050}},
 		},
 		Skips: "no retry followed an unpaced 429/5xx or rate limit",
-		Noise: NoiseRow{Delay: Lowers, Undo: "hi is, for a lateness x, the share within `window` + x plus the share the host makes later than x (two standard errors over); the least over x of the p50, p90, p99 and the most measured"},
+		Noise: NoiseRow{Delay: Lowers, Undo: "hi is, for a lateness x, the share within `window` + x plus the share the host makes later than x (two standard errors over); the least over x of the p50, p90, p99 and the most measured. A retry whose client claimed a wait within `window` (X-Retrylab-Wait) counts in lo and hi; one whose longer claim its gap bears out (not shorter than the claim, nor longer by more than twice the most lateness measured) counts in neither"},
 	},
 	{
 		ID: CheckWaves, build: newWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
@@ -45,7 +45,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.100, Doc: "{}, for the warning"}},
 		},
 		Skips: "no client-paced cohort with `min_samples` retries from `min_clients` clients",
-		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs batches of the measured size can make (k·(k−1)/2 each) and reads the spread over the mean less the lateness p99; hi reads the pairs within the resolution + x over the least share of pairs a lateness of the measured quantiles keeps within x of each other (x from the quantiles' differences; the tightest), and the spread without the share of waits the host's tail beyond x may have lengthened and x²/4 of variance (the least over the lateness quantiles x); retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged)"},
+		Noise: NoiseRow{Delay: Both, Batch: Raises, Undo: "lo takes out the pairs batches of the measured size can make (k·(k−1)/2 each) and reads the spread over the mean less the lateness p99; hi reads the pairs within the resolution + x over the least share of pairs a lateness of the measured quantiles keeps within x of each other (x from the quantiles' differences; the tightest), and the spread without the share of waits the host's tail beyond x may have lengthened and x²/4 of variance (the least over the lateness quantiles x); retries beyond Retry-After whose spread twice the lateness p90 explains are server-paced (a warning, not judged). A cohort whose sampled retries claimed their waits (X-Retrylab-Wait), at most 5% of them missing or contradicted by their gaps, is read on the claims: lo = hi"},
 	},
 	{
 		ID: CheckNonRetryable, build: newNonRetry, Unit: "retries", Meaning: "retries after a status in the set that was not a rate limit (count)",
@@ -123,7 +123,7 @@ var checkTable = []Check{
 		ID: CheckLoadAmplification, build: newLoadAmp, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
 		Threshold: Default{Num: defaultLoadAmp},
 		Skips:     "no capacity model; no trigger; no first attempt then",
-		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90); lo is 0 when the lateness p90 is half the service time or more (the host may have cut the stub's capacity); [0, ∞] when the stub was overloaded before the trigger"},
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90, or the cohort read on its clients' wait claims as waves reads them); lo is 0 when the lateness p90 is half the service time or more (the host may have cut the stub's capacity); [0, ∞] when the stub was overloaded before the trigger"},
 	},
 	{
 		ID: CheckWastedWork, build: newWasted, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",

@@ -8,6 +8,10 @@
 //   - backs off with full jitter: a random wait in [0, min(cap, base * 2^n)];
 //   - caps the attempts (maxAttempts) and the total time (budget): a wait
 //     that would cross the budget gives up at once.
+// With claimWaits (on when it runs under retrylab) each retry also sends
+// X-Retrylab-Wait, the milliseconds it meant to wait after the previous
+// answer: retrylab reads the client's own waits from it, apart from the
+// lateness a busy host adds (docs/exec.md). Leave it off in production.
 //
 // Run as a program it speaks retrylab's exec protocol (docs/exec.md); with
 // --processes (RETRYLAB_CLIENTS set) it plays several clients at once, one
@@ -70,13 +74,14 @@ export function backoffMs(policy, retry, random = Math.random) {
 
 // getWithRetries resolves to {ok, status, attempts, reason}; reason (when
 // not ok) is gave-up, budget, non-retryable or error.
-export async function getWithRetries(url, policy = GOOD, headers = {}) {
+export async function getWithRetries(url, policy = GOOD, headers = {}, { claimWaits = false } = {}) {
   const deadline = Date.now() + policy.budget;
   let status = 0;
+  let claim = {}; // the X-Retrylab-Wait of the next attempt
   for (let attempt = 1; attempt <= policy.maxAttempts; attempt++) {
     let retryAfter = null;
     try {
-      const res = await fetch(url, { headers, signal: AbortSignal.timeout(policy.timeout) });
+      const res = await fetch(url, { headers: { ...headers, ...claim }, signal: AbortSignal.timeout(policy.timeout) });
       await res.arrayBuffer(); // read the body: the connection is reused
       status = res.status;
       if (res.ok) return { ok: true, status, attempts: attempt };
@@ -91,6 +96,7 @@ export async function getWithRetries(url, policy = GOOD, headers = {}) {
     let wait = policy.honourRetryAfter ? retryAfterMs(retryAfter) : null;
     wait = wait != null ? wait + Math.random() * policy.retryAfterJitter : backoffMs(policy, attempt);
     if (Date.now() + wait > deadline) return { ok: false, status, attempts: attempt, reason: 'budget' };
+    if (claimWaits) claim = { 'x-retrylab-wait': wait.toFixed(3) };
     await sleep(wait);
   }
   return { ok: false, status, attempts: policy.maxAttempts, reason: 'gave-up' };
@@ -126,7 +132,7 @@ async function main(argv) {
   const play = async ({ id, base, key }) => {
     const headers = key ? { authorization: `Bearer ${key}` } : {};
     for (let r = 0; r < n; r++) {
-      const res = await getWithRetries(`${base}/r/${r}`, policy, headers);
+      const res = await getWithRetries(`${base}/r/${r}`, policy, headers, { claimWaits: true });
       const path = `/c/${id}/r/${r}`; // names its client: required when a process plays several
       console.log(res.ok ? `ok ${path}` : `fail ${path} ${res.reason} (status ${res.status}, ${res.attempts} attempts)`);
     }

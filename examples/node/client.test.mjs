@@ -35,6 +35,27 @@ test('full jitter', () => {
   assert.equal(backoffMs(MISTAKES['no-jitter'], 3), 1000);
 });
 
+test('claims the wait it meant (X-Retrylab-Wait)', async () => {
+  const { createServer } = await import('node:http');
+  const seen = [];
+  const srv = createServer((req, res) => {
+    seen.push(req.headers['x-retrylab-wait']);
+    res.writeHead(seen.length % 3 ? 503 : 200).end();
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${srv.address().port}/r/0`;
+    const policy = { ...GOOD, base: 10, cap: 20, jitter: false };
+    assert.ok((await getWithRetries(url, policy, {}, { claimWaits: true })).ok);
+    assert.deepEqual(seen, [undefined, '10.000', '20.000']);
+    seen.length = 0;
+    assert.ok((await getWithRetries(url, policy)).ok);
+    assert.deepEqual(seen, [undefined, undefined, undefined]);
+  } finally {
+    srv.close();
+  }
+});
+
 test('one client or many (RETRYLAB_CLIENTS)', () => {
   assert.deepEqual(parseClients('0-3,8,12'), [0, 1, 2, 3, 8, 12]);
   assert.deepEqual(clientsFromEnv({ RETRYLAB_BASE_URL: 'http://h/c/7', RETRYLAB_CLIENT: '7' }),

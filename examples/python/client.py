@@ -12,6 +12,11 @@ get_with_retries(url) is the policy to copy. It
   * caps the attempts (max_attempts) and the total time (budget): a wait
     that would cross the budget gives up at once instead of sleeping past it.
 
+With claim_waits (on when it runs under retrylab) each retry also sends
+X-Retrylab-Wait, the milliseconds it meant to wait after the previous
+answer: retrylab reads the client's own waits from it, apart from the
+lateness a busy host adds (docs/exec.md). Leave it off in production.
+
 MISTAKES holds the same loop with one common mistake each; the tests show
 the check of retrylab's that catches it.
 
@@ -103,13 +108,14 @@ def backoff(policy, retry, rng):
     return rng.uniform(0, ceiling) if policy.jitter else ceiling
 
 
-def get_with_retries(url, policy=Policy(), headers=None, rng=random):
+def get_with_retries(url, policy=Policy(), headers=None, rng=random, claim_waits=False):
     deadline = time.monotonic() + policy.budget
     status = 0
+    claim = {}  # the X-Retrylab-Wait of the next attempt
     for attempt in range(1, policy.max_attempts + 1):
         retry_after = None
         try:
-            req = urllib.request.Request(url, headers=headers or {})
+            req = urllib.request.Request(url, headers={**(headers or {}), **claim})
             with urllib.request.urlopen(req, timeout=policy.timeout) as resp:
                 resp.read()
                 return Result(True, resp.status, attempt)
@@ -130,6 +136,8 @@ def get_with_retries(url, policy=Policy(), headers=None, rng=random):
             wait = backoff(policy, attempt, rng)
         if time.monotonic() + wait > deadline:
             return Result(False, status, attempt, "budget")
+        if claim_waits:
+            claim = {"X-Retrylab-Wait": f"{wait * 1000:.3f}"}
         time.sleep(wait)
     return Result(False, status, policy.max_attempts, "gave-up")
 
@@ -167,7 +175,7 @@ def main(argv=None):
     def play(client, base, key):
         headers = {"Authorization": "Bearer " + key} if key else {}
         for i in range(n):
-            r = get_with_retries(f"{base}/r/{i}", policy, headers)
+            r = get_with_retries(f"{base}/r/{i}", policy, headers, claim_waits=True)
             path = f"/c/{client}/r/{i}"  # names its client: required when a process plays several
             line = f"ok {path}" if r.ok else f"fail {path} {r.reason} (status {r.status}, {r.attempts} attempts)"
             with out:

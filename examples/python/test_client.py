@@ -122,3 +122,38 @@ def test_exec_route_mistake_exits_1(retrylab_exe, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "retrylab verdict: FAIL" in p.stdout
     assert "✗ retry-after" in p.stdout  # what the user reads: ✗ retry-after.... N early retries > 0
+
+
+def test_claims_the_wait_it_meant():
+    """With claim_waits each retry names the wait drawn before it; the
+    first attempt, and every attempt without claim_waits, none."""
+    import http.server
+    import random
+    import threading
+
+    seen = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("X-Retrylab-Wait"))
+            self.send_response(503 if len(seen) % 3 else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/r/0"
+        policy = client.Policy(base=0.01, cap=0.02)
+        assert client.get_with_retries(url, policy, rng=random.Random(1), claim_waits=True).ok
+        rng = random.Random(1)
+        want = [f"{client.backoff(policy, k, rng) * 1000:.3f}" for k in (1, 2)]
+        assert seen == [None] + want, seen
+        seen.clear()
+        assert client.get_with_retries(url, policy, rng=random.Random(1)).ok
+        assert seen == [None, None, None], seen
+    finally:
+        srv.shutdown()
