@@ -22,8 +22,11 @@ func TestBuiltins(t *testing.T) {
 		if len(sc.Description) < 40 || !strings.Contains(sc.Description, "Exposes") {
 			t.Errorf("%s: description %q does not say which mistake it exposes", sc.Name, sc.Description)
 		}
-		if sc.Duration > 25*time.Second {
-			t.Errorf("%s: duration %v; want at most 25s so a default run ends within 30 s", sc.Name, sc.Duration)
+		// The cap bounds a run on a busy host; on a quiet one a run ends
+		// when its fleet has (retrylabtest's assertHeadroom: within 1/1.4
+		// of the cap).
+		if sc.Duration > 30*time.Second {
+			t.Errorf("%s: duration %v; want at most 30s so a default run ends within 30 s", sc.Name, sc.Duration)
 		}
 		if sc.Fleet.Timeout >= sc.Duration {
 			t.Errorf("%s: fleet timeout %v is not below the duration %v: the watchdog could never fire", sc.Name, sc.Fleet.Timeout, sc.Duration)
