@@ -28,6 +28,10 @@ import (
 // past the threshold, PASS when it is all within it, else INCONCLUSIVE
 // with the range. In virtual time and without a measurement the model is
 // empty and the range is a point.
+//
+// A client's own word narrows it: a retry's wait claim (claims.go), where
+// its arrival bears it out, says what the client meant, with the host's
+// part out; instant-retry and waves read the claims they can check.
 
 // starvePressure is the CPU pressure (PSI "some", % of the run) from
 // which the host is starved: it, not the scenario, may have set a

@@ -14,7 +14,9 @@ import (
 // every cohort, a fastest tenth that waited a small share of the median
 // (full jitter: a fifth), and lateness only raises that share; lockstep
 // waits d + L read (d + L₁₀)/(d + L₅₀), near 1 unless L is of the order of
-// d. The constants and the readings behind them:
+// d. A cohort whose clients claim their waits (claims.go) is read on the
+// claims, which the host's lateness is not in: the ratio to the lateness
+// does not apply. The constants and the readings behind them:
 // docs/design/capacity.md#whose-spread.
 const (
 	// spreadShare: a cohort's fastest tenth waited at most this share of
