@@ -231,6 +231,11 @@ type loadJudgement struct {
 	ampAttempts, ampFirst int64
 	ampRejected           int64
 	ampUntil              int64 // end of the after span
+	// ampMost is the largest mean from the trigger to any instant from
+	// its end to ampUntil: whatever window a recovery would have closed,
+	// the figure over it is no more (a ratio of sums is at most the
+	// largest of the cumulative ones).
+	ampMost float64
 	// baselineOver: the server was not keeping up before the trigger
 	// (rec.Skip says so).
 	baselineOver bool

@@ -237,6 +237,18 @@ func (a *Analyzer) judgeLoad(inTime bool) loadJudgement {
 		j.ampUntil = until
 		j.ampAttempts = j.during.attempts + j.after.attempts
 		j.ampFirst = j.during.first + j.after.first
+		at, f := j.during.attempts, j.during.first
+		if f > 0 {
+			j.ampMost = float64(at) / float64(f)
+		}
+		if last.End > 0 {
+			for i := ceilBin(last.End); i < int(until/width); i++ {
+				at, f = at+sum(pa, i, i+1), f+sum(pf, i, i+1)
+				if f > 0 {
+					j.ampMost = max(j.ampMost, float64(at)/float64(f))
+				}
+			}
+		}
 		if j.ampFirst == 0 {
 			j.ampSkip = "no first attempt arrived during or after the trigger"
 		}

@@ -129,7 +129,16 @@ func (a *Analyzer) loadAmpRange(c *checkCfg) CheckResult {
 	var lo, hi float64
 	var how string
 	if j.baselineOver {
+		// No recovery can be told, so the window is unknown: hi is the
+		// most any window from the trigger can read, if the retries show
+		// their own spread (starvedRange).
 		lo, hi, how = 0, maxFigure, "the server was not keeping up before the trigger: the host, not the scenario, overloaded it"
+		if ok, spread := a.clientSpread(a.ampFrom(), j.ampUntil, m.p90); ok {
+			hi = j.ampMost
+			how += fmt.Sprintf("; whatever window a recovery would have closed, the mean over it is at most %s; %s", fmtAmp(j.ampMost), spread)
+		} else {
+			how += "; " + spread
+		}
 	} else {
 		during := j.during.mean()
 		lo, hi, how = a.starvedRange(r.Figure, during, j.ampUntil)

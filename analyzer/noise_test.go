@@ -333,8 +333,8 @@ func TestNoiseRecoveryStormEndedWithTrigger(t *testing.T) {
 // host, not the scenario, may have overloaded it. Without noise the same
 // recording is judged as read.
 func TestNoiseBaselineOverloaded(t *testing.T) {
-	judge := func(noisy bool, queue time.Duration) *Verdict {
-		recs := metastableSim(1, budget10).records()
+	judgeOf := func(client func(*capSim), noisy bool, queue time.Duration) *Verdict {
+		recs := metastableSim(1, client).records()
 		recs[0].Meta.Fleet.AttemptTimeout = int64(250 * ms)
 		for i := range recs {
 			if a := &recs[i].Attempt; recs[i].Type == timeline.TypeAttempt && a.Status == 200 && a.Fault == "" && a.At < int64(10*s1) {
@@ -348,6 +348,13 @@ func TestNoiseBaselineOverloaded(t *testing.T) {
 		}
 		v, _ := judgeRecords(recs, Options{Checks: []CheckSpec{{ID: CheckLoadAmplification, Params: map[string]string{"threshold": "1.01"}}}})
 		return v
+	}
+	judge := func(noisy bool, queue time.Duration) *Verdict { return judgeOf(budget10, noisy, queue) }
+	// A fleet that never retries reads 1 over any window: no window the
+	// host hid can read more, so it PASSes the same baseline.
+	noRetry := func(s *capSim) { s.maxAttempts = 1 }
+	if c := judgeOf(noRetry, true, 300*ms).Check(CheckLoadAmplification); c.Status != StatusPass || !strings.Contains(c.Reason, "at most 1.00×") {
+		t.Errorf("baseline overloaded, no retries: load-amplification = %s %v (%s); want pass, at most 1", c.Status, c.Range, c.Reason)
 	}
 	// Queued past the 250 ms attempt timeout: the fleet asked too much.
 	v := judge(true, 300*ms)

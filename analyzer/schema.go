@@ -123,7 +123,7 @@ var checkTable = []Check{
 		ID: CheckLoadAmplification, build: newLoadAmp, Unit: "× offered load", Meaning: "attempts per first attempt from the trigger until the recovery (×)",
 		Threshold: Default{Num: defaultLoadAmp},
 		Skips:     "no capacity model; no trigger; no first attempt then",
-		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90, or the cohort read on its clients' wait claims as waves reads them); lo is 0 when the lateness p90 is half the service time or more (the host may have cut the stub's capacity); [0, ∞] when the stub was overloaded before the trigger"},
+		Noise:     NoiseRow{Starve: Both, Undo: "starved: lo and hi are the reading over the trigger alone and over the window to the recovery; hi is unbounded unless the retries show their own spread (every cohort's fastest tenth at most 0.6 of its median, the median ≥ 4× the lateness p90, or the cohort read on its clients' wait claims as waves reads them); lo is 0 when the lateness p90 is half the service time or more (the host may have cut the stub's capacity); when the stub was overloaded before the trigger (no recovery to close the window), lo is 0 and hi the largest mean from the trigger to any instant after its end, unbounded unless the retries show their own spread"},
 	},
 	{
 		ID: CheckWastedWork, build: newWasted, Unit: "% wasted", Meaning: "% of service time given to attempts whose client had gone",
