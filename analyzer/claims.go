@@ -10,8 +10,8 @@ import (
 // ClaimWaits). The host can only make a retry later than its client meant,
 // by at most what it can add to the answer's receipt and to the send. So a
 // claim is consistent with its arrival when the arrival is not earlier
-// than the claim puts it, nor later by more than twice the host's largest
-// measured lateness. Where every sampled retry of a cohort claims
+// than the claim puts it, nor later by more than twice the most lateness
+// known (claimLate). Where every sampled retry of a cohort claims
 // consistently, the waves readings and the capacity checks' spread are
 // read on the claims: the client's own waits, with the host's part out.
 // One inconsistent claim (or a missing one) and the cohort is read on its
@@ -38,12 +38,12 @@ const (
 // the largest lateness measured is a sample's); else nil and why not. A
 // trigger the client timed itself (a fault, an abandoned answer) began at
 // its send, which the host may have delayed before the arrival: it allows
-// the host's largest lateness of skew.
-func claimedSample(sample []waveSampleRec, m hostNoise) ([]waveSampleRec, string) {
+// late (the most lateness known, claimLate) of skew.
+func claimedSample(sample []waveSampleRec, late int64) ([]waveSampleRec, string) {
 	if len(sample) == 0 {
 		return nil, "no sampled retry"
 	}
-	bound := 2*max(m.most, m.delay) + claimSkew
+	bound := 2*late + claimSkew
 	out := make([]waveSampleRec, 0, len(sample))
 	var over, missing, bad, early int
 	for _, x := range sample {
@@ -57,7 +57,7 @@ func claimedSample(sample []waveSampleRec, m hostNoise) ([]waveSampleRec, string
 		}
 		skew := claimSkew
 		if x.faultBase {
-			skew += max(m.most, m.delay)
+			skew += late
 		}
 		switch late := x.arrival - x.meant; {
 		case late < -skew:
@@ -74,4 +74,12 @@ func claimedSample(sample []waveSampleRec, m hostNoise) ([]waveSampleRec, string
 			len(sample), missing, bad, early, over, fmtDur(bound), 100*claimTail)
 	}
 	return out, ""
+}
+
+// claimLate is the most lateness known of the run: the noise model's
+// largest, or the most a first attempt arrived after the instant the
+// fleet meant to start its request (the fleet's own sends, late behind a
+// queue of runnable goroutines the meter's sleeper does not wait in).
+func (a *Analyzer) claimLate(m hostNoise) int64 {
+	return max(m.most, m.delay, a.firstLate)
 }

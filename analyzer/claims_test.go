@@ -1,11 +1,14 @@
 package analyzer
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrylab/retrylab/timeline"
 )
 
 // TestWavesClaims: a fleet whose retries claim the waits their clients
@@ -96,5 +99,38 @@ func TestInstantClaims(t *testing.T) {
 		if !slices.Contains(tt.want, c.Status) {
 			t.Errorf("%s: instant-retry = %s (%s); want %v", tt.name, c.Status, c.Reason, tt.want)
 		}
+	}
+}
+
+// TestLateAnswerIsAbandoned: an answer the stub wrote after the client's
+// attempt timeout (a stub behind on its work that did not see the client
+// leave) was never the client's: to the pairing it is an abandoned
+// attempt, whose retry's wait starts at the timeout. Retries 90 ms after
+// first attempts answered 503 at 100 ms (past the 30 ms timeout) came
+// before that answer: read on it, they would be instant retries of a 503;
+// they are retries after a timeout, which instant-retry does not judge.
+// Answered at 20 ms, within the timeout, the same retries are judged.
+func TestLateAnswerIsAbandoned(t *testing.T) {
+	judge := func(done time.Duration) CheckResult {
+		meta := &timeline.Meta{Format: timeline.Format, Recorder: "run", Scenario: "late", Subject: "sim",
+			Fleet: &timeline.Fleet{Clients: 20, Requests: 1, AttemptTimeout: int64(30 * ms)}, Scheduled: 20}
+		recs := []timeline.Record{{Type: timeline.TypeMeta, Meta: meta}}
+		for c := range 20 {
+			key := fmt.Sprintf("%d/0", c)
+			t0 := int64(c) * int64(s1)
+			recs = append(recs,
+				timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: fmt.Sprint(c), Key: key, Attempt: 1, Method: "GET", Path: "/c/" + key, At: t0, Done: t0 + int64(done), Status: 503}},
+				timeline.Record{Type: timeline.TypeAttempt, Attempt: timeline.Attempt{Client: fmt.Sprint(c), Key: key, Attempt: 2, Method: "GET", Path: "/c/" + key, At: t0 + int64(90*ms), Done: t0 + int64(91*ms), Status: 200}},
+				timeline.Record{Type: timeline.TypeOutcome, Outcome: timeline.Outcome{Client: fmt.Sprint(c), Key: key, Scheduled: t0, Start: t0, End: t0 + int64(92*ms), Result: timeline.ResultOK, Status: 200, Attempts: 2}})
+		}
+		recs = append(recs, timeline.Record{Type: timeline.TypeEnd, End: &timeline.End{Reason: timeline.EndCompleted, At: int64(21 * s1)}})
+		v, _ := judgeRecords(recs, Options{})
+		return *v.Check(CheckInstantRetry)
+	}
+	if c := judge(100 * ms); c.Status != StatusSkip || !strings.Contains(c.Reason, "no retry followed a 429/5xx") {
+		t.Errorf("answered after the timeout: instant-retry = %s (%s); want skip: the clients saw no 503", c.Status, c.Reason)
+	}
+	if c := judge(20 * ms); c.Status != StatusPass || !strings.Contains(c.Reason, "0 of 20") {
+		t.Errorf("answered within the timeout: instant-retry = %s (%s); want pass, 0 of 20 within the window", c.Status, c.Reason)
 	}
 }

@@ -161,7 +161,7 @@ func (ch *instantCheck) result() CheckResult {
 		if late > 0 {
 			// The open retries within the window are in known; the
 			// hidden ones replace them.
-			over := int64(ck.excess.N() - ck.excess.Below(2*max(h.n.most, h.n.delay)+claimSkew))
+			over := int64(ck.excess.N() - ck.excess.Below(2*a.claimLate(h.n)+claimSkew))
 			hi = max(hi, ck.known()-ck.openBad+h.n.hiddenWithin(ck.open, a.instWindow, ck.nOpen)+over)
 		}
 		bad += lo

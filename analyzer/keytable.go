@@ -161,4 +161,7 @@ type keyState struct {
 	reportedOK bool
 	outEnd     int64
 	outStart   int64
+	// firstAt is 1 + the arrival of the request's first attempt (0: not
+	// seen), for the fleet's send lateness (Analyzer.firstLate).
+	firstAt int64
 }

@@ -155,6 +155,9 @@ type Analyzer struct {
 	// attemptTimeout is the fleet's per-attempt timeout (ns, 0: none
 	// stated): an abandoned attempt failed for its client then.
 	attemptTimeout int64
+	// firstLate is the most a judged request's first attempt arrived
+	// after the instant the fleet meant to start it (claimLate), ns.
+	firstLate int64
 
 	// stream state
 	keys       keyTable

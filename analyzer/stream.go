@@ -94,7 +94,17 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 		// before: abandoned records the status it would have had).
 		x.status = 0
 	}
-	if r.Fault == timeline.FaultAbandoned {
+	abandoned := r.Fault == timeline.FaultAbandoned
+	if !abandoned && r.Fault == "" && a.attemptTimeout > 0 && r.Done > r.At+a.attemptTimeout {
+		// Answered after the client's attempt timeout (given to every
+		// subject): a stub behind on its work did not see the client
+		// leave, but the client had left. To the client it was an
+		// abandoned attempt.
+		late := *r
+		late.Fault = timeline.FaultAbandoned
+		x.class, x.fault, x.status, abandoned = ClassifyResponse(&late), true, 0, true
+	}
+	if abandoned {
 		// Nor the Retry-After of a response it left before, and it failed
 		// when its attempt timeout fired, not when the stub wrote (a
 		// stub with finite capacity serves queued work long after): a
@@ -117,6 +127,9 @@ func (a *Analyzer) addAttempt(r *timeline.Attempt) {
 	n := r.Attempt - st.base
 	if int32(n) > st.count {
 		st.count = int32(n)
+	}
+	if n == 1 && st.firstAt == 0 {
+		st.firstAt = r.At + 1
 	}
 	if r.Status >= 200 && r.Status < 300 && r.Fault == "" {
 		st.got2x = true
@@ -269,6 +282,9 @@ func (a *Analyzer) addOutcome(o *timeline.Outcome) {
 		st.outcome, st.excluded = true, !judged
 		st.reportedOK = o.Result == timeline.ResultOK
 		st.outStart, st.outEnd = o.Start, o.End
+		if judged && st.firstAt > 0 {
+			a.firstLate = max(a.firstLate, st.firstAt-1-o.Scheduled)
+		}
 	}
 	if judged {
 		for _, h := range a.outcomeHooks {
