@@ -23,7 +23,7 @@ func TestBuiltins(t *testing.T) {
 			t.Errorf("%s: description %q does not say which mistake it exposes", sc.Name, sc.Description)
 		}
 		// The cap bounds a run on a busy host; on a quiet one a run ends
-		// when its fleet has (retrylabtest's assertHeadroom: within 1/1.4
+		// when its fleet has (retrylabtest's assertHeadroom: within 1/1.35
 		// of the cap).
 		if sc.Duration > 30*time.Second {
 			t.Errorf("%s: duration %v; want at most 30s so a default run ends within 30 s", sc.Name, sc.Duration)
