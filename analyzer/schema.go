@@ -33,7 +33,7 @@ var checkTable = []Check{
 			{"window", KindDuration, Default{Num: 0.050}},
 		},
 		Skips: "no retry followed an unpaced 429/5xx or rate limit",
-		Noise: NoiseRow{Delay: Lowers, Undo: "hi is, for a lateness x, the share within `window` + x plus the share the host makes later than x (two standard errors over); the least over x of the p50, p90, p99 and the most measured. A retry whose client claimed a wait within `window` (X-Retrylab-Wait) counts in lo and hi; one whose longer claim its gap bears out (not shorter than the claim, nor longer by more than twice the most lateness measured) counts in neither"},
+		Noise: NoiseRow{Delay: Lowers, Undo: "hi is, for a lateness x, the share within `window` + x plus the share the host makes later than x (two standard errors over); the least over x of the p50, p90, p99 and the most measured. A retry whose client claimed a wait within `window` (X-Retrylab-Wait) counts in lo and hi; one whose longer claim its gap bears out (not shorter than the claim, nor longer by more than twice the most lateness known, the fleet's own first attempts' included) counts in neither"},
 	},
 	{
 		ID: CheckWaves, build: newWaves, Unit: "× full jitter", Meaning: "worst cohort's concentration (× full jitter)",
