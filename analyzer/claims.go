@@ -1,9 +1,6 @@
 package analyzer
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Wait claims: a client may say, on each retry, how long it meant to wait
 // after the previous answer (timeline.WaitHeader; the client package's
@@ -33,47 +30,32 @@ const (
 
 // claimedSample is sample with each arrival moved to where its client's
 // claim puts it, when at most claimTail of the claims are missing or
-// inconsistent under the host's noise m (those retries are left out: a
-// retry the stub numbered out of the client's order claims nothing, and
-// the largest lateness measured is a sample's); else nil and why not. A
-// trigger the client timed itself (a fault, an abandoned answer) began at
-// its send, which the host may have delayed before the arrival: it allows
-// late (the most lateness known, claimLate) of skew.
-func claimedSample(sample []waveSampleRec, late int64) ([]waveSampleRec, string) {
-	if len(sample) == 0 {
-		return nil, "no sampled retry"
-	}
+// inconsistent with their arrivals (those retries are left out: a retry
+// the stub numbered out of the client's order claims nothing, and the
+// largest lateness known is a sample's); else nil. A trigger the client
+// timed itself (a fault, an abandoned answer) began at its send, which the
+// host may have delayed before the arrival: it allows late (the most
+// lateness known, claimLate) of skew.
+func claimedSample(sample []waveSampleRec, late int64) []waveSampleRec {
 	bound := 2*late + claimSkew
 	out := make([]waveSampleRec, 0, len(sample))
-	var over, missing, bad, early int
 	for _, x := range sample {
-		switch {
-		case x.meant == noClaim:
-			missing++
-			continue
-		case x.meant == badClaim:
-			bad++
+		if x.meant < 0 { // noClaim, badClaim
 			continue
 		}
 		skew := claimSkew
 		if x.faultBase {
 			skew += late
 		}
-		switch late := x.arrival - x.meant; {
-		case late < -skew:
-			early++
-		case late > bound:
-			over++
-		default:
+		if d := x.arrival - x.meant; d >= -skew && d <= bound {
 			x.arrival = x.meant
 			out = append(out, x)
 		}
 	}
-	if off := len(sample) - len(out); float64(off) > claimTail*float64(len(sample)) {
-		return nil, fmt.Sprintf("of %d sampled retries, %d claimed no wait, %d a wait that does not parse, %d arrived earlier than their claim allows and %d later than it by more than the host's lateness allows (%s): more than %.0f%%",
-			len(sample), missing, bad, early, over, fmtDur(bound), 100*claimTail)
+	if len(sample) == 0 || float64(len(sample)-len(out)) > claimTail*float64(len(sample)) {
+		return nil
 	}
-	return out, ""
+	return out
 }
 
 // claimLate is the most lateness known of the run: the noise model's

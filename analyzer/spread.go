@@ -55,7 +55,7 @@ func (a *Analyzer) clientSpread(from, until, late int64) (bool, string) {
 		// A cohort whose clients claim their waits consistently is read
 		// on the claims (claimedSample): the spread is theirs, whatever
 		// the host's lateness, so the lateness needs no margin.
-		cl, _ := claimedSample(c.sample, a.claimLate(m))
+		cl := claimedSample(c.sample, a.claimLate(m))
 		src := c.sample
 		if cl != nil {
 			src = cl

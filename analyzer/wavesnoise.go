@@ -202,7 +202,7 @@ func (a *Analyzer) readCohort(r *cohortReading, c *waveCohort, floor int64, m ho
 		r.lo = min(r.lo, r.hi)
 		return
 	}
-	if cl, _ := claimedSample(c.sample, a.claimLate(m)); cl != nil {
+	if cl := claimedSample(c.sample, a.claimLate(m)); cl != nil {
 		// The clients' own waits, as they claim them: the host's part is
 		// out of them, so the range is a point.
 		var w welford
